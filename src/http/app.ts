@@ -1,0 +1,82 @@
+/**
+ * The HTTP app: callbacks, the authenticated /v1 API, ops endpoints, OpenAPI and docs.
+ * Transports stay thin: routes validate, call db/ingest code, and map errors.
+ */
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { Scalar } from "@scalar/hono-api-reference";
+import { requestId } from "hono/request-id";
+import type { Sql } from "postgres";
+import type { Db } from "../db/client.ts";
+import type { Ingestor } from "../ingest/batcher.ts";
+import { redactPath } from "../logger.ts";
+import type { Logger } from "../logger.ts";
+import type { Metrics } from "../metrics.ts";
+import { bearerAuth } from "./auth.ts";
+import { ApiError, errorHandler } from "./errors.ts";
+import { callbackRoutes } from "./routes/callbacks.ts";
+import { opsRoutes } from "./routes/ops.ts";
+import { orderReadRoutes } from "./routes/orders.ts";
+import { rejectedRoutes } from "./routes/rejected.ts";
+import type { AppEnv } from "./types.ts";
+import { validationHook } from "./validation.ts";
+
+export interface AppDeps {
+  apiToken: string;
+  callbackSecret: string;
+  sql: Sql;
+  db: Db;
+  ingestor: Ingestor;
+  log: Logger;
+  metrics: Metrics;
+  /** Extra /v1 route groups (commands, sandbox, AWB) mounted by the composition root. */
+  extraRoutes?: OpenAPIHono<AppEnv>[];
+}
+
+export function createApp(deps: AppDeps) {
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
+
+  app.use(requestId());
+  app.use(async (c, next) => {
+    const started = performance.now();
+    const log = deps.log.child({ requestId: c.get("requestId") });
+    c.set("log", log);
+    await next();
+    const line = {
+      method: c.req.method,
+      path: redactPath(c.req.path),
+      status: c.res.status,
+      ms: Math.round((performance.now() - started) * 10) / 10,
+    };
+    // Accepted callbacks are the hot path: one info line each would dominate the log.
+    if (c.res.status < 400 && c.req.path.startsWith("/callbacks")) log.debug(line, "request");
+    else log.info(line, "request");
+  });
+
+  app.route("/callbacks", callbackRoutes({ secret: deps.callbackSecret, sql: deps.sql, ingestor: deps.ingestor, log: deps.log, metrics: deps.metrics }));
+  app.route("/", opsRoutes(deps.sql, deps.metrics));
+
+  app.use("/v1/*", bearerAuth(deps.apiToken));
+  app.route("/", orderReadRoutes(deps.db));
+  app.route("/", rejectedRoutes(deps.db));
+  for (const routes of deps.extraRoutes ?? []) app.route("/", routes);
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", { type: "http", scheme: "bearer" });
+  app.doc31("/openapi.json", {
+    openapi: "3.1.0",
+    info: {
+      title: "tracklane",
+      version: "1",
+      description:
+        "Order tracking for merchants of a hyperlocal delivery provider. Callbacks go to " +
+        "POST|PUT /callbacks/{CALLBACK_SECRET} (or /callbacks with X-Callback-Secret); " +
+        "everything under /v1 needs Authorization: Bearer <API_TOKEN>.",
+    },
+  });
+  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "tracklane API" }));
+
+  app.notFound((c) => {
+    throw new ApiError("not_found", `no route for ${c.req.method} ${redactPath(c.req.path)}`);
+  });
+  app.onError(errorHandler(deps.log));
+  return app;
+}

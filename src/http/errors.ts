@@ -1,0 +1,128 @@
+/**
+ * One error type for the whole API. Every failure leaves as
+ * `{"error":{"code","message","request_id"}}` with a status decided here, in one switch.
+ */
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ZodError } from "zod";
+import { isDatabaseUnavailable } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+
+export type ErrorCode =
+  | "invalid_json"
+  | "invalid_parameter"
+  | "validation_failed"
+  | "missing_order_id"
+  | "unauthorized"
+  | "forbidden"
+  | "sandbox_disabled"
+  | "not_found"
+  | "order_not_found"
+  | "method_not_allowed"
+  | "conflict"
+  | "order_picked_up"
+  | "payload_too_large"
+  | "unsupported_media_type"
+  | "awb_pool_empty"
+  | "provider_error"
+  | "database_unavailable"
+  | "overloaded"
+  | "internal_error";
+
+export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 422 | 500 | 502 | 503 {
+  switch (code) {
+    case "invalid_json":
+    case "invalid_parameter":
+      return 400;
+    case "unauthorized":
+      return 401;
+    case "forbidden":
+    case "sandbox_disabled":
+      return 403;
+    case "not_found":
+    case "order_not_found":
+      return 404;
+    case "method_not_allowed":
+      return 405;
+    case "conflict":
+    case "order_picked_up":
+      return 409;
+    case "payload_too_large":
+      return 413;
+    case "unsupported_media_type":
+      return 415;
+    case "missing_order_id":
+    case "validation_failed":
+      return 422;
+    case "provider_error":
+      return 502;
+    case "awb_pool_empty":
+    case "database_unavailable":
+    case "overloaded":
+      return 503;
+    case "internal_error":
+      return 500;
+  }
+}
+
+export interface FieldIssue {
+  path: string;
+  message: string;
+}
+
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly issues: FieldIssue[] | undefined;
+  readonly headers: Record<string, string> | undefined;
+  constructor(code: ErrorCode, message: string, options: { issues?: FieldIssue[]; cause?: unknown; headers?: Record<string, string> } = {}) {
+    super(message, { cause: options.cause });
+    this.name = "ApiError";
+    this.code = code;
+    this.issues = options.issues;
+    this.headers = options.headers;
+  }
+}
+
+/** zod issues as `[{path, message}]`, and one sentence naming every bad field. */
+export function fromZodError(error: ZodError, code: ErrorCode = "validation_failed", where = "body"): ApiError {
+  const issues = error.issues.map((i) => ({ path: i.path.length ? i.path.join(".") : where, message: i.message }));
+  return new ApiError(code, `invalid ${where}: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, { issues });
+}
+
+export function errorBody(err: ApiError, requestId: string) {
+  return {
+    error: {
+      code: err.code,
+      message: err.message,
+      request_id: requestId,
+      ...(err.issues ? { issues: err.issues } : {}),
+    },
+  };
+}
+
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (isDatabaseUnavailable(err)) {
+    return new ApiError("database_unavailable", "the database is unavailable; retry later", { cause: err, headers: { "retry-after": "1" } });
+  }
+  if (err instanceof HTTPException) {
+    const status = err.status;
+    if (status === 413) return new ApiError("payload_too_large", err.message || "request body too large");
+    if (status === 401) return new ApiError("unauthorized", err.message || "unauthorized");
+    if (status === 404) return new ApiError("not_found", err.message || "not found");
+    if (/json/i.test(err.message)) return new ApiError("invalid_json", "request body is not valid JSON");
+    if (status >= 400 && status < 500) return new ApiError("invalid_parameter", err.message || "bad request");
+  }
+  return new ApiError("internal_error", "internal error", { cause: err });
+}
+
+export function errorHandler(log: Logger) {
+  return (err: unknown, c: Context) => {
+    const apiError = toApiError(err);
+    const status = statusOf(apiError.code);
+    const requestId = c.get("requestId") ?? "";
+    if (status >= 500) log.error({ err, requestId, code: apiError.code }, "request failed");
+    for (const [k, v] of Object.entries(apiError.headers ?? {})) c.header(k, v);
+    return c.json(errorBody(apiError, requestId), status);
+  };
+}

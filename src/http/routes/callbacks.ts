@@ -1,0 +1,111 @@
+/**
+ * The provider's callback receiver (PRODUCT.md §4). Order of work, cheapest refusal
+ * first: secret (constant time) -> size -> UTF-8 -> JSON -> normalise -> group-commit
+ * append -> 200. Nothing is acknowledged before it is committed.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import type { Sql } from "postgres";
+import { normaliseCallback } from "../../domain/normalise.ts";
+import type { RejectReason } from "../../domain/normalise.ts";
+import { OverloadedError } from "../../ingest/batcher.ts";
+import type { Ingestor } from "../../ingest/batcher.ts";
+import type { Logger } from "../../logger.ts";
+import type { Metrics } from "../../metrics.ts";
+import { safeEqual } from "../auth.ts";
+import { ApiError } from "../errors.ts";
+import type { AppEnv } from "../types.ts";
+
+export const CALLBACK_MAX_BYTES = 256 * 1024;
+/** Rejected bodies are kept for diagnosis, cut to this many characters. */
+export const REJECTED_BODY_MAX = 16 * 1024;
+
+export interface CallbackDeps {
+  secret: string;
+  sql: Sql;
+  ingestor: Ingestor;
+  log: Logger;
+  metrics: Metrics;
+}
+
+/** Reads at most `max` bytes of the body; null when it is larger (nothing kept). */
+async function readBounded(c: Context, max: number): Promise<Uint8Array | null> {
+  const declared = Number(c.req.header("content-length"));
+  if (Number.isFinite(declared) && declared > max) return null;
+  const body = c.req.raw.body;
+  if (!body) return new Uint8Array();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.byteLength;
+    if (size > max) return null;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+export function callbackRoutes(deps: CallbackDeps) {
+  const app = new Hono<AppEnv>();
+  const { metrics } = deps;
+
+  const reject = async (c: Context, reason: RejectReason, message: string, raw: Uint8Array) => {
+    metrics.callbacks.inc({ result: `rejected_${reason}` });
+    const text = new TextDecoder("utf-8", { fatal: false }).decode(raw).replaceAll("\u0000", "\uFFFD");
+    try {
+      await deps.sql`
+        insert into rejected_callbacks (reason, content_type, body, body_bytes, truncated)
+        values (${reason}, ${c.req.header("content-type")?.slice(0, 200) ?? null},
+                ${text.slice(0, REJECTED_BODY_MAX)}, ${raw.byteLength}, ${text.length > REJECTED_BODY_MAX})`;
+    } catch (err) {
+      // The sender gets its 4xx either way: the body would be refused again on a retry.
+      deps.log.error({ err, reason }, "could not record rejected callback");
+    }
+    throw new ApiError(reason, message);
+  };
+
+  const receive = (location: boolean) => async (c: Context<AppEnv>) => {
+    const given = c.req.param("secret") ?? c.req.header("x-callback-secret") ?? "";
+    if (!safeEqual(given, deps.secret)) {
+      metrics.callbacks.inc({ result: "unauthorized" });
+      throw new ApiError("unauthorized", "wrong or missing callback secret");
+    }
+    const raw = await readBounded(c, CALLBACK_MAX_BYTES);
+    if (raw === null) {
+      metrics.callbacks.inc({ result: "too_large" });
+      throw new ApiError("payload_too_large", `callback body is larger than ${CALLBACK_MAX_BYTES} bytes`);
+    }
+    let text: string;
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
+    } catch {
+      return reject(c, "invalid_json", "body is not valid UTF-8", raw);
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch (err) {
+      return reject(c, "invalid_json", `body is not JSON: ${(err as Error).message}`, raw);
+    }
+    const normalised = normaliseCallback(body, { forceLocation: location, receivedAt: new Date() });
+    if (!normalised.ok) return reject(c, normalised.reason, normalised.message, raw);
+    try {
+      const result = await deps.ingestor.submit({ event: normalised.event, payload: body as Record<string, unknown> });
+      metrics.callbacks.inc({ result: result.duplicate ? "duplicate" : "stored" });
+      return c.json({ ok: true, event_id: result.eventId, duplicate: result.duplicate });
+    } catch (err) {
+      metrics.callbacks.inc({ result: "unavailable" });
+      if (err instanceof OverloadedError) {
+        throw new ApiError("overloaded", "too many callbacks in flight; retry shortly", { headers: { "retry-after": "1" } });
+      }
+      throw err; // onError maps database outages to 503
+    }
+  };
+
+  for (const method of ["POST", "PUT"] as const) {
+    app.on(method, "/location", receive(true));
+    app.on(method, "/", receive(false));
+    app.on(method, "/:secret/location", receive(true));
+    app.on(method, "/:secret", receive(false));
+  }
+  return app;
+}

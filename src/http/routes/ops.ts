@@ -1,0 +1,63 @@
+/** Unauthenticated operational endpoints: liveness, readiness, Prometheus metrics. */
+import { Hono } from "hono";
+import { Gauge } from "prom-client";
+import type { Sql } from "postgres";
+import { migrationsApplied } from "../../db/migrate.ts";
+import type { Metrics } from "../../metrics.ts";
+import type { AppEnv } from "../types.ts";
+
+export function opsRoutes(sql: Sql, metrics: Metrics) {
+  const app = new Hono<AppEnv>();
+
+  // Read from the database at scrape time, so they are right whichever process did the work.
+  const backlog = new Gauge({
+    name: "tracklane_projection_backlog_jobs",
+    help: "Projection jobs waiting to run",
+    registers: [metrics.registry],
+  });
+  const oldest = new Gauge({
+    name: "tracklane_projection_oldest_pending_seconds",
+    help: "Age of the oldest waiting projection job (current projection lag)",
+    registers: [metrics.registry],
+  });
+  const failedJobs = new Gauge({
+    name: "tracklane_jobs_failed_permanently",
+    help: "Jobs that used up their attempts, by task",
+    labelNames: ["task"] as const,
+    registers: [metrics.registry],
+  });
+
+  app.get("/healthz", (c) => c.json({ ok: true }));
+
+  app.get("/readyz", async (c) => {
+    try {
+      const ready = await migrationsApplied(sql);
+      return ready ? c.json({ ok: true }) : c.json({ ok: false, reason: "migrations not applied" }, 503);
+    } catch {
+      return c.json({ ok: false, reason: "database unreachable" }, 503);
+    }
+  });
+
+  app.get("/metrics", async (c) => {
+    try {
+      const [jobs] = await sql<{ waiting: number; oldest: number | null }[]>`
+        select count(*)::int as waiting,
+               extract(epoch from now() - min(run_at))::float8 as oldest
+        from graphile_worker.jobs
+        where task_identifier = 'order__project' and locked_at is null and attempts = 0`;
+      backlog.set(jobs?.waiting ?? 0);
+      oldest.set(Math.max(0, jobs?.oldest ?? 0));
+      failedJobs.reset();
+      const failed = await sql<{ task: string; n: number }[]>`
+        select task_identifier as task, count(*)::int as n from graphile_worker.jobs
+        where attempts >= max_attempts group by 1`;
+      for (const row of failed) failedJobs.set({ task: row.task }, row.n);
+    } catch {
+      // Metrics still answer with what the process knows when the database is away.
+    }
+    c.header("content-type", metrics.registry.contentType);
+    return c.body(await metrics.registry.metrics());
+  });
+
+  return app;
+}

@@ -1,0 +1,171 @@
+/**
+ * Read routes for orders: one order, the list, the timeline. Each order route exists
+ * twice: by client_order_id (`/v1/orders/{order}`) and by the provider's id
+ * (`/v1/orders/by-svc-id/{svc_order_id}`).
+ */
+import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import type { Db } from "../../db/client.ts";
+import { findOrder, listOrders, orderTimeline } from "../../db/orders.ts";
+import type { OrderRef, OrderRow } from "../../db/orders.ts";
+import { CANONICAL_STATUSES } from "../../domain/statuses.ts";
+import { ApiError } from "../errors.ts";
+import {
+  ErrorSchema,
+  EventSchema,
+  OrderSchema,
+  decodeCursor,
+  encodeCursor,
+  eventJson,
+  limitParam,
+  orderJson,
+} from "../schemas.ts";
+import type { AppEnv } from "../types.ts";
+import { validationHook } from "../validation.ts";
+
+export const errors = {
+  400: { description: "Invalid input", content: { "application/json": { schema: ErrorSchema } } },
+  401: { description: "Missing or wrong bearer token", content: { "application/json": { schema: ErrorSchema } } },
+  404: { description: "No such order", content: { "application/json": { schema: ErrorSchema } } },
+} as const;
+
+const security = [{ Bearer: [] }];
+
+/** Where an order route's identifier comes from, for both route families. */
+export const ORDER_PATHS = [
+  { by: "client", prefix: "/v1/orders/{order}", param: "order" },
+  { by: "svc", prefix: "/v1/orders/by-svc-id/{svc_order_id}", param: "svc_order_id" },
+] as const;
+
+export function orderParams(param: string) {
+  return z.object({ [param]: z.string().min(1).max(128).openapi({ param: { name: param, in: "path" } }) });
+}
+
+export function refFrom(by: "client" | "svc", params: Record<string, string>, param: string): OrderRef {
+  return { by, id: params[param]! };
+}
+
+export async function requireOrder(db: Db, ref: OrderRef): Promise<OrderRow> {
+  const order = await findOrder(db, ref);
+  if (!order) {
+    const what = ref.by === "client" ? "client_order_id" : "svc_order_id";
+    throw new ApiError("order_not_found", `no order with ${what} ${JSON.stringify(ref.id)}`);
+  }
+  return order;
+}
+
+const EventCursor = z.object({ m: z.string().regex(/^-?\d+$/), i: z.number().int() });
+
+export function orderReadRoutes(db: Db) {
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
+
+  // by-svc-id routes first: otherwise "by-svc-id" would be read as a client_order_id.
+  for (const { by, prefix, param } of [...ORDER_PATHS].reverse()) {
+    const params = orderParams(param);
+    app.openapi(
+      createRoute({
+        method: "get",
+        path: prefix,
+        tags: ["orders"],
+        summary: by === "client" ? "Get an order by client_order_id" : "Get an order by svc_order_id",
+        security,
+        request: { params },
+        responses: {
+          200: { description: "The order", content: { "application/json": { schema: OrderSchema } } },
+          ...errors,
+        },
+      }),
+      async (c) => {
+        const order = await requireOrder(db, refFrom(by, c.req.valid("param") as Record<string, string>, param));
+        return c.json(orderJson(order), 200);
+      },
+    );
+
+    app.openapi(
+      createRoute({
+        method: "get",
+        path: `${prefix}/events`,
+        tags: ["orders"],
+        summary: "The order's timeline, in event-time order",
+        security,
+        request: {
+          params,
+          query: z.object({ limit: limitParam(1000, 500), cursor: z.string().max(200).optional() }),
+        },
+        responses: {
+          200: {
+            description: "Events",
+            content: {
+              "application/json": {
+                schema: z.object({ items: z.array(EventSchema), next_cursor: z.string().nullable() }),
+              },
+            },
+          },
+          ...errors,
+        },
+      }),
+      async (c) => {
+        const order = await requireOrder(db, refFrom(by, c.req.valid("param") as Record<string, string>, param));
+        const { limit, cursor } = c.req.valid("query");
+        const after = cursor === undefined ? undefined : decodeCursor(cursor, EventCursor);
+        if (after === null) throw new ApiError("invalid_parameter", "cursor: not a cursor from this endpoint", { issues: [{ path: "cursor", message: "invalid cursor" }] });
+        const page = await orderTimeline(db, order, { limit, after: after && { micros: after.m, id: after.i } });
+        return c.json(
+          {
+            items: page.rows.map(eventJson),
+            next_cursor: page.next ? encodeCursor({ m: page.next.micros, i: page.next.id }) : null,
+          },
+          200,
+        );
+      },
+    );
+  }
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/orders",
+      tags: ["orders"],
+      summary: "List orders, newest first",
+      security,
+      request: {
+        query: z.object({
+          status: z.enum(CANONICAL_STATUSES).optional(),
+          store_code: z.string().min(1).max(128).optional(),
+          updated_after: z.iso.datetime({ offset: true }).optional().openapi({ example: "2026-11-01T00:00:00Z" }),
+          limit: limitParam(500, 50),
+          cursor: z.string().max(200).optional(),
+        }),
+      },
+      responses: {
+        200: {
+          description: "A page of orders",
+          content: {
+            "application/json": {
+              schema: z.object({ items: z.array(OrderSchema), next_cursor: z.string().nullable() }),
+            },
+          },
+        },
+        400: errors[400],
+        401: errors[401],
+      },
+    }),
+    async (c) => {
+      const q = c.req.valid("query");
+      const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor, z.object({ id: z.number().int() }));
+      if (before === null) throw new ApiError("invalid_parameter", "cursor: not a cursor from this endpoint", { issues: [{ path: "cursor", message: "invalid cursor" }] });
+      const page = await listOrders(db, {
+        status: q.status,
+        storeCode: q.store_code,
+        updatedAfter: q.updated_after === undefined ? undefined : new Date(q.updated_after),
+        limit: q.limit,
+        beforeId: before?.id,
+      });
+      return c.json(
+        { items: page.rows.map(orderJson), next_cursor: page.nextId === null ? null : encodeCursor({ id: page.nextId }) },
+        200,
+      );
+    },
+  );
+
+  return app;
+}

@@ -1,0 +1,118 @@
+/**
+ * Group commit. Concurrent callbacks are gathered into one multi-row insert and one
+ * add_jobs per flush; each caller's promise settles only after that transaction has
+ * committed, so a 200 still means "durably stored". While a flush is in flight, new
+ * events wait for the next one, so batches grow exactly as fast as load does and an idle
+ * service pays no added latency.
+ */
+import type { Sql } from "postgres";
+import { isDatabaseUnavailable } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+import type { Metrics } from "../metrics.ts";
+import { appendEvents } from "./append.ts";
+import type { Appended, EventInput } from "./append.ts";
+
+export interface BatcherOptions {
+  /** Most events in one transaction. 1 turns batching off (one transaction per event). */
+  batchMax: number;
+  /** How long a lone event may wait for company before its flush starts (ms). */
+  batchWaitMs: number;
+  /** Flushes (transactions) in flight at once. */
+  maxInFlight: number;
+  /** Events buffered or in flight beyond which new ones are refused (backpressure). */
+  maxPending: number;
+}
+
+export class OverloadedError extends Error {
+  constructor() {
+    super("ingest buffer full");
+    this.name = "OverloadedError";
+  }
+}
+
+interface Pending {
+  input: EventInput;
+  resolve: (result: Appended) => void;
+  reject: (err: unknown) => void;
+}
+
+export interface Ingestor {
+  submit(input: EventInput): Promise<Appended>;
+  /** Flushes what is buffered and waits for every flush in flight. */
+  close(): Promise<void>;
+}
+
+export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, metrics?: Metrics): Ingestor {
+  let buffer: Pending[] = [];
+  let inFlight = 0;
+  let pendingCount = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let scheduled = false;
+  let idle: (() => void) | undefined;
+
+  const commit = async (batch: Pending[]) => {
+    const results = await sql.begin((tx) => appendEvents(tx, batch.map((p) => p.input)));
+    batch.forEach((p, i) => p.resolve(results[i]!));
+  };
+
+  const flush = async (batch: Pending[]) => {
+    inFlight++;
+    metrics?.ingestBatchSize.observe(batch.length);
+    try {
+      await commit(batch);
+    } catch (err) {
+      if (batch.length > 1 && !isDatabaseUnavailable(err)) {
+        // One bad event must not fail its batch-mates: retry each alone.
+        log.warn({ err, size: batch.length }, "batch insert failed; retrying events one by one");
+        for (const p of batch) await commit([p]).catch(p.reject);
+      } else {
+        for (const p of batch) p.reject(err);
+      }
+    } finally {
+      inFlight--;
+      pendingCount -= batch.length;
+      if (buffer.length > 0) schedule();
+      else if (inFlight === 0) idle?.();
+    }
+  };
+
+  const drain = () => {
+    scheduled = false;
+    clearTimeout(timer);
+    timer = undefined;
+    while (buffer.length > 0 && inFlight < options.maxInFlight) {
+      const batch = buffer.slice(0, options.batchMax);
+      buffer = buffer.slice(batch.length);
+      void flush(batch);
+    }
+  };
+
+  const schedule = () => {
+    if (inFlight >= options.maxInFlight) return; // the finishing flush reschedules
+    if (buffer.length >= options.batchMax || options.batchWaitMs === 0) {
+      if (!scheduled) {
+        scheduled = true;
+        // Let the callbacks of this I/O turn join the batch first.
+        setImmediate(drain);
+      }
+    } else if (timer === undefined) {
+      timer = setTimeout(drain, options.batchWaitMs);
+    }
+  };
+
+  return {
+    submit(input) {
+      if (pendingCount >= options.maxPending) return Promise.reject(new OverloadedError());
+      pendingCount++;
+      return new Promise<Appended>((resolve, reject) => {
+        buffer.push({ input, resolve, reject });
+        schedule();
+      });
+    },
+    async close() {
+      if (buffer.length > 0) drain();
+      if (inFlight === 0 && buffer.length === 0) return;
+      await new Promise<void>((resolve) => (idle = resolve));
+    },
+  };
+}

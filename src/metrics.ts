@@ -1,0 +1,42 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+/** Every Prometheus metric tracklane exports, on one registry per process. */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "tracklane_" });
+  return {
+    registry,
+    callbacks: new Counter({
+      name: "tracklane_callbacks_total",
+      help: "Callbacks received, by result (stored, duplicate, rejected_*, unauthorized, too_large, unavailable)",
+      labelNames: ["result"] as const,
+      registers: [registry],
+    }),
+    ingestBatchSize: new Histogram({
+      name: "tracklane_ingest_batch_size",
+      help: "Events per group-commit flush",
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+      registers: [registry],
+    }),
+    projectionLag: new Histogram({
+      name: "tracklane_projection_lag_seconds",
+      help: "Time from an event being stored to its order row being updated",
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers: [registry],
+    }),
+    jobs: new Counter({
+      name: "tracklane_jobs_total",
+      help: "Worker job outcomes, by task and outcome (success, failure)",
+      labelNames: ["task", "outcome"] as const,
+      registers: [registry],
+    }),
+    awbPool: new Gauge({
+      name: "tracklane_awb_pool",
+      help: "AWB numbers in the pool, by state (available, allocated)",
+      labelNames: ["state"] as const,
+      registers: [registry],
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,89 @@
+/**
+ * The composition root: builds the pieces a process runs (HTTP, worker or both) from the
+ * config, and stops them in the right order.
+ */
+import type { Runner } from "graphile-worker";
+import type { Config } from "../config.ts";
+import { createDatabase } from "../db/client.ts";
+import type { Database } from "../db/client.ts";
+import { createApp } from "../http/app.ts";
+import { listen } from "../http/server.ts";
+import type { HttpServer } from "../http/server.ts";
+import { createIngestor } from "../ingest/batcher.ts";
+import type { Ingestor } from "../ingest/batcher.ts";
+import type { Logger } from "../logger.ts";
+import { createMetrics } from "../metrics.ts";
+import type { Metrics } from "../metrics.ts";
+import { startWorker } from "../tasks/runner.ts";
+
+export interface Services {
+  http: HttpServer | undefined;
+  worker: Runner | undefined;
+  database: Database;
+  metrics: Metrics;
+  stop(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  config: Config;
+  databaseUrl: string;
+  log: Logger;
+  web: boolean;
+  worker: boolean;
+  /** Overrides config.port (tests use 0). */
+  port?: number;
+}
+
+export function ingestorFor(config: Config, database: Database, log: Logger, metrics: Metrics): Ingestor {
+  const { batchMax, batchWaitMs } = config.ingest;
+  return createIngestor(
+    database.sql,
+    {
+      batchMax,
+      batchWaitMs,
+      // Unbatched, every request is its own transaction: allow as many as connections.
+      maxInFlight: batchMax === 1 ? config.db.poolMax : Math.max(1, Math.min(4, config.db.poolMax - 2)),
+      maxPending: Math.max(1024, batchMax * 16),
+    },
+    log,
+    metrics,
+  );
+}
+
+export async function startServices(options: ServiceOptions): Promise<Services> {
+  const { config, log } = options;
+  const metrics = createMetrics();
+  const database = createDatabase(options.databaseUrl, { max: config.db.poolMax, name: options.web ? "tracklane-web" : "tracklane-worker" });
+  let ingestor: Ingestor | undefined;
+  let http: HttpServer | undefined;
+  let worker: Runner | undefined;
+  if (options.web) {
+    ingestor = ingestorFor(config, database, log, metrics);
+    const app = createApp({
+      apiToken: config.apiToken,
+      callbackSecret: config.callbackSecret,
+      sql: database.sql,
+      db: database.db,
+      ingestor,
+      log,
+      metrics,
+    });
+    http = await listen(app, options.port ?? config.port, config.host);
+  }
+  if (options.worker) {
+    worker = await startWorker({ databaseUrl: options.databaseUrl, sql: database.sql, log, metrics, concurrency: config.worker.concurrency });
+  }
+  return {
+    http,
+    worker,
+    database,
+    metrics,
+    async stop() {
+      // Stop taking requests, commit what was acknowledged-to-be, finish running jobs.
+      await http?.close();
+      await ingestor?.close();
+      await worker?.stop();
+      await database.close();
+    },
+  };
+}
