@@ -1,0 +1,130 @@
+/**
+ * A whole tracklane (app, ingestor, worker tasks) on a fresh database, for integration
+ * and HTTP tests. Requests go through the app (`request`) or, for tests that need a real
+ * socket, through `listen()`. Jobs run deterministically with `runJobs()`.
+ */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { runOnce } from "graphile-worker";
+import { loadConfig } from "../../src/config.ts";
+import type { Config } from "../../src/config.ts";
+import { createDatabase } from "../../src/db/client.ts";
+import type { Database } from "../../src/db/client.ts";
+import { createApp } from "../../src/http/app.ts";
+import { listen } from "../../src/http/server.ts";
+import { createLogger } from "../../src/logger.ts";
+import type { Logger } from "../../src/logger.ts";
+import { createMetrics } from "../../src/metrics.ts";
+import type { Metrics } from "../../src/metrics.ts";
+import { ingestorFor } from "../../src/runtime/services.ts";
+import { graphileLogger } from "../../src/tasks/logger.ts";
+import { taskList } from "../../src/tasks/runner.ts";
+import { createTestDatabase } from "./db.ts";
+import type { TestDatabase } from "./db.ts";
+
+export const API_TOKEN = "test-api-token-0123456789abcdef";
+export const CALLBACK_SECRET = "test-callback-secret-0123456789";
+
+export interface TestApp {
+  app: ReturnType<typeof createApp>;
+  config: Config;
+  database: Database;
+  testDb: TestDatabase;
+  metrics: Metrics;
+  log: Logger;
+  /** Every log line written so far (JSON strings). */
+  logLines: string[];
+  request(path: string, init?: RequestInit & { json?: unknown; token?: string | null }): Promise<Response>;
+  callback(body: unknown, options?: { path?: string; method?: string; headers?: Record<string, string> }): Promise<Response>;
+  runJobs(): Promise<void>;
+  listen(): Promise<{ url: string; close(): Promise<void> }>;
+  close(): Promise<void>;
+}
+
+export async function createTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+  const testDb = await createTestDatabase();
+  const config = loadConfig({
+    DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-test-")),
+    DATABASE_URL: testDb.url,
+    API_TOKEN,
+    CALLBACK_SECRET,
+    LOG_LEVEL: "debug",
+    ...env,
+  });
+  const logLines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logLines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
+      done();
+    },
+  });
+  const log = createLogger({ level: config.logLevel, destination: sink });
+  const metrics = createMetrics();
+  const database = createDatabase(testDb.url, { max: 6, name: "tracklane-test" });
+  const ingestor = ingestorFor(config, database, log, metrics);
+  const app = createApp({
+    apiToken: config.apiToken,
+    callbackSecret: config.callbackSecret,
+    sql: database.sql,
+    db: database.db,
+    ingestor,
+    log,
+    metrics,
+  });
+  const deps = { databaseUrl: testDb.url, sql: database.sql, log, metrics, concurrency: 1 };
+
+  return {
+    app,
+    config,
+    database,
+    testDb,
+    metrics,
+    log,
+    logLines,
+    request(path, init = {}) {
+      const headers = new Headers(init.headers);
+      const token = init.token === undefined ? API_TOKEN : init.token;
+      if (token !== null) headers.set("authorization", `Bearer ${token}`);
+      let body = init.body;
+      if (init.json !== undefined) {
+        headers.set("content-type", "application/json");
+        body = JSON.stringify(init.json);
+      }
+      return Promise.resolve(app.request(path, { ...init, headers, body }));
+    },
+    callback(body, options = {}) {
+      const raw = typeof body === "string" || body instanceof Uint8Array ? body : JSON.stringify(body);
+      return Promise.resolve(
+        app.request(options.path ?? `/callbacks/${CALLBACK_SECRET}`, {
+          method: options.method ?? "POST",
+          headers: { "content-type": "application/json", ...options.headers },
+          body: raw,
+        }),
+      );
+    },
+    async runJobs() {
+      await runOnce({ connectionString: testDb.url, taskList: taskList(deps), logger: graphileLogger(log) });
+    },
+    async listen() {
+      return await listen(app, 0, "127.0.0.1");
+    },
+    async close() {
+      await ingestor.close();
+      await database.close();
+      await testDb.drop();
+    },
+  };
+}
+
+/** Shuffles in place (Fisher-Yates) with a seeded generator, so failures reproduce. */
+export function shuffle<T>(items: T[], seed = 42): T[] {
+  let s = seed >>> 0;
+  const rand = () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
+}

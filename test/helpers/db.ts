@@ -1,0 +1,53 @@
+/**
+ * A fresh database per test file, cloned from the migrated template that test/run.ts
+ * built (CREATE DATABASE ... TEMPLATE is a file copy: milliseconds, not a migration run).
+ */
+import { randomBytes } from "node:crypto";
+import postgres from "postgres";
+
+export interface TestDatabase {
+  url: string;
+  name: string;
+  drop(): Promise<void>;
+}
+
+function env(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run the tests with \`npm test\` (test/run.ts)`);
+  return value;
+}
+
+export function serverUrl(database: string): string {
+  const u = new URL(env("TEST_SERVER_URL"));
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const template = env("TEST_TEMPLATE_DB");
+  const name = `${template}_${randomBytes(4).toString("hex")}`;
+  const admin = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
+  try {
+    // Cloning needs the template to have no other sessions; parallel files may collide.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.unsafe(`create database ${name} template ${template}`);
+        break;
+      } catch (err) {
+        if (attempt >= 50 || (err as { code?: string }).code !== "55006") throw err;
+        await new Promise((r) => setTimeout(r, 50 + Math.random() * 100));
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+  return {
+    url: serverUrl(name),
+    name,
+    async drop() {
+      const a = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
+      await a.unsafe(`drop database if exists ${name} with (force)`);
+      await a.end();
+    },
+  };
+}

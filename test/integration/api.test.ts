@@ -1,0 +1,179 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { API_TOKEN, CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await createTestApp();
+  // 12 orders: 4 DELIVERED in store S1 (via a store_code on the row), the rest ALLOTTED.
+  for (let i = 0; i < 12; i++) {
+    await t.callback({
+      sfx_order_id: 700 + i,
+      client_order_id: `API-${i}`,
+      order_status: i < 4 ? "DELIVERED" : "ALLOTTED",
+      event_time: `2026-11-22T11:${String(i).padStart(2, "0")}:00Z`,
+      rider_id: 42,
+      rider_name: "Meera",
+      rider_contact: "+911234567890",
+      track_url: `https://track.example/${i}`,
+    });
+  }
+  await t.callback({ sfx_order_id: 700, rider_latitude: 12.97, rider_longitude: 77.59, timestamp: "2026-11-22T11:30:00Z" }, { path: `/callbacks/${CALLBACK_SECRET}/location` });
+  await t.runJobs();
+  await t.database.sql`update orders set store_code = 'S1' where client_order_id in ('API-0', 'API-1', 'API-5')`;
+});
+after(async () => {
+  await t.close();
+});
+
+const json = async <T>(res: Response) => (await res.json()) as T;
+type Err = { error: { code: string; message: string; request_id: string; issues?: { path: string }[] } };
+
+describe("GET /v1/orders/{order} — happy", () => {
+  it("returns the order with every contract field", async () => {
+    const res = await t.request("/v1/orders/API-0");
+    assert.equal(res.status, 200);
+    const o = await json<Record<string, unknown>>(res);
+    assert.deepEqual(Object.keys(o).sort(), [
+      "awb_number", "client_order_id", "created_at", "event_count", "last_event_at", "pickup_otp", "placement",
+      "provider_status", "rider", "status", "status_at", "store_code", "svc_order_id", "track_url", "updated_at",
+    ]);
+    assert.equal(o.svc_order_id, "700");
+    assert.equal(o.status, "DELIVERED");
+    assert.equal(o.track_url, "https://track.example/0");
+    assert.deepEqual(o.placement, { state: "external", error: null });
+    assert.deepEqual(o.rider, { id: "42", name: "Meera", contact: "+911234567890", latitude: 12.97, longitude: 77.59, location_at: "2026-11-22T11:30:00.000Z" });
+    assert.equal(o.event_count, 2);
+  });
+
+  it("finds the same order by svc id", async () => {
+    const a = await json(await t.request("/v1/orders/API-3"));
+    const b = await json(await t.request("/v1/orders/by-svc-id/703"));
+    assert.deepEqual(a, b);
+  });
+
+  it("shows the timeline in event-time order, with pagination", async () => {
+    const all = await json<{ items: { id: string; kind: string; occurred_at: string }[]; next_cursor: string | null }>(await t.request("/v1/orders/API-0/events"));
+    assert.deepEqual(all.items.map((e) => e.kind), ["status", "location"]);
+    assert.equal(all.next_cursor, null);
+    const first = await json<{ items: { id: string }[]; next_cursor: string }>(await t.request("/v1/orders/API-0/events?limit=1"));
+    assert.equal(first.items.length, 1);
+    const second = await json<{ items: { id: string }[]; next_cursor: string | null }>(await t.request(`/v1/orders/API-0/events?limit=1&cursor=${first.next_cursor}`));
+    assert.deepEqual([...first.items, ...second.items].map((e) => e.id), all.items.map((e) => e.id));
+    assert.equal(second.next_cursor, null);
+  });
+});
+
+describe("GET /v1/orders — list", () => {
+  it("pages newest first through every order exactly once", async () => {
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { items: { client_order_id: string }[]; next_cursor: string | null } = await json(await t.request(`/v1/orders?limit=5${cursor ? `&cursor=${cursor}` : ""}`));
+      assert.ok(page.items.length <= 5);
+      seen.push(...page.items.map((o) => o.client_order_id));
+      cursor = page.next_cursor;
+    } while (cursor);
+    assert.equal(seen.length, 12);
+    assert.equal(new Set(seen).size, 12);
+    assert.equal(seen[0], "API-11");
+  });
+
+  it("filters by status, store_code and updated_after", async () => {
+    const delivered = await json<{ items: { status: string }[] }>(await t.request("/v1/orders?status=DELIVERED"));
+    assert.equal(delivered.items.length, 4);
+    assert.ok(delivered.items.every((o) => o.status === "DELIVERED"));
+    const s1 = await json<{ items: { client_order_id: string }[] }>(await t.request("/v1/orders?store_code=S1&status=DELIVERED"));
+    assert.deepEqual(s1.items.map((o) => o.client_order_id).sort(), ["API-0", "API-1"]);
+    const future = await json<{ items: unknown[] }>(await t.request("/v1/orders?updated_after=2999-01-01T00:00:00Z"));
+    assert.equal(future.items.length, 0);
+    const past = await json<{ items: unknown[] }>(await t.request("/v1/orders?updated_after=2000-01-01T00:00:00%2B05:30"));
+    assert.equal(past.items.length, 12);
+  });
+});
+
+describe("GET /v1/callbacks/rejected", () => {
+  it("lists rejected callbacks newest first with their reason and body", async () => {
+    await t.callback("{broken");
+    await t.callback({ order_status: "DELIVERED" });
+    const res = await json<{ items: { reason: string; body: string; content_type: string }[] }>(await t.request("/v1/callbacks/rejected"));
+    assert.deepEqual(res.items.slice(0, 2).map((r) => [r.reason, r.body]), [
+      ["missing_order_id", '{"order_status":"DELIVERED"}'],
+      ["invalid_json", "{broken"],
+    ]);
+    assert.equal(res.items[0]!.content_type, "application/json");
+  });
+});
+
+describe("read API — errors", () => {
+  it("404 order_not_found on both id families, with a request id", async () => {
+    for (const path of ["/v1/orders/NOPE", "/v1/orders/by-svc-id/NOPE", "/v1/orders/NOPE/events"]) {
+      const res = await t.request(path);
+      assert.equal(res.status, 404, path);
+      const body = await json<Err>(res);
+      assert.equal(body.error.code, "order_not_found");
+      assert.match(body.error.message, /NOPE/);
+      assert.ok(body.error.request_id);
+    }
+  });
+
+  it("400 naming each bad query parameter", async () => {
+    const res = await t.request("/v1/orders?limit=0&status=LOST&updated_after=yesterday");
+    assert.equal(res.status, 400);
+    const body = await json<Err>(res);
+    assert.equal(body.error.code, "invalid_parameter");
+    assert.deepEqual(body.error.issues!.map((i) => i.path).sort(), ["limit", "status", "updated_after"]);
+  });
+
+  it("400 for a forged cursor", async () => {
+    const res = await t.request("/v1/orders?cursor=bm90LWEtY3Vyc29y");
+    assert.equal(res.status, 400);
+    assert.equal((await json<Err>(res)).error.code, "invalid_parameter");
+  });
+
+  it("404 JSON for unknown routes", async () => {
+    const res = await t.request("/v2/whatever");
+    assert.equal(res.status, 404);
+    assert.equal((await json<Err>(res)).error.code, "not_found");
+  });
+});
+
+describe("security", () => {
+  it("every /v1 route of the app answers 401 without the token, and with a wrong one", async () => {
+    const routes = t.app.routes.filter((r) => r.path.startsWith("/v1/") && r.method !== "ALL");
+    assert.ok(routes.length >= 5, `found ${routes.length} routes`);
+    for (const route of routes) {
+      const path = route.path.replace(/:[a-z_]+/g, "API-0");
+      for (const token of [null, "wrong-token", `${API_TOKEN}x`, API_TOKEN.slice(0, -1)]) {
+        const res = await t.request(path, { method: route.method, token, json: route.method === "GET" ? undefined : {} });
+        assert.equal(res.status, 401, `${route.method} ${path} token=${token}`);
+        assert.equal((await json<Err>(res)).error.code, "unauthorized");
+      }
+    }
+  });
+
+  it("accepts the bearer scheme case-insensitively and nothing else", async () => {
+    assert.equal((await t.request("/v1/orders", { token: null, headers: { authorization: `bearer ${API_TOKEN}` } })).status, 200);
+    assert.equal((await t.request("/v1/orders", { token: null, headers: { authorization: `Basic ${API_TOKEN}` } })).status, 401);
+    assert.equal((await t.request("/v1/orders", { token: null, headers: { authorization: API_TOKEN } })).status, 401);
+  });
+
+  it("ops endpoints need no token", async () => {
+    assert.deepEqual(await json(await t.request("/healthz", { token: null })), { ok: true });
+    assert.deepEqual(await json(await t.request("/readyz", { token: null })), { ok: true });
+    const metrics = await (await t.request("/metrics", { token: null })).text();
+    assert.match(metrics, /tracklane_callbacks_total\{result="stored"\} \d+/);
+    assert.match(metrics, /tracklane_projection_backlog_jobs \d+/);
+  });
+
+  it("serves the OpenAPI document listing every /v1 route, and the docs page", async () => {
+    const doc = await json<{ paths: Record<string, unknown>; components: { securitySchemes: Record<string, unknown> } }>(await t.request("/openapi.json", { token: null }));
+    assert.ok(doc.paths["/v1/orders/{order}"]);
+    assert.ok(doc.paths["/v1/orders/by-svc-id/{svc_order_id}/events"]);
+    assert.ok(doc.components.securitySchemes.Bearer);
+    const docs = await t.request("/docs", { token: null });
+    assert.equal(docs.status, 200);
+    assert.match(await docs.text(), /openapi\.json/);
+  });
+});

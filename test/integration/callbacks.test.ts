@@ -1,0 +1,167 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await createTestApp();
+});
+after(async () => {
+  await t.close();
+});
+
+const status = (n: number, extra: Record<string, unknown> = {}) => ({
+  sfx_order_id: 9000 + n,
+  client_order_id: `CB-${n}`,
+  order_status: "ALLOTTED",
+  rider_name: "Asha",
+  allot_time: "2026-11-22T10:00:00Z",
+  ...extra,
+});
+
+async function count(table: string): Promise<number> {
+  const [row] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from ${t.database.sql(table)}`;
+  return row!.n;
+}
+
+describe("callbacks: happy path", () => {
+  it("stores a new event and answers 200 with its id after commit", async () => {
+    const res = await t.callback(status(1));
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as { ok: boolean; event_id: string; duplicate: boolean };
+    assert.equal(body.ok, true);
+    assert.equal(body.duplicate, false);
+    const [row] = await t.database.sql`select kind, svc_order_id, client_order_id, provider_status, occurred_at from order_events where id = ${body.event_id}`;
+    assert.deepEqual(
+      { ...row, occurred_at: (row!.occurred_at as Date).toISOString() },
+      { kind: "status", svc_order_id: "9001", client_order_id: "CB-1", provider_status: "ALLOTTED", occurred_at: "2026-11-22T10:00:00.000Z" },
+    );
+  });
+
+  it("answers the same event again with the first id and duplicate: true, storing nothing", async () => {
+    const first = (await (await t.callback(status(2))).json()) as { event_id: string };
+    const before = await count("order_events");
+    // Same content, keys in another order: the same event.
+    const reordered = Object.fromEntries(Object.entries(status(2)).reverse());
+    const again = await t.callback(reordered);
+    assert.equal(again.status, 200);
+    assert.deepEqual(await again.json(), { ok: true, event_id: first.event_id, duplicate: true });
+    assert.equal(await count("order_events"), before);
+  });
+
+  it("takes PUT as well as POST, and the secret in X-Callback-Secret on /callbacks", async () => {
+    const put = await t.callback(status(3), { method: "PUT" });
+    assert.equal(put.status, 200);
+    const header = await t.callback(status(4), { path: "/callbacks", headers: { "x-callback-secret": CALLBACK_SECRET } });
+    assert.equal(header.status, 200);
+    const headerLocation = await t.callback(
+      { sfx_order_id: 9004, latitude: 12.9, longitude: 77.6 },
+      { path: "/callbacks/location", headers: { "x-callback-secret": CALLBACK_SECRET } },
+    );
+    assert.equal(headerLocation.status, 200);
+  });
+
+  it("stores the /location path as a location event even when the body has a status", async () => {
+    const res = await t.callback(status(5, { rider_latitude: 12.97, rider_longitude: 77.59 }), {
+      path: `/callbacks/${CALLBACK_SECRET}/location`,
+    });
+    const { event_id } = (await res.json()) as { event_id: string };
+    const [row] = await t.database.sql`select kind, provider_status from order_events where id = ${event_id}`;
+    assert.deepEqual({ ...row }, { kind: "location", provider_status: null });
+  });
+
+  it("detects a location event from coordinates without a status", async () => {
+    const res = await t.callback({ svc_order_id: "9006", rider_latitude: "12.5", rider_longitude: "77.1" });
+    const { event_id } = (await res.json()) as { event_id: string };
+    const [row] = await t.database.sql`select kind from order_events where id = ${event_id}`;
+    assert.equal(row!.kind, "location");
+  });
+
+  it("enqueues one projection job per order in the same transaction, coalescing a burst", async () => {
+    await Promise.all([1, 2, 3].map((i) => t.callback(status(7, { order_status: "ARRIVED", arrival_time: `2026-11-22T10:0${i}:00Z` }))));
+    const jobs = await t.database.sql`
+      select payload from graphile_worker._private_jobs where key = ${'order__project:["9007","CB-7"]'}`;
+    assert.equal(jobs.length, 1);
+    assert.deepEqual(jobs[0]!.payload, { svc_order_id: "9007", client_order_id: "CB-7" });
+  });
+});
+
+describe("callbacks: refusals", () => {
+  it("401 for a wrong or missing secret, storing nothing", async () => {
+    const before = [await count("order_events"), await count("rejected_callbacks")];
+    for (const path of ["/callbacks/not-the-secret-not-the-secret", "/callbacks", "/callbacks/location"]) {
+      const res = await t.callback(status(10), { path });
+      assert.equal(res.status, 401, path);
+      const body = (await res.json()) as { error: { code: string } };
+      assert.equal(body.error.code, "unauthorized");
+    }
+    const wrongHeader = await t.callback(status(10), { path: "/callbacks", headers: { "x-callback-secret": "nope" } });
+    assert.equal(wrongHeader.status, 401);
+    assert.deepEqual([await count("order_events"), await count("rejected_callbacks")], before);
+  });
+
+  it("400 invalid_json for a body that is not JSON, or not an object, and records it", async () => {
+    for (const body of ["{not json", "[1,2]", '"a string"', "42", "null", ""]) {
+      const res = await t.callback(body);
+      assert.equal(res.status, 400, body);
+      const err = (await res.json()) as { error: { code: string; message: string; request_id: string } };
+      assert.equal(err.error.code, "invalid_json");
+      assert.ok(err.error.request_id.length > 0);
+      const [row] = await t.database.sql`select reason, body from rejected_callbacks order by id desc limit 1`;
+      assert.deepEqual({ ...row }, { reason: "invalid_json", body });
+    }
+  });
+
+  it("400 for invalid UTF-8, recorded with replacement characters", async () => {
+    const res = await t.callback(new Uint8Array([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d]));
+    assert.equal(res.status, 400);
+    const [row] = await t.database.sql`select reason, body_bytes from rejected_callbacks order by id desc limit 1`;
+    assert.deepEqual({ ...row }, { reason: "invalid_json", body_bytes: 8 });
+  });
+
+  it("422 missing_order_id naming the accepted fields, and records it", async () => {
+    const res = await t.callback({ order_status: "DELIVERED" });
+    assert.equal(res.status, 422);
+    const err = (await res.json()) as { error: { code: string; message: string } };
+    assert.equal(err.error.code, "missing_order_id");
+    assert.match(err.error.message, /svc_order_id.*client_order_id/);
+    const [row] = await t.database.sql`select reason from rejected_callbacks order by id desc limit 1`;
+    assert.equal(row!.reason, "missing_order_id");
+  });
+
+  it("422 for an order id of the wrong type, naming the field", async () => {
+    const res = await t.callback({ sfx_order_id: { nested: true }, order_status: "DELIVERED" });
+    assert.equal(res.status, 422);
+    const err = (await res.json()) as { error: { message: string } };
+    assert.match(err.error.message, /sfx_order_id/);
+  });
+
+  it("400 for text PostgreSQL cannot store (NUL), never a 500", async () => {
+    const res = await t.callback('{"svc_order_id":"1","order_status":"A\\u0000B"}');
+    assert.equal(res.status, 400);
+  });
+
+  it("413 for a body over 256 KiB, storing nothing", async () => {
+    const before = [await count("order_events"), await count("rejected_callbacks")];
+    const res = await t.callback({ svc_order_id: "1", pad: "x".repeat(256 * 1024) });
+    assert.equal(res.status, 413);
+    assert.equal(((await res.json()) as { error: { code: string } }).error.code, "payload_too_large");
+    assert.deepEqual([await count("order_events"), await count("rejected_callbacks")], before);
+  });
+
+  it("accepts a body of exactly 256 KiB", async () => {
+    const base = JSON.stringify({ svc_order_id: "9011", pad: "" });
+    const body = JSON.stringify({ svc_order_id: "9011", pad: "y".repeat(256 * 1024 - base.length) });
+    assert.equal(Buffer.byteLength(body), 256 * 1024);
+    assert.equal((await t.callback(body)).status, 200);
+  });
+});
+
+describe("the event log is append-only", () => {
+  for (const statement of ["update order_events set kind = 'status'", "delete from order_events", "truncate order_events"]) {
+    it(`refuses: ${statement}`, async () => {
+      await assert.rejects(t.database.sql.unsafe(statement), /append-only/);
+    });
+  }
+});
