@@ -1,0 +1,116 @@
+import { Hono } from "hono";
+import { resolvePaths } from "../provider/paths.ts";
+import { PRODUCT_AUTH } from "../provider/products.ts";
+import { createRequireAuth, registerOAuthRoutes } from "./auth.ts";
+import { registerAwbRoutes } from "./awb.ts";
+import { createCallbackDispatcher } from "./callbacks.ts";
+import type { CallbackDispatcher } from "./callbacks.ts";
+import { createClock } from "./clock.ts";
+import type { Clock } from "./clock.ts";
+import { createControlApp, resetEmulator } from "./control.ts";
+import { createFaults } from "./faults.ts";
+import type { Faults } from "./faults.ts";
+import { createHangs } from "./hang.ts";
+import { CONTROL_PREFIX, injectFaults, requestLog } from "./middleware.ts";
+import { registerOrderRoutes } from "./orders.ts";
+import { registerSandboxRoutes } from "./sandbox.ts";
+import { createState } from "./state.ts";
+import type { EmulatorState } from "./state.ts";
+import type { EmulatorApp, EmulatorContext, EmulatorOptions, ResolvedOptions } from "./types.ts";
+
+export interface Emulator {
+  /** The Hono app: provider endpoints, `/__emulator/*` control endpoints, `/track/:id`. */
+  app: EmulatorApp;
+  state: EmulatorState;
+  clock: Clock;
+  callbacks: CallbackDispatcher;
+  faults: Faults;
+  options: ResolvedOptions;
+  /** Same as POST /__emulator/reset. */
+  reset(seed?: number): void;
+  /** Stops callback delivery and releases hanging requests. */
+  close(): void;
+}
+
+function resolveOptions(options: EmulatorOptions): ResolvedOptions {
+  const product = options.product ?? "hyperlocal_dedicated_store";
+  const suffix = options.awb?.suffix ?? "TST";
+  if (!/^[A-Z]{3}$/.test(suffix)) throw new Error("awb.suffix must be three capital letters");
+  return {
+    tokens: options.tokens ?? [],
+    clients: options.clients ?? [],
+    product,
+    env: options.env ?? "staging",
+    oauth: {
+      lifetimeSeconds: options.oauth?.lifetimeSeconds ?? PRODUCT_AUTH[product].oauthLifetimeSeconds,
+      omitExpiresIn: options.oauth?.omitExpiresIn ?? false,
+    },
+    awb: {
+      baseDelaySeconds: options.awb?.baseDelaySeconds ?? 2,
+      secondsPerThousand: options.awb?.secondsPerThousand ?? 1,
+      secondsPerPendingRequest: options.awb?.secondsPerPendingRequest ?? 2,
+      suffix,
+    },
+    callbacks: {
+      timeoutMs: options.callbacks?.timeoutMs ?? 5000,
+      retryDelaysMs: options.callbacks?.retryDelaysMs ?? [500, 2000, 10_000],
+      reorderHoldMs: options.callbacks?.reorderHoldMs ?? 2000,
+    },
+    seed: options.seed ?? 1,
+    maxHangMs: options.maxHangMs ?? 120_000,
+  };
+}
+
+/** A stateful stand-in for the provider (PRODUCT.md §9) as a Hono app; serve it with startEmulator. */
+export function createEmulator(options: EmulatorOptions = {}): Emulator {
+  const resolved = resolveOptions(options);
+  const logger = options.logger?.child({ component: "emulator" });
+  const clock = createClock();
+  const state = createState(options.callbackUrls);
+  const faults = createFaults(resolved.seed);
+  const callbacks = createCallbackDispatcher(state, clock, faults, resolved.callbacks, logger);
+  const hangs = createHangs(resolved.maxHangMs);
+  const ctx: EmulatorContext = {
+    options: resolved,
+    state,
+    clock,
+    paths: resolvePaths(options.paths),
+    callbacks,
+    faults,
+    logger,
+    requireAuth: createRequireAuth(resolved, state, clock),
+  };
+
+  const app: EmulatorApp = new Hono();
+  app.use("*", requestLog(state, clock, logger));
+  app.use("*", injectFaults(faults, hangs));
+  app.route(CONTROL_PREFIX, createControlApp(ctx, hangs));
+  registerOAuthRoutes(app, ctx);
+  registerOrderRoutes(app, ctx);
+  registerSandboxRoutes(app, ctx);
+  registerAwbRoutes(app, ctx);
+  app.get("/track/:svc_order_id", (c) => {
+    const order = state.orders.get(c.req.param("svc_order_id"));
+    if (!order) return c.json({ detail: "Not found." }, 404);
+    return c.json({ svc_order_id: order.svcOrderId, status: order.status, rider: order.rider, location: order.lastLocation });
+  });
+  app.notFound((c) => c.json({ detail: "Not found." }, 404));
+  app.onError((err, c) => {
+    logger?.error({ err, method: c.req.method, path: c.req.path }, "emulator error");
+    return c.json({ detail: "Internal server error." }, 500);
+  });
+
+  return {
+    app,
+    state,
+    clock,
+    callbacks,
+    faults,
+    options: resolved,
+    reset: (seed) => resetEmulator(ctx, hangs, seed),
+    close() {
+      callbacks.close();
+      hangs.releaseAll();
+    },
+  };
+}

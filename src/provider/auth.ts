@@ -1,0 +1,156 @@
+import { ProviderError } from "./errors.ts";
+import { interpret, send } from "./http.ts";
+import type { HttpDeps } from "./http.ts";
+import { PRODUCT_AUTH } from "./products.ts";
+import type { Product } from "./products.ts";
+import { OAuthTokenResponseSchema } from "./schemas.ts";
+import type { OAuthTokenResponse } from "./schemas.ts";
+
+/**
+ * Authorization for provider calls (provider-api.md §5, PRODUCT.md §3).
+ *
+ * `header()` gives the Authorization value for the next call. After a 401 the client calls
+ * `invalidate(header)` with the value it used and, when `renewable`, retries once with a
+ * fresh `header()`.
+ */
+export interface ProviderAuth {
+  readonly method: "token" | "oauth";
+  readonly renewable: boolean;
+  header(): Promise<string>;
+  invalidate(usedHeader: string): void;
+}
+
+/** Static token: `Authorization: Token <token>`; it never expires, nothing to renew. */
+export function createTokenAuth(token: string): ProviderAuth {
+  const value = `Token ${token}`;
+  return {
+    method: "token",
+    renewable: false,
+    header: () => Promise.resolve(value),
+    invalidate: () => {},
+  };
+}
+
+export interface OAuthOptions {
+  clientId: string;
+  clientSecret: string;
+  product: Product;
+  gatewayUrl: string;
+  tokenPath: string;
+  http: HttpDeps;
+}
+
+/** `Authorization: Basic base64(client_id:client_secret)` for the token exchange. */
+export function basicCredentials(clientId: string, clientSecret: string): string {
+  return `Basic ${Buffer.from(`${clientId}:${clientSecret}`, "utf8").toString("base64")}`;
+}
+
+/**
+ * One client-credentials exchange: POST {gateway_url}/oauth/token/ with Basic credentials
+ * and `grant_type=client_credentials`. A refusal (4xx) is an "auth" error: wrong
+ * credentials or a product without OAuth do not get better by retrying.
+ */
+export async function exchangeClientCredentials(options: OAuthOptions): Promise<OAuthTokenResponse> {
+  const req = {
+    method: "POST" as const,
+    baseUrl: options.gatewayUrl,
+    path: options.tokenPath,
+    headers: { authorization: basicCredentials(options.clientId, options.clientSecret) },
+    form: { grant_type: "client_credentials" },
+  };
+  const res = await send(options.http, req);
+  try {
+    return interpret(options.http, req, res, OAuthTokenResponseSchema);
+  } catch (err) {
+    if (err instanceof ProviderError && err.kind === "client") {
+      throw new ProviderError({
+        kind: "auth",
+        operation: err.operation,
+        status: err.status,
+        providerMessage: err.providerMessage,
+        body: err.body,
+        cause: err,
+      });
+    }
+    throw err;
+  }
+}
+
+interface CachedToken {
+  header: string;
+  expiresAt: number;
+  renewAt: number;
+  response: OAuthTokenResponse;
+}
+
+/**
+ * When to renew a token of `lifetimeMs`: at 90% of its lifetime or 60 s before expiry,
+ * whichever is earlier, but never before half of it has passed (so a very short-lived
+ * token is not re-exchanged on every call).
+ */
+export function renewalDelayMs(lifetimeMs: number): number {
+  return Math.max(Math.min(lifetimeMs * 0.9, lifetimeMs - 60_000), lifetimeMs * 0.5);
+}
+
+/**
+ * OAuth2 client credentials with a cached Bearer token, renewed before expiry on the
+ * client's clock (`http.now`). One exchange at a time: concurrent callers share the
+ * in-flight promise. When an early renewal fails and the current token has not expired,
+ * the current token is used and renewal is tried again on the next call.
+ */
+export function createOAuthAuth(options: OAuthOptions): ProviderAuth & { exchange(): Promise<OAuthTokenResponse> } {
+  const now = options.http.now;
+  const defaultLifetimeMs = PRODUCT_AUTH[options.product].oauthLifetimeSeconds * 1000;
+  let cached: CachedToken | null = null;
+  let inflight: Promise<CachedToken> | null = null;
+
+  function renew(): Promise<CachedToken> {
+    if (inflight) return inflight;
+    const startedAt = now();
+    inflight = exchangeClientCredentials(options)
+      .then((res) => {
+        const lifetimeMs = res.expires_in === undefined ? defaultLifetimeMs : res.expires_in * 1000;
+        const token: CachedToken = {
+          header: `Bearer ${res.access_token}`,
+          // Measured from when we asked: the gateway started the lifetime no earlier.
+          expiresAt: startedAt + lifetimeMs,
+          renewAt: startedAt + renewalDelayMs(lifetimeMs),
+          response: res,
+        };
+        cached = token;
+        options.http.logger?.info({ lifetimeSeconds: Math.round(lifetimeMs / 1000) }, "provider oauth token obtained");
+        return token;
+      })
+      .finally(() => {
+        inflight = null;
+      });
+    return inflight;
+  }
+
+  return {
+    method: "oauth",
+    renewable: true,
+    async header() {
+      const current = cached;
+      const t = now();
+      if (current && t < current.renewAt) return current.header;
+      if (current && t < current.expiresAt) {
+        try {
+          return (await renew()).header;
+        } catch (err) {
+          options.http.logger?.warn({ error: err instanceof Error ? err.message : String(err) }, "provider oauth early renewal failed");
+          return current.header;
+        }
+      }
+      return (await renew()).header;
+    },
+    invalidate(usedHeader) {
+      // Only the token that was refused: a concurrent caller may already hold a new one.
+      if (cached && cached.header === usedHeader) cached = null;
+    },
+    async exchange() {
+      cached = null;
+      return (await renew()).response;
+    },
+  };
+}

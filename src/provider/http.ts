@@ -1,0 +1,152 @@
+import type { z } from "zod";
+import type { Logger } from "../logger.ts";
+import { kindForStatus, parseRetryAfter, ProviderError, providerMessageOf } from "./errors.ts";
+
+/**
+ * One HTTP exchange with the provider and the mapping of its outcome to a parsed value or a
+ * ProviderError. Shared by the API client and the OAuth token exchange.
+ */
+
+export interface HttpDeps {
+  fetch: typeof fetch;
+  timeoutMs: number;
+  now: () => number;
+  logger?: Logger;
+}
+
+export interface HttpRequest {
+  method: "GET" | "POST" | "PUT";
+  /** Base address (base_url or gateway_url); `path` is appended. */
+  baseUrl: string;
+  path: string;
+  headers: Record<string, string>;
+  /** JSON-encoded unless `form` is set. */
+  json?: unknown;
+  form?: Record<string, string>;
+}
+
+export interface RawResponse {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+export function operationOf(req: Pick<HttpRequest, "method" | "path">): string {
+  return `${req.method} ${req.path}`;
+}
+
+/** Sends the request; resolves with any HTTP answer, throws ProviderError network/timeout. */
+export async function send(deps: HttpDeps, req: HttpRequest): Promise<RawResponse> {
+  const headers: Record<string, string> = { accept: "application/json", ...req.headers };
+  let body: string | undefined;
+  if (req.form) {
+    headers["content-type"] = "application/x-www-form-urlencoded";
+    body = new URLSearchParams(req.form).toString();
+  } else if (req.json !== undefined) {
+    headers["content-type"] = "application/json";
+    body = JSON.stringify(req.json);
+  }
+  const url = joinUrl(req.baseUrl, req.path);
+  const started = performance.now();
+  const log = { method: req.method, path: req.path };
+  try {
+    // One signal covers connecting, the headers and the body: a stalled body is a timeout too.
+    const res = await deps.fetch(url, { method: req.method, headers, body, signal: AbortSignal.timeout(deps.timeoutMs) });
+    const text = await res.text();
+    deps.logger?.debug({ ...log, status: res.status, durationMs: Math.round(performance.now() - started) }, "provider call");
+    return { status: res.status, headers: res.headers, text };
+  } catch (err) {
+    const timedOut = isTimeout(err);
+    deps.logger?.warn(
+      { ...log, durationMs: Math.round(performance.now() - started), error: timedOut ? "timeout" : errorText(err) },
+      "provider call failed",
+    );
+    throw new ProviderError({
+      kind: timedOut ? "timeout" : "network",
+      operation: operationOf(req),
+      providerMessage: timedOut ? `no answer within ${deps.timeoutMs} ms` : errorText(err),
+      cause: err,
+    });
+  }
+}
+
+/**
+ * Turns an HTTP answer into the schema's output, or throws the matching ProviderError:
+ * non-2xx by status; 2xx with `message: "Failure"` -> failure; 2xx that is not JSON or not
+ * the expected shape -> invalid_response.
+ */
+export function interpret<S extends z.ZodType>(
+  deps: Pick<HttpDeps, "now" | "logger">,
+  req: Pick<HttpRequest, "method" | "path">,
+  res: RawResponse,
+  schema: S,
+): z.output<S> {
+  const operation = operationOf(req);
+  // An empty 2xx (e.g. 204) reads as {}: schemas of responses the spec does not show accept
+  // it, schemas that need fields still reject it.
+  const empty2xx = res.text.trim() === "" && res.status >= 200 && res.status <= 299;
+  const json: ReturnType<typeof parseJson> = empty2xx ? { ok: true, value: {} } : parseJson(res.text);
+  const body = json.ok ? json.value : res.text;
+  if (res.status < 200 || res.status > 299) {
+    const kind = kindForStatus(res.status);
+    deps.logger?.warn({ method: req.method, path: req.path, status: res.status, kind }, "provider refused call");
+    throw new ProviderError({
+      kind,
+      operation,
+      status: res.status,
+      retryAfterMs: parseRetryAfter(res.headers.get("retry-after"), deps.now()),
+      providerMessage: providerMessageOf(body),
+      body,
+    });
+  }
+  if (!json.ok) {
+    throw new ProviderError({
+      kind: "invalid_response",
+      operation,
+      status: res.status,
+      providerMessage: `response is not JSON: ${res.text.slice(0, 100)}`,
+      body,
+    });
+  }
+  if (isFailureBody(json.value)) {
+    throw new ProviderError({ kind: "failure", operation, status: res.status, providerMessage: providerMessageOf(json.value), body });
+  }
+  const parsed = schema.safeParse(json.value);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+    throw new ProviderError({
+      kind: "invalid_response",
+      operation,
+      status: res.status,
+      providerMessage: `unexpected response shape: ${issues}`,
+      body,
+    });
+  }
+  return parsed.data;
+}
+
+function isFailureBody(value: unknown): boolean {
+  return typeof value === "object" && value !== null && (value as Record<string, unknown>)["message"] === "Failure";
+}
+
+function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function isTimeout(err: unknown): boolean {
+  return err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+}
+
+function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = err.cause instanceof Error ? ` (${err.cause.message})` : "";
+  return `${err.message}${cause}`;
+}
+
+function joinUrl(base: string, path: string): string {
+  return `${base.replace(/\/+$/, "")}${path}`;
+}

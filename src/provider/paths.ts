@@ -1,0 +1,47 @@
+/**
+ * Every provider path in one table, used by the client (to call) and by the emulator (to
+ * route), so the two can never disagree. Parameters use Hono's `:name` syntax; `fillPath`
+ * turns a template into a concrete path.
+ *
+ * Which address each path lives on (provider-api.md §4, PRODUCT.md §3): order and sandbox
+ * endpoints on `{base_url}`, OAuth and AWB endpoints on `{gateway_url}`.
+ */
+export const PATHS = {
+  // {base_url}: store orders (§4.2)
+  placeOrder: "/api/v2/stores/orders/",
+  editOrder: "/api/v1/stores/edit-order/",
+  cancelOrder: "/api/v2/orders/:svc_order_id/cancel/",
+  dispatchReady: "/api/v2/orders/:coid/dispatch-ready/",
+  stopReattempt: "/api/v2/orders/stop-reattempt/",
+  // {base_url}: staging sandbox (§4.1)
+  sandboxAllot: "/app/v3/sandbox/clusters/orders/:svc_order_id/allot/",
+  sandboxRiderArrival: "/app/v3/sandbox/order/:svc_order_id/update-rider-arrival/",
+  sandboxCollect: "/app/v3/sandbox/order/:svc_order_id/collect/",
+  sandboxDoorstepArrival: "/app/v3/sandbox/order/:svc_order_id/customer-doorstep-arrival/",
+  sandboxDeliver: "/app/v3/sandbox/order/:svc_order_id/deliver/",
+  sandboxCustomerReturn: "/app/v3/sandbox/order/:svc_order_id/customer-return/",
+  sandboxSellerReturn: "/app/v3/sandbox/order/:svc_order_id/seller-return/",
+  sandboxRiderLocation: "/app/v3/sandbox/order/:svc_order_id/update-rider-location/",
+  // {gateway_url}: auth (§5.2) and AWBs (§4.3)
+  oauthToken: "/oauth/token/",
+  awbPool: "/v3/clients/generate_marketplace_awb/",
+  awbFresh: "/v1/clients/awb/",
+  awbFreshPoll: "/v1/clients/awb/:request_id/",
+} as const;
+
+export type PathName = keyof typeof PATHS;
+export type Paths = Record<PathName, string>;
+
+/** The default table with any configured overrides applied. */
+export function resolvePaths(overrides: Partial<Paths> = {}): Paths {
+  return { ...PATHS, ...overrides };
+}
+
+/** `fillPath("/a/:id/b/", { id: "x y" })` -> `/a/x%20y/b/`. Throws on a missing parameter. */
+export function fillPath(template: string, params: Record<string, string> = {}): string {
+  return template.replace(/:([A-Za-z_]+)/g, (_match, name: string) => {
+    const value = params[name];
+    if (value === undefined || value === "") throw new Error(`missing path parameter ${name}`);
+    return encodeURIComponent(value);
+  });
+}

@@ -1,0 +1,273 @@
+import { z } from "zod";
+
+/**
+ * Request and response shapes of every provider endpoint (provider-api.md §4) with the
+ * defaults of PRODUCT.md §3 where the spec is silent. One definition, shared by the client
+ * (validates what it sends and what it gets), the emulator (validates what it receives)
+ * and tracklane's HTTP API (validates what users send before it is queued).
+ *
+ * Request schemas are plain objects (unknown keys stripped). Response schemas are loose:
+ * extra fields the provider adds are kept, never an error.
+ */
+
+/** The spec's 128-character limit; it does not say which field, so every string gets it. */
+export const MAX_STRING_LENGTH = 128;
+/** Upper bound of `count` (pool) and `awb_count` (fresh) (provider-api.md §8). */
+export const MAX_AWB_COUNT = 100_000;
+export const DEFAULT_POOL_AWB_COUNT = 10;
+export const DEFAULT_FRESH_AWB_COUNT = 1000;
+
+const text = z
+  .string()
+  .min(1, "must not be empty")
+  .max(MAX_STRING_LENGTH, `must be at most ${MAX_STRING_LENGTH} characters`);
+const optionalText = z.string().max(MAX_STRING_LENGTH, `must be at most ${MAX_STRING_LENGTH} characters`).optional();
+const latitude = z.number().min(-90).max(90);
+const longitude = z.number().min(-180).max(180);
+const amount = z.number().nonnegative();
+
+/** An identifier the provider may send as a number or a string; tracklane keeps strings. */
+export const ProviderIdSchema = z
+  .union([z.string().min(1).max(MAX_STRING_LENGTH), z.number().int().nonnegative()])
+  .transform(String);
+
+// ---------------------------------------------------------------- place order (§4.2)
+
+export const StoreOrderDetailsSchema = z.object({
+  client_order_id: text,
+  order_value: amount,
+  paid: z.boolean(),
+  payment_mode: text,
+});
+
+export const CustomerDetailsSchema = z.object({
+  name: text,
+  contact_number: text,
+  address_line_1: text,
+  address_line_2: optionalText,
+  city: text,
+  latitude,
+  longitude,
+});
+
+export const ProductDetailSchema = z.object({
+  id: z.union([text, z.number().int()]),
+  name: text,
+  price: amount,
+  quantity: z.number().int().positive(),
+});
+
+export const PlaceOrderBodySchema = z.object({
+  store_code: text,
+  order_details: StoreOrderDetailsSchema,
+  customer_details: CustomerDetailsSchema,
+  product_details: z.array(ProductDetailSchema).min(1, "at least one product"),
+  pickup_contact_number: optionalText,
+  misc: z.looseObject({ pickup_otp: optionalText }).optional(),
+});
+export type PlaceOrderBody = z.input<typeof PlaceOrderBodySchema>;
+
+export const PlaceOrderResponseSchema = z.looseObject({
+  message: z.string(),
+  data: z.looseObject({ svc_order_id: ProviderIdSchema, track_url: z.string() }),
+});
+export type PlaceOrderResponse = z.output<typeof PlaceOrderResponseSchema>;
+
+/**
+ * The pickup OTP the rider must quote (provider-api.md §4.2): the custom `misc.pickup_otp`
+ * when given, else the last four digits of client_order_id (null when it has fewer).
+ */
+export function pickupOtp(body: Pick<PlaceOrderBody, "order_details" | "misc">): string | null {
+  if (body.misc?.pickup_otp) return body.misc.pickup_otp;
+  const digits = body.order_details.client_order_id.replace(/\D/g, "");
+  return digits.length >= 4 ? digits.slice(-4) : null;
+}
+
+// ---------------------------------------------------------------- edit order (§4.2)
+
+export const EditOrderBodySchema = z.object({
+  svc_order_id: ProviderIdSchema,
+  order_details: z
+    .object({ payment_mode: text.optional(), order_value: amount.optional() })
+    .optional(),
+  product_details: z.array(ProductDetailSchema).min(1, "at least one product").optional(),
+});
+export type EditOrderBody = z.input<typeof EditOrderBodySchema>;
+
+export const EditOrderResponseSchema = z.looseObject({
+  store_code: z.string(),
+  status: z.string(),
+  svc_order_id: ProviderIdSchema,
+  track_url: z.string(),
+  order_details: z.array(z.looseObject({})),
+});
+export type EditOrderResponse = z.output<typeof EditOrderResponseSchema>;
+
+// ---------------------------------------------------------------- cancel, dispatch-ready, stop re-attempt
+
+export const CANCEL_USERS = ["Customer", "Seller", "Rider"] as const;
+export const CancelOrderBodySchema = z.object({ reason: text, user: z.enum(CANCEL_USERS) });
+export type CancelOrderBody = z.input<typeof CancelOrderBodySchema>;
+
+/** `data`'s shape is not in the spec; kept as whatever the provider sends. */
+export const CancelOrderResponseSchema = z.looseObject({ message: z.string(), data: z.unknown() });
+export type CancelOrderResponse = z.output<typeof CancelOrderResponseSchema>;
+
+/** ISO-8601 string (what tracklane sends) or epoch number; the spec shows neither. */
+export const DispatchReadyBodySchema = z.object({
+  shipment_ready_timestamp: z.union([text, z.number().nonnegative()]),
+});
+export type DispatchReadyBody = z.input<typeof DispatchReadyBodySchema>;
+
+export const StopReattemptBodySchema = z.object({ svc_order_id: ProviderIdSchema });
+export type StopReattemptBody = z.input<typeof StopReattemptBodySchema>;
+
+/** Responses that carry a message and maybe more (cancel re-attempt, allot, deliver...). */
+export const MessageResponseSchema = z.looseObject({ message: z.string() });
+export type MessageResponse = z.output<typeof MessageResponseSchema>;
+
+/** Responses whose shape the spec does not show: any JSON object. */
+export const AnyObjectResponseSchema = z.looseObject({ message: z.string().optional() });
+export type AnyObjectResponse = z.output<typeof AnyObjectResponseSchema>;
+
+// ---------------------------------------------------------------- sandbox (§4.1)
+
+const flag = z.union([z.literal(0), z.literal(1), z.boolean()]);
+
+export const AllotBodySchema = z.object({
+  rider_id: z.union([text, z.number().int()]),
+  /** 1 (or true): allot for acceptance only; see provider-api.md §3. */
+  only_allot: flag.optional(),
+});
+export type AllotBody = z.input<typeof AllotBodySchema>;
+
+/** Body not in the spec: an optional free object, passed through as is. */
+export const FreeBodySchema = z.looseObject({});
+export type FreeBody = z.input<typeof FreeBodySchema>;
+
+export const CollectBodySchema = z.object({
+  status: z.literal("COLLECTED"),
+  pickup_lat: latitude.optional(),
+  pickup_lng: longitude.optional(),
+});
+export type CollectBody = z.input<typeof CollectBodySchema>;
+export const CollectResponseSchema = z.looseObject({
+  message: z.string(),
+  virtual_contact_number: z.union([z.string(), z.number()]).transform(String),
+});
+export type CollectResponse = z.output<typeof CollectResponseSchema>;
+
+export const DoorstepArrivalBodySchema = z.object({
+  time_arrival: z.union([text, z.number().nonnegative()]).optional(),
+  arrival_lat: latitude.optional(),
+  arrival_lng: longitude.optional(),
+  arrival_accuracy: z.number().nonnegative().optional(),
+});
+export type DoorstepArrivalBody = z.input<typeof DoorstepArrivalBodySchema>;
+
+export const StatusMessageResponseSchema = z.looseObject({ status: z.string(), message: z.string() });
+export type StatusMessageResponse = z.output<typeof StatusMessageResponseSchema>;
+
+export const DeliverBodySchema = z.object({
+  status: z.literal("DELIVERED"),
+  delivery_latitude: latitude.optional(),
+  delivery_longitude: longitude.optional(),
+  is_partial_delivery: z.boolean().optional(),
+});
+export type DeliverBody = z.input<typeof DeliverBodySchema>;
+
+export const CustomerReturnResponseSchema = z.looseObject({
+  status: z.string(),
+  message: z.string(),
+  rts_order_id: ProviderIdSchema.optional(),
+});
+export type CustomerReturnResponse = z.output<typeof CustomerReturnResponseSchema>;
+
+/**
+ * update-rider-location: the spec shows no body. We chose `{latitude, longitude, accuracy?}`
+ * (metres), mirroring the rider-location callback's rider_latitude, rider_longitude and
+ * location_accuracy.
+ */
+export const RiderLocationBodySchema = z.object({
+  latitude,
+  longitude,
+  accuracy: z.number().nonnegative().optional(),
+});
+export type RiderLocationBody = z.input<typeof RiderLocationBodySchema>;
+
+/**
+ * The sandbox actions by the names tracklane's API uses (PRODUCT.md §6), with their path
+ * and schemas, so a caller can validate a body before queueing it and dispatch generically.
+ */
+export const SANDBOX_ACTIONS = {
+  allot: { path: "sandboxAllot", method: "PUT", body: AllotBodySchema, response: MessageResponseSchema },
+  "rider-arrival": { path: "sandboxRiderArrival", method: "POST", body: FreeBodySchema, response: AnyObjectResponseSchema },
+  collect: { path: "sandboxCollect", method: "PUT", body: CollectBodySchema, response: CollectResponseSchema },
+  "doorstep-arrival": { path: "sandboxDoorstepArrival", method: "PUT", body: DoorstepArrivalBodySchema, response: StatusMessageResponseSchema },
+  deliver: { path: "sandboxDeliver", method: "PUT", body: DeliverBodySchema, response: MessageResponseSchema },
+  "customer-return": { path: "sandboxCustomerReturn", method: "PUT", body: null, response: CustomerReturnResponseSchema },
+  "seller-return": { path: "sandboxSellerReturn", method: "PUT", body: FreeBodySchema, response: AnyObjectResponseSchema },
+  "rider-location": { path: "sandboxRiderLocation", method: "PUT", body: RiderLocationBodySchema, response: AnyObjectResponseSchema },
+} as const;
+export type SandboxAction = keyof typeof SANDBOX_ACTIONS;
+export const SANDBOX_ACTION_NAMES = Object.keys(SANDBOX_ACTIONS) as SandboxAction[];
+
+// ---------------------------------------------------------------- AWB (§4.3)
+
+const awbCount = z
+  .number()
+  .int()
+  .min(1, "must be at least 1")
+  .max(MAX_AWB_COUNT, `must be at most ${MAX_AWB_COUNT}`);
+
+export const PoolAwbBodySchema = z.object({ count: awbCount.default(DEFAULT_POOL_AWB_COUNT) });
+export type PoolAwbBody = z.input<typeof PoolAwbBodySchema>;
+export const PoolAwbResponseSchema = z.looseObject({ message: z.string(), awb_numbers: z.array(z.string()) });
+export type PoolAwbResponse = z.output<typeof PoolAwbResponseSchema>;
+
+/** request_type values are not in the spec; "forward" is the default (PRODUCT.md §3). */
+export const AWB_REQUEST_TYPES = ["forward", "reverse"] as const;
+export const FreshAwbBodySchema = z.object({
+  awb_count: awbCount.default(DEFAULT_FRESH_AWB_COUNT),
+  request_type: z.enum(AWB_REQUEST_TYPES).default("forward"),
+});
+export type FreshAwbBody = z.input<typeof FreshAwbBodySchema>;
+export const FreshAwbAcceptedSchema = z.looseObject({
+  status: z.string(),
+  request_id: ProviderIdSchema,
+  message: z.string(),
+  delay_time: z.number().nonnegative(),
+});
+export type FreshAwbAccepted = z.output<typeof FreshAwbAcceptedSchema>;
+export const FreshAwbPollSchema = z.looseObject({
+  awb_numbers: z.array(z.string()),
+  status: z.string(),
+  retry_flag: z.boolean(),
+});
+export type FreshAwbPoll = z.output<typeof FreshAwbPollSchema>;
+
+/** `SF` + 10 digits + 3-letter client suffix (PRODUCT.md §3). */
+export const AWB_NUMBER_PATTERN = /^SF\d{10}[A-Z]{3}$/;
+
+// ---------------------------------------------------------------- OAuth2 (§5.2)
+
+export const OAuthTokenResponseSchema = z.looseObject({
+  access_token: z.string().min(1),
+  token_type: z.string(),
+  /** Seconds; some gateways send it as a numeric string. Absent: the product's default. */
+  expires_in: z.coerce.number().positive().optional(),
+});
+export type OAuthTokenResponse = z.output<typeof OAuthTokenResponseSchema>;
+
+// ---------------------------------------------------------------- errors (PRODUCT.md §3)
+
+/**
+ * What the provider answers when a (store_code, client_order_id) pair already has an order.
+ * The spec is silent; this is the shape the emulator sends and tracklane relies on to never
+ * place twice (see `existingOrderFromError`).
+ */
+export const DuplicateOrderErrorSchema = z.looseObject({
+  message: z.literal("Failure"),
+  errors: z.looseObject({ client_order_id: z.array(z.string()).min(1) }),
+  data: z.looseObject({ svc_order_id: ProviderIdSchema, track_url: z.string() }),
+});

@@ -1,0 +1,121 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { renewalDelayMs } from "../../src/provider/auth.ts";
+import {
+  existingOrderFromError,
+  isRetryable,
+  kindForStatus,
+  parseRetryAfter,
+  ProviderError,
+  providerMessageOf,
+} from "../../src/provider/errors.ts";
+import { fillPath, PATHS } from "../../src/provider/paths.ts";
+import { PlaceOrderResponseSchema, pickupOtp } from "../../src/provider/schemas.ts";
+
+describe("retryability", () => {
+  it("retries network, timeout, 429, 5xx and invalid responses; not 4xx, auth or Failure", () => {
+    const cases: [number, string, boolean][] = [
+      [400, "client", false],
+      [404, "client", false],
+      [409, "client", false],
+      [401, "auth", false],
+      [403, "auth", false],
+      [408, "timeout", true],
+      [429, "rate_limited", true],
+      [500, "server", true],
+      [502, "server", true],
+      [503, "server", true],
+    ];
+    for (const [status, kind, retryable] of cases) {
+      assert.equal(kindForStatus(status), kind, `status ${status}`);
+      assert.equal(new ProviderError({ kind: kindForStatus(status), operation: "GET /x", status }).retryable, retryable, `status ${status}`);
+    }
+    assert.equal(isRetryable("network"), true);
+    assert.equal(isRetryable("timeout"), true);
+    assert.equal(isRetryable("invalid_response"), true);
+    assert.equal(isRetryable("failure"), false);
+    assert.equal(isRetryable("invalid_request"), false);
+  });
+});
+
+describe("parseRetryAfter", () => {
+  const now = Date.parse("2026-01-01T00:00:00Z");
+  it("reads delta-seconds", () => {
+    assert.equal(parseRetryAfter("7", now), 7000);
+    assert.equal(parseRetryAfter(" 0 ", now), 0);
+  });
+  it("reads an HTTP date relative to now, never negative", () => {
+    assert.equal(parseRetryAfter("Thu, 01 Jan 2026 00:00:30 GMT", now), 30_000);
+    assert.equal(parseRetryAfter("Wed, 31 Dec 2025 23:59:00 GMT", now), 0);
+  });
+  it("ignores absent or garbage values", () => {
+    assert.equal(parseRetryAfter(null, now), undefined);
+    assert.equal(parseRetryAfter("soon", now), undefined);
+    assert.equal(parseRetryAfter("", now), undefined);
+  });
+});
+
+describe("providerMessageOf", () => {
+  it("joins message and field errors", () => {
+    assert.equal(
+      providerMessageOf({ message: "Failure", errors: { client_order_id: ["already exists"] } }),
+      "Failure: client_order_id: already exists",
+    );
+  });
+  it("reads detail and OAuth errors", () => {
+    assert.equal(providerMessageOf({ detail: "Invalid token." }), "Invalid token.");
+    assert.equal(providerMessageOf({ error: "invalid_client", error_description: "bad" }), "invalid_client: bad");
+  });
+  it("truncates very long messages in the error", () => {
+    const err = new ProviderError({ kind: "server", operation: "GET /x", providerMessage: "x".repeat(5000) });
+    assert.ok(err.providerMessage.length <= 500);
+  });
+});
+
+describe("existingOrderFromError", () => {
+  it("recognises the duplicate client_order_id answer", () => {
+    const err = new ProviderError({
+      kind: "client",
+      operation: "POST /api/v2/stores/orders/",
+      status: 400,
+      body: { message: "Failure", errors: { client_order_id: ["exists"] }, data: { svc_order_id: 42, track_url: "http://t/42" } },
+    });
+    assert.deepEqual(existingOrderFromError(err), { svc_order_id: "42", track_url: "http://t/42" });
+  });
+  it("is null for other errors", () => {
+    assert.equal(existingOrderFromError(new Error("x")), null);
+    assert.equal(
+      existingOrderFromError(new ProviderError({ kind: "client", operation: "x", body: { message: "Failure", errors: { city: ["bad"] } } })),
+      null,
+    );
+  });
+});
+
+describe("renewalDelayMs", () => {
+  it("renews at 90% or 60 s before expiry, whichever is earlier", () => {
+    assert.equal(renewalDelayMs(3_600_000), 3_240_000); // 1 h: 54 min (90%) < 59 min
+    assert.equal(renewalDelayMs(24 * 3_600_000), 24 * 3_600_000 * 0.9);
+    assert.equal(renewalDelayMs(300_000), 240_000); // 5 min: 4 min (60 s before) < 4.5 min
+    assert.equal(renewalDelayMs(60_000), 30_000); // never before half the lifetime
+  });
+});
+
+describe("schemas and paths", () => {
+  it("normalises a numeric svc_order_id to a string and keeps extra fields", () => {
+    const parsed = PlaceOrderResponseSchema.parse({ message: "ok", data: { svc_order_id: 123, track_url: "u", eta: 5 }, extra: 1 });
+    assert.equal(parsed.data.svc_order_id, "123");
+    assert.equal(parsed.data["eta"], 5);
+    assert.equal(parsed["extra"], 1);
+  });
+  it("derives the pickup OTP from misc or the last four digits of client_order_id", () => {
+    const details = { client_order_id: "A-0012345", order_value: 1, paid: true, payment_mode: "PREPAID" };
+    assert.equal(pickupOtp({ order_details: details }), "2345");
+    assert.equal(pickupOtp({ order_details: details, misc: { pickup_otp: "9911" } }), "9911");
+    assert.equal(pickupOtp({ order_details: { ...details, client_order_id: "AB-12" } }), null);
+  });
+  it("fills path parameters, encoded", () => {
+    assert.equal(fillPath(PATHS.cancelOrder, { svc_order_id: "12" }), "/api/v2/orders/12/cancel/");
+    assert.equal(fillPath(PATHS.dispatchReady, { coid: "a/b c" }), "/api/v2/orders/a%2Fb%20c/dispatch-ready/");
+    assert.throws(() => fillPath(PATHS.cancelOrder, {}));
+  });
+});
