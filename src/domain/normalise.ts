@@ -74,49 +74,68 @@ export function inspectJson(value: unknown): { depth: number; unstorable: boolea
   return { depth, unstorable };
 }
 
-function firstPresent(body: JsonObject, fields: readonly string[]): [string, unknown] | null {
+/**
+ * The first alias whose value `parse` accepts. A blank or unusable value under one alias
+ * does not hide a good value under the next (`{"order_status":" ","status":"DELIVERED"}`
+ * is a DELIVERED event).
+ */
+function firstUsable<T>(body: JsonObject, fields: readonly string[], parse: (raw: unknown) => T | null): T | null {
   for (const f of fields) {
-    const v = body[f];
-    if (v !== undefined && v !== null && v !== "") return [f, v];
+    const value = parse(body[f]);
+    if (value !== null) return value;
   }
   return null;
 }
 
+const asText = (raw: unknown): string | null => {
+  if (typeof raw === "string") return raw.trim() || null;
+  if (typeof raw === "number" && Number.isFinite(raw)) return String(raw);
+  return null;
+};
+
 type IdResult = { ok: true; value: string | null } | { ok: false; message: string };
 
+const asId = (raw: unknown): string | null => {
+  if (typeof raw === "string") return raw.trim() || null;
+  if (typeof raw === "number" && Number.isSafeInteger(raw) && raw >= 0) return String(raw);
+  return null;
+};
+
+/**
+ * An order identifier from the first usable alias. A value present but unusable under
+ * every alias (an object, a float, 200 characters) is an error naming the field, not
+ * silently "no identifier".
+ */
 function readId(body: JsonObject, fields: readonly string[]): IdResult {
-  const found = firstPresent(body, fields);
-  if (found === null) return { ok: true, value: null };
-  const [field, raw] = found;
-  let value: string;
-  if (typeof raw === "string") value = raw.trim();
-  else if (typeof raw === "number" && Number.isSafeInteger(raw) && raw >= 0) value = String(raw);
-  else return { ok: false, message: `${field} must be a string or a non-negative integer` };
-  if (value === "") return { ok: true, value: null };
-  if (value.length > MAX_ID_LENGTH) return { ok: false, message: `${field} is longer than ${MAX_ID_LENGTH} characters` };
-  return { ok: true, value };
+  const value = firstUsable(body, fields, asId);
+  if (value !== null) {
+    const field = fields.find((f) => asId(body[f]) === value)!;
+    if (value.length > MAX_ID_LENGTH) return { ok: false, message: `${field} is longer than ${MAX_ID_LENGTH} characters` };
+    return { ok: true, value };
+  }
+  const bad = fields.find((f) => body[f] !== undefined && body[f] !== null && !(typeof body[f] === "string" && body[f].trim() === ""));
+  if (bad !== undefined) return { ok: false, message: `${bad} must be a string or a non-negative integer` };
+  return { ok: true, value: null };
 }
 
 /** A string or number as text; anything else (objects, booleans) is not a value here. */
 export function readText(body: JsonObject, fields: readonly string[]): string | null {
-  const found = firstPresent(body, fields);
-  if (found === null) return null;
-  const raw = found[1];
-  if (typeof raw === "string") return raw.trim() || null;
-  if (typeof raw === "number" && Number.isFinite(raw)) return String(raw);
-  return null;
+  return firstUsable(body, fields, asText);
 }
 
 export function readNumber(body: JsonObject, fields: readonly string[], min: number, max: number): number | null {
-  const found = firstPresent(body, fields);
-  if (found === null) return null;
-  const raw = found[1];
-  const n = typeof raw === "number" ? raw : typeof raw === "string" && raw.trim() !== "" ? Number(raw) : NaN;
-  return Number.isFinite(n) && n >= min && n <= max ? n : null;
+  return firstUsable(body, fields, (raw) => {
+    const n = typeof raw === "number" ? raw : typeof raw === "string" && raw.trim() !== "" ? Number(raw) : NaN;
+    return Number.isFinite(n) && n >= min && n <= max ? n : null;
+  });
 }
 
 const EARLIEST = Date.UTC(2000, 0, 1);
 const LATEST = Date.UTC(2100, 0, 1);
+
+function realDate(year: number, month: number, day: number): boolean {
+  return month >= 1 && month <= 12 && day >= 1 && day <= new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
 
 /**
  * Parses the time formats seen in the wild: ISO 8601, "YYYY-MM-DD HH:MM:SS" (read as UTC
@@ -130,7 +149,9 @@ export function parseTime(raw: unknown): Date | null {
     const s = raw.trim();
     if (/^\d+(\.\d+)?$/.test(s)) return parseTime(Number(s));
     const isoLike = s.replace(/^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(:\d{2}(\.\d+)?)?)$/, "$1T$2Z");
-    if (!/^\d{4}-\d{2}-\d{2}/.test(isoLike)) return null;
+    const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(isoLike);
+    // Date.parse rolls impossible dates over (Feb 30 -> Mar 2): refuse them instead.
+    if (!date || !realDate(Number(date[1]), Number(date[2]), Number(date[3]))) return null;
     ms = Date.parse(isoLike);
   } else {
     return null;

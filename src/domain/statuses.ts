@@ -59,7 +59,9 @@ const PROVIDER_TO_CANONICAL: Record<string, CanonicalStatus> = {
 /** The canonical status for a provider string, or null when it is unknown. */
 export function canonicalStatus(providerStatus: string | null | undefined): CanonicalStatus | null {
   if (providerStatus == null) return null;
-  return PROVIDER_TO_CANONICAL[providerStatus.trim().toUpperCase()] ?? null;
+  // ASCII-only upper-casing: toUpperCase() would turn "DELıVERED" (dotless i) into DELIVERED.
+  const key = providerStatus.trim().replace(/[a-z]/g, (ch) => ch.toUpperCase());
+  return Object.hasOwn(PROVIDER_TO_CANONICAL, key) ? PROVIDER_TO_CANONICAL[key]! : null;
 }
 
 export function isTerminal(status: CanonicalStatus): boolean {

@@ -1,0 +1,634 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import { canonicalJson, sha256Hex } from "../../src/domain/canonical-json.ts";
+import {
+  MAX_DEPTH,
+  MAX_ID_LENGTH,
+  dedupeKey,
+  eventDetails,
+  inspectJson,
+  normaliseCallback,
+  parseTime,
+} from "../../src/domain/normalise.ts";
+import type { JsonObject, NormalisedEvent, NormaliseResult } from "../../src/domain/normalise.ts";
+import { canonicalStatus } from "../../src/domain/statuses.ts";
+
+const RECEIVED = new Date("2025-06-01T12:00:00.000Z");
+
+function run(body: unknown, forceLocation = false, receivedAt = RECEIVED): NormaliseResult {
+  return normaliseCallback(body, { forceLocation, receivedAt });
+}
+
+function ok(body: unknown, forceLocation = false, receivedAt = RECEIVED): NormalisedEvent {
+  const r = run(body, forceLocation, receivedAt);
+  if (!r.ok) assert.fail(`expected ok, got ${r.reason}: ${r.message}`);
+  return r.event;
+}
+
+function rejected(body: unknown, forceLocation = false): { reason: string; message: string } {
+  const r = run(body, forceLocation);
+  if (r.ok) assert.fail(`expected a rejection, got ${JSON.stringify(r.event)}`);
+  return { reason: r.reason, message: r.message };
+}
+
+function iso(e: NormalisedEvent): string {
+  return e.occurredAt.toISOString();
+}
+
+const ID_FIELD_NAMES = ["svc_order_id", "sfx_order_id", "order_id", "client_order_id", "coid"];
+
+describe("normalise: order identifiers", () => {
+  for (const field of ["svc_order_id", "sfx_order_id", "order_id"]) {
+    it(`${field} is the provider's order id`, () => {
+      const e = ok({ [field]: "SVC-1", status: "ACCEPTED" });
+      assert.equal(e.svcOrderId, "SVC-1");
+      assert.equal(e.clientOrderId, null);
+    });
+  }
+  for (const field of ["client_order_id", "coid"]) {
+    it(`${field} is the merchant's order id`, () => {
+      const e = ok({ [field]: "C-1", status: "ACCEPTED" });
+      assert.equal(e.clientOrderId, "C-1");
+      assert.equal(e.svcOrderId, null);
+    });
+  }
+
+  it("both ids are read together", () => {
+    const e = ok({ sfx_order_id: "S9", coid: "C9" });
+    assert.equal(e.svcOrderId, "S9");
+    assert.equal(e.clientOrderId, "C9");
+  });
+
+  it("alias precedence: svc_order_id > sfx_order_id > order_id; client_order_id > coid", () => {
+    assert.equal(ok({ svc_order_id: "A", sfx_order_id: "B", order_id: "C" }).svcOrderId, "A");
+    assert.equal(ok({ sfx_order_id: "B", order_id: "C" }).svcOrderId, "B");
+    assert.equal(ok({ order_id: "C", sfx_order_id: "B" }).svcOrderId, "B");
+    assert.equal(ok({ client_order_id: "X", coid: "Y" }).clientOrderId, "X");
+    assert.equal(ok({ coid: "Y", client_order_id: "X" }).clientOrderId, "X");
+  });
+
+  it("null and empty-string aliases are skipped for the next alias", () => {
+    assert.equal(ok({ svc_order_id: null, sfx_order_id: "", order_id: "C" }).svcOrderId, "C");
+    assert.equal(ok({ client_order_id: "", coid: "Y" }).clientOrderId, "Y");
+  });
+
+  it("numeric ids become strings; strings are trimmed", () => {
+    const e = ok({ sfx_order_id: 123456789, client_order_id: 42 });
+    assert.equal(e.svcOrderId, "123456789");
+    assert.equal(e.clientOrderId, "42");
+    assert.equal(ok({ order_id: 0 }).svcOrderId, "0");
+    assert.equal(ok({ order_id: Number.MAX_SAFE_INTEGER }).svcOrderId, "9007199254740991");
+    assert.equal(ok({ svc_order_id: "  S 1 \t", coid: " C " }).svcOrderId, "S 1");
+    assert.equal(ok({ svc_order_id: "  S 1 \t", coid: " C " }).clientOrderId, "C");
+  });
+
+  it("no identifier at all: missing_order_id naming every accepted field", () => {
+    for (const body of [{}, { status: "DELIVERED" }, { svc_order_id: null, coid: "" }, { client_order_id: "   " }, { rider_latitude: 1, rider_longitude: 2 }]) {
+      const r = rejected(body);
+      assert.equal(r.reason, "missing_order_id");
+      for (const f of ID_FIELD_NAMES) assert.ok(r.message.includes(f), `${r.message} should name ${f}`);
+    }
+  });
+
+  const WRONG: [string, unknown][] = [
+    ["an object", { id: 1 }],
+    ["an array", [1]],
+    ["a boolean", true],
+    ["false", false],
+    ["a negative number", -1],
+    ["a float", 1.5],
+    ["an unsafe integer", 2 ** 53],
+  ];
+  for (const field of ID_FIELD_NAMES) {
+    for (const [what, value] of WRONG) {
+      it(`${field} as ${what} is rejected, naming ${field}`, () => {
+        const other = field.includes("client") || field === "coid" ? { svc_order_id: "S1" } : { client_order_id: "C1" };
+        for (const body of [{ [field]: value }, { ...other, [field]: value }]) {
+          const r = rejected(body);
+          assert.equal(r.reason, "missing_order_id");
+          assert.equal(r.message, `${field} must be a string or a non-negative integer`);
+        }
+      });
+    }
+  }
+
+  it(`ids longer than ${MAX_ID_LENGTH} characters are rejected, naming the field; ${MAX_ID_LENGTH} is fine`, () => {
+    assert.equal(MAX_ID_LENGTH, 128);
+    for (const field of ID_FIELD_NAMES) {
+      const r = rejected({ [field]: "x".repeat(129) });
+      assert.equal(r.reason, "missing_order_id");
+      assert.equal(r.message, `${field} is longer than 128 characters`);
+      const e = ok({ [field]: "x".repeat(128) });
+      assert.equal(e.svcOrderId ?? e.clientOrderId, "x".repeat(128));
+    }
+    // Length is measured after trimming.
+    assert.equal(ok({ coid: ` ${"y".repeat(128)} ` }).clientOrderId, "y".repeat(128));
+  });
+
+  it("both ids bad: the message names both fields", () => {
+    const r = rejected({ order_id: true, coid: "z".repeat(200) });
+    assert.equal(r.reason, "missing_order_id");
+    assert.equal(r.message, "order_id must be a string or a non-negative integer; coid is longer than 128 characters");
+  });
+});
+
+describe("normalise: status and kind", () => {
+  it("order_status and status are read, order_status first; value trimmed and kept as sent", () => {
+    assert.equal(ok({ coid: "C", order_status: "ALLOTED" }).providerStatus, "ALLOTED");
+    assert.equal(ok({ coid: "C", status: " Cancelled " }).providerStatus, "Cancelled");
+    assert.equal(ok({ coid: "C", status: "DELIVERED", order_status: "ARRIVED" }).providerStatus, "ARRIVED");
+    assert.equal(ok({ coid: "C", order_status: "", status: "ARRIVED" }).providerStatus, "ARRIVED");
+    assert.equal(ok({ coid: "C", order_status: null, status: "ARRIVED" }).providerStatus, "ARRIVED");
+  });
+
+  it("unknown status strings are kept verbatim", () => {
+    const e = ok({ coid: "C", status: "RIDER_REASSIGNED" });
+    assert.equal(e.kind, "status");
+    assert.equal(e.providerStatus, "RIDER_REASSIGNED");
+  });
+
+  it("a numeric status is kept as text; a boolean or object status is no status", () => {
+    assert.equal(ok({ coid: "C", status: 3 }).providerStatus, "3");
+    assert.equal(ok({ coid: "C", status: true }).providerStatus, null);
+    assert.equal(ok({ coid: "C", status: { s: "DELIVERED" } }).providerStatus, null);
+  });
+
+  it("coordinates and no status -> location event with providerStatus null", () => {
+    for (const body of [
+      { coid: "C", rider_latitude: 12.97, rider_longitude: 77.59 },
+      { coid: "C", latitude: 12.97, longitude: 77.59 },
+      { coid: "C", rider_latitude: "12.97", longitude: "77.59" },
+      { coid: "C", latitude: -90, longitude: 180 },
+      { coid: "C", latitude: 0, longitude: 0 },
+    ]) {
+      const e = ok(body);
+      assert.equal(e.kind, "location", JSON.stringify(body));
+      assert.equal(e.providerStatus, null);
+    }
+  });
+
+  it("a status makes it a status event even with coordinates", () => {
+    const e = ok({ coid: "C", order_status: "COLLECTED", rider_latitude: 12.97, rider_longitude: 77.59 });
+    assert.equal(e.kind, "status");
+    assert.equal(e.providerStatus, "COLLECTED");
+  });
+
+  it("forceLocation makes a location event even with a status, and then providerStatus is null", () => {
+    const body = { coid: "C", order_status: "COLLECTED", rider_latitude: 12.97, rider_longitude: 77.59 };
+    const e = ok(body, true);
+    assert.equal(e.kind, "location");
+    assert.equal(e.providerStatus, null);
+    const bare = ok({ coid: "C", status: "DELIVERED" }, true);
+    assert.equal(bare.kind, "location");
+    assert.equal(bare.providerStatus, null);
+  });
+
+  it("neither status nor (valid, complete) coordinates -> status event with providerStatus null", () => {
+    for (const body of [
+      { coid: "C" },
+      { coid: "C", rider_latitude: 12.97 }, // one coordinate only
+      { coid: "C", longitude: 77.59 },
+      { coid: "C", latitude: 91, longitude: 77 }, // out of range
+      { coid: "C", latitude: 12, longitude: -180.5 },
+      { coid: "C", latitude: "north", longitude: 77 },
+      { coid: "C", latitude: true, longitude: 77 },
+      { coid: "C", status: "", latitude: null, longitude: 1 },
+    ]) {
+      const e = ok(body);
+      assert.equal(e.kind, "status", JSON.stringify(body));
+      assert.equal(e.providerStatus, null);
+    }
+  });
+});
+
+describe("normalise: invalid bodies", () => {
+  it("not an object -> invalid_json", () => {
+    for (const body of [null, undefined, [], [{ coid: "C" }], "text", 42, true]) {
+      const r = rejected(body);
+      assert.equal(r.reason, "invalid_json", String(body));
+      assert.equal(r.message, "body must be a JSON object");
+    }
+  });
+
+  /** An object holding a chain of `objects` nested objects: total depth objects + 1. */
+  function nested(objects: number, makeArray = false): JsonObject {
+    let v: unknown = makeArray ? [] : {};
+    for (let i = 1; i < objects; i++) v = makeArray ? [v] : { x: v };
+    return { coid: "C", x: v };
+  }
+
+  it(`depth up to MAX_DEPTH (${MAX_DEPTH}) is accepted, one more is invalid_json`, () => {
+    assert.equal(MAX_DEPTH, 32);
+    assert.equal(inspectJson(nested(MAX_DEPTH - 1)).depth, MAX_DEPTH);
+    assert.equal(ok(nested(MAX_DEPTH - 1)).clientOrderId, "C");
+    assert.equal(ok(nested(MAX_DEPTH - 1, true)).clientOrderId, "C");
+    for (const makeArray of [false, true]) {
+      const r = rejected(nested(MAX_DEPTH, makeArray));
+      assert.equal(r.reason, "invalid_json");
+      assert.equal(r.message, `body is nested deeper than ${MAX_DEPTH} levels`);
+    }
+  });
+
+  it("a very deep body (100,000 levels) is rejected without overflowing the stack", () => {
+    const r = rejected(nested(100_000));
+    assert.equal(r.reason, "invalid_json");
+    assert.match(r.message, /nested deeper/);
+  });
+
+  it("inspectJson counts object and array levels, not scalars", () => {
+    assert.equal(inspectJson("s").depth, 0);
+    assert.equal(inspectJson(1).depth, 0);
+    assert.equal(inspectJson({}).depth, 1);
+    assert.equal(inspectJson({ a: 1, b: "x" }).depth, 1);
+    assert.equal(inspectJson({ a: { b: 1 } }).depth, 2);
+    assert.equal(inspectJson({ a: [1, [2]] }).depth, 3);
+    assert.equal(inspectJson({ a: {}, b: { c: { d: {} } } }).depth, 4);
+  });
+
+  const UNSTORABLE: [string, JsonObject][] = [
+    ["NUL in a value", { coid: "C", status: "DELI\u0000VERED" }],
+    ["NUL in a key", { coid: "C", "ke\u0000y": 1 }],
+    ["NUL in the order id", { coid: "C\u0000" }],
+    ["lone high surrogate in a value", { coid: "C", rider_name: "ab\ud800" }],
+    ["lone low surrogate in a value", { coid: "C", rider_name: "\udc00ab" }],
+    ["lone surrogate in a key", { coid: "C", ["\ud83d"]: 1 }],
+    ["lone surrogate deep in an array", { coid: "C", a: [{ b: ["ok", "x\udfff"] }] }],
+    ["NUL in a nested key", { coid: "C", a: { b: { "\u0000": true } } }],
+  ];
+  for (const [what, body] of UNSTORABLE) {
+    it(`${what} -> invalid_json`, () => {
+      const r = rejected(body);
+      assert.equal(r.reason, "invalid_json");
+      assert.equal(r.message, "body contains a NUL character or an unpaired UTF-16 surrogate");
+      assert.equal(inspectJson(body).unstorable, true);
+    });
+  }
+
+  it("well-formed non-ASCII text (surrogate pairs, accents) is fine", () => {
+    const body = { coid: "C-😀", rider_name: "Zoë 🚴", "clé": "✓" };
+    assert.equal(inspectJson(body).unstorable, false);
+    assert.equal(ok(body).clientOrderId, "C-😀");
+  });
+});
+
+describe("normalise: event time", () => {
+  const A = "2025-03-04T05:06:07Z";
+  const B = "2025-03-04T06:00:00Z";
+
+  for (const field of ["event_time", "action_time", "time", "timestamp"]) {
+    it(`${field} is the event time`, () => {
+      assert.equal(iso(ok({ coid: "C", status: "ARRIVED", [field]: A })), "2025-03-04T05:06:07.000Z");
+    });
+  }
+
+  it("generic time fields in order: event_time > action_time > time > timestamp", () => {
+    const t = (h: number) => `2025-03-04T0${h}:00:00Z`;
+    assert.equal(iso(ok({ coid: "C", timestamp: t(4), time: t(3), action_time: t(2), event_time: t(1) })), "2025-03-04T01:00:00.000Z");
+    assert.equal(iso(ok({ coid: "C", timestamp: t(4), time: t(3), action_time: t(2) })), "2025-03-04T02:00:00.000Z");
+    assert.equal(iso(ok({ coid: "C", timestamp: t(4), time: t(3) })), "2025-03-04T03:00:00.000Z");
+  });
+
+  it("an unparseable generic time falls through to the next one", () => {
+    assert.equal(iso(ok({ coid: "C", event_time: "soon", action_time: null, time: "", timestamp: A })), "2025-03-04T05:06:07.000Z");
+  });
+
+  const STEP: [string, string][] = [
+    ["ACCEPTED", "allot_time"],
+    ["ALLOTTED", "allot_time"],
+    ["ALLOTED", "allot_time"],
+    ["ARRIVED", "arrival_time"],
+    ["COLLECTED", "dispatch_time"],
+    ["DISPATCHED", "dispatch_time"],
+    ["CUSTOMER_DOOR_STEP", "customer_doorstep_arrival_time"],
+    ["ARRIVED_CUSTOMER_DOORSTEP", "customer_doorstep_arrival_time"],
+    ["DELIVERED", "delivery_time"],
+    ["CANCELLED", "cancel_time"],
+    ["Cancelled", "cancel_time"],
+    ["CANCELLED_BY_SELLER", "cancel_time"],
+    ["CANCELLED_BY_CUSTOMER", "cancel_time"],
+    ["RTS_INITIATED", "return_time"],
+    ["RTS_COMPLETED", "return_time"],
+    ["RETURNED_TO_SELLER", "return_time"],
+  ];
+  const ALL_STEPS = ["allot_time", "arrival_time", "dispatch_time", "customer_doorstep_arrival_time", "delivery_time", "cancel_time", "return_time"];
+  const stepTimes = Object.fromEntries(ALL_STEPS.map((f, i) => [f, `2025-03-0${i + 1}T10:00:00Z`]));
+  const expectedFor = (f: string) => `2025-03-0${ALL_STEPS.indexOf(f) + 1}T10:00:00.000Z`;
+
+  for (const [status, field] of STEP) {
+    it(`status ${status}: ${field} is preferred over the other step times`, () => {
+      assert.equal(iso(ok({ coid: "C", order_status: status, ...stepTimes })), expectedFor(field));
+      assert.equal(iso(ok({ coid: "C", order_status: status.toLowerCase(), ...stepTimes })), expectedFor(field));
+    });
+  }
+
+  for (const field of ALL_STEPS) {
+    it(`${field} alone is the event time (whatever the status)`, () => {
+      for (const status of [undefined, "UNKNOWN_THING", "CREATED", "DELIVERED"]) {
+        const body = status === undefined ? { coid: "C", [field]: A } : { coid: "C", status, [field]: A };
+        assert.equal(iso(ok(body)), "2025-03-04T05:06:07.000Z");
+      }
+      // and on a location event
+      assert.equal(iso(ok({ coid: "C", latitude: 1, longitude: 2, [field]: A })), "2025-03-04T05:06:07.000Z");
+    });
+  }
+
+  it("the generic time fields are preferred over step times, even the matching one", () => {
+    assert.equal(iso(ok({ coid: "C", status: "DELIVERED", delivery_time: B, timestamp: A })), "2025-03-04T05:06:07.000Z");
+    assert.equal(iso(ok({ coid: "C", status: "ALLOTTED", allot_time: B, time: A })), "2025-03-04T05:06:07.000Z");
+  });
+
+  it("an unparseable matching step time falls back to the other step times", () => {
+    assert.equal(iso(ok({ coid: "C", status: "DELIVERED", delivery_time: "n/a", arrival_time: A })), "2025-03-04T05:06:07.000Z");
+  });
+
+  it("no time at all: the time received", () => {
+    const e = ok({ coid: "C", status: "ARRIVED" });
+    assert.equal(e.occurredAt.getTime(), RECEIVED.getTime());
+    const other = new Date("2030-01-01T00:00:00Z");
+    assert.equal(ok({ coid: "C" }, false, other).occurredAt.getTime(), other.getTime());
+  });
+
+  const FORMATS: [unknown, string][] = [
+    ["2025-03-04T05:06:07Z", "2025-03-04T05:06:07.000Z"],
+    ["2025-03-04T05:06:07+05:30", "2025-03-03T23:36:07.000Z"],
+    ["2025-03-04T05:06:07.250-02:00", "2025-03-04T07:06:07.250Z"],
+    ["2025-03-04 05:06:07", "2025-03-04T05:06:07.000Z"], // no zone: UTC
+    ["2025-03-04T05:06:07", "2025-03-04T05:06:07.000Z"], // no zone: UTC
+    ["2025-03-04 05:06:07.5", "2025-03-04T05:06:07.500Z"],
+    ["2025-03-04 05:06", "2025-03-04T05:06:00.000Z"],
+    ["  2025-03-04 05:06:07  ", "2025-03-04T05:06:07.000Z"],
+    [1741064767, "2025-03-04T05:06:07.000Z"], // epoch seconds
+    [1741064767123, "2025-03-04T05:06:07.123Z"], // epoch ms
+    ["1741064767", "2025-03-04T05:06:07.000Z"],
+    ["1741064767123", "2025-03-04T05:06:07.123Z"],
+    [1741064767.5, "2025-03-04T05:06:07.500Z"],
+    ["1741064767.25", "2025-03-04T05:06:07.250Z"],
+    [946684800, "2000-01-01T00:00:00.000Z"], // first second accepted
+    [4102444799, "2099-12-31T23:59:59.000Z"], // last second accepted
+    ["2000-01-01T00:00:00Z", "2000-01-01T00:00:00.000Z"],
+    ["2099-12-31T23:59:59.999Z", "2099-12-31T23:59:59.999Z"],
+  ];
+  for (const [raw, expected] of FORMATS) {
+    it(`time ${JSON.stringify(raw)} -> ${expected}`, () => {
+      assert.equal(parseTime(raw)?.toISOString(), expected);
+      assert.equal(iso(ok({ coid: "C", event_time: raw })), expected);
+    });
+  }
+
+  const GARBAGE: unknown[] = [
+    "1999-12-31T23:59:59Z",
+    "2100-01-01T00:00:00Z",
+    "2150-05-05 10:00:00",
+    946684799, // 1999-12-31T23:59:59Z in seconds
+    946684799999, // the same in ms
+    4102444800, // 2100-01-01 in seconds
+    4102444800000,
+    0,
+    -1741064767,
+    "0",
+    "yesterday",
+    "12/03/2025",
+    "2025-13-45T00:00:00Z",
+    "2025-1-1",
+    "20250304",
+    "",
+    "   ",
+    true,
+    false,
+    {},
+    [],
+    [1741064767],
+    { t: 1741064767 },
+    null,
+  ];
+  for (const raw of GARBAGE) {
+    it(`time ${JSON.stringify(raw)} is not a time: falls back to the time received`, () => {
+      assert.equal(parseTime(raw), null);
+      assert.equal(ok({ coid: "C", event_time: raw }).occurredAt.getTime(), RECEIVED.getTime());
+      assert.equal(ok({ coid: "C", status: "DELIVERED", delivery_time: raw }).occurredAt.getTime(), RECEIVED.getTime());
+    });
+  }
+
+  it("property: epoch seconds, epoch ms and ISO text of the same instant agree", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 946684800, max: 4102444799 }), fc.integer({ min: 0, max: 999 }), (sec, ms) => {
+        const expected = sec * 1000 + ms;
+        assert.equal(parseTime(sec)?.getTime(), sec * 1000);
+        assert.equal(parseTime(String(sec))?.getTime(), sec * 1000);
+        assert.equal(parseTime(expected)?.getTime(), expected);
+        assert.equal(parseTime(String(expected))?.getTime(), expected);
+        const text = new Date(expected).toISOString();
+        assert.equal(parseTime(text)?.getTime(), expected);
+        assert.equal(parseTime(text.replace("T", " ").replace("Z", ""))?.getTime(), expected);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe("normalise: dedupe key", () => {
+  const body = {
+    sfx_order_id: 9001,
+    client_order_id: "C-7",
+    order_status: "ALLOTTED",
+    allot_time: "2025-03-04 05:06:07",
+    rider_details: { name: "R", phone: "99", tags: ["a", "b"] },
+  };
+  const reordered = {
+    rider_details: { tags: ["a", "b"], phone: "99", name: "R" },
+    allot_time: "2025-03-04 05:06:07",
+    order_status: "ALLOTTED",
+    client_order_id: "C-7",
+    sfx_order_id: 9001,
+  };
+
+  it("is the sha-256 of the kind and the canonical JSON of the body", () => {
+    const e = ok(body);
+    assert.equal(e.dedupeKey, sha256Hex(`status\n${canonicalJson(body)}`));
+    assert.equal(e.dedupeKey, dedupeKey("status", body));
+    assert.match(e.dedupeKey, /^[0-9a-f]{64}$/);
+  });
+
+  it("the same body with keys reordered (at any depth) has the same key", () => {
+    assert.equal(ok(reordered).dedupeKey, ok(body).dedupeKey);
+    assert.equal(ok(reordered, true).dedupeKey, ok(body, true).dedupeKey);
+  });
+
+  it("does not depend on the time received", () => {
+    const bare = { coid: "C", status: "ARRIVED" };
+    assert.equal(ok(bare, false, new Date("2025-01-01T00:00:00Z")).dedupeKey, ok(bare, false, new Date("2026-01-01T00:00:00Z")).dedupeKey);
+  });
+
+  it("different bodies have different keys", () => {
+    const keys = new Set(
+      [
+        body,
+        { ...body, order_status: "ARRIVED" },
+        { ...body, allot_time: "2025-03-04 05:06:08" },
+        { ...body, sfx_order_id: 9002 },
+        { ...body, sfx_order_id: "9001" }, // same id as text, but other content
+        { ...body, rider_details: { name: "R", phone: "99", tags: ["b", "a"] } }, // array order matters
+        { ...body, extra: null },
+      ].map((b) => ok(b).dedupeKey),
+    );
+    assert.equal(keys.size, 7);
+  });
+
+  it("the same body as a status event and as a location event has different keys", () => {
+    const loc = { coid: "C", status: "COLLECTED", latitude: 1, longitude: 2 };
+    const asStatus = ok(loc);
+    const asLocation = ok(loc, true);
+    assert.equal(asStatus.kind, "status");
+    assert.equal(asLocation.kind, "location");
+    assert.notEqual(asStatus.dedupeKey, asLocation.dedupeKey);
+    assert.equal(asLocation.dedupeKey, sha256Hex(`location\n${canonicalJson(loc)}`));
+    // A body that is a location event either way gets the same key either way.
+    const plain = { coid: "C", latitude: 1, longitude: 2 };
+    assert.equal(ok(plain).dedupeKey, ok(plain, true).dedupeKey);
+  });
+
+  it("property: shuffling keys keeps the key; changing a value changes it", () => {
+    const field = fc.constantFrom("order_status", "time", "rider_name", "note", "latitude");
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.string({ minLength: 1, maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 6 }),
+        fc.integer(),
+        field,
+        fc.string({ maxLength: 5 }),
+        (extra, seed, f, v) => {
+          const b: JsonObject = JSON.parse(JSON.stringify({ ...extra, coid: "C-1" })) as JsonObject;
+          const keys = Object.keys(b);
+          const rot = Math.abs(seed) % keys.length;
+          const shuffled: JsonObject = {};
+          for (const k of [...keys.slice(rot), ...keys.slice(0, rot)].reverse()) shuffled[k] = b[k];
+          const e1 = run(b);
+          const e2 = run(shuffled);
+          assert.equal(e1.ok, e2.ok);
+          if (!e1.ok || !e2.ok) return;
+          assert.equal(e1.event.dedupeKey, e2.event.dedupeKey);
+          const changed = { ...b, [f]: `${JSON.stringify(b[f])}|${v}` };
+          const e3 = run(changed);
+          if (e3.ok) assert.notEqual(e3.event.dedupeKey, e1.event.dedupeKey);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe("eventDetails", () => {
+  const NONE = { riderId: null, riderName: null, riderContact: null, latitude: null, longitude: null, trackUrl: null };
+
+  it("an empty body has no details", () => {
+    assert.deepEqual(eventDetails({}), NONE);
+  });
+
+  it("reads every field", () => {
+    assert.deepEqual(
+      eventDetails({ rider_id: "R1", rider_name: " Asha ", rider_contact: "+91 99", rider_latitude: 12.5, rider_longitude: 77.25, track_url: "https://t/1" }),
+      { riderId: "R1", riderName: "Asha", riderContact: "+91 99", latitude: 12.5, longitude: 77.25, trackUrl: "https://t/1" },
+    );
+  });
+
+  it("rider id: rider_id | sfx_rider_id, rider_id first; numbers become text", () => {
+    assert.equal(eventDetails({ rider_id: "A" }).riderId, "A");
+    assert.equal(eventDetails({ sfx_rider_id: "B" }).riderId, "B");
+    assert.equal(eventDetails({ sfx_rider_id: "B", rider_id: "A" }).riderId, "A");
+    assert.equal(eventDetails({ sfx_rider_id: 77 }).riderId, "77");
+    assert.equal(eventDetails({ rider_id: "", sfx_rider_id: "B" }).riderId, "B");
+  });
+
+  it("rider contact: rider_contact | rider_contact_number | virtual_contact_number, in that order", () => {
+    assert.equal(eventDetails({ rider_contact: "1" }).riderContact, "1");
+    assert.equal(eventDetails({ rider_contact_number: "2" }).riderContact, "2");
+    assert.equal(eventDetails({ virtual_contact_number: "3" }).riderContact, "3");
+    assert.equal(eventDetails({ virtual_contact_number: "3", rider_contact_number: "2", rider_contact: "1" }).riderContact, "1");
+    assert.equal(eventDetails({ virtual_contact_number: "3", rider_contact_number: "2" }).riderContact, "2");
+    assert.equal(eventDetails({ virtual_contact_number: 9876543210 }).riderContact, "9876543210");
+  });
+
+  it("coordinates: rider_latitude | latitude and rider_longitude | longitude, rider_* first", () => {
+    assert.deepEqual(pick(eventDetails({ latitude: 1, longitude: 2 })), [1, 2]);
+    assert.deepEqual(pick(eventDetails({ rider_latitude: 3, rider_longitude: 4, latitude: 1, longitude: 2 })), [3, 4]);
+    assert.deepEqual(pick(eventDetails({ rider_latitude: 3, longitude: 2 })), [3, 2]);
+    assert.deepEqual(pick(eventDetails({ rider_latitude: "12.75", rider_longitude: " -77.5 " })), [12.75, -77.5]);
+    assert.deepEqual(pick(eventDetails({ latitude: 90, longitude: -180 })), [90, -180]);
+    assert.deepEqual(pick(eventDetails({ latitude: -90, longitude: 180 })), [-90, 180]);
+    assert.deepEqual(pick(eventDetails({ latitude: 0, longitude: 0 })), [0, 0]);
+  });
+
+  it("out-of-range or non-numeric coordinates are dropped, and then both are null", () => {
+    for (const body of [
+      { latitude: 90.0001, longitude: 1 },
+      { latitude: -91, longitude: 1 },
+      { latitude: 1, longitude: 180.5 },
+      { latitude: 1, longitude: -181 },
+      { latitude: "x", longitude: 1 },
+      { latitude: 1, longitude: "" },
+      { latitude: true, longitude: 1 },
+      { latitude: [1], longitude: 1 },
+      { latitude: 1, longitude: { v: 1 } },
+    ]) {
+      assert.deepEqual(pick(eventDetails(body)), [null, null], JSON.stringify(body));
+    }
+  });
+
+  it("a location needs both coordinates", () => {
+    assert.deepEqual(pick(eventDetails({ rider_latitude: 12 })), [null, null]);
+    assert.deepEqual(pick(eventDetails({ longitude: 77 })), [null, null]);
+  });
+
+  it("empty, whitespace-only or non-text values are absent", () => {
+    assert.deepEqual(eventDetails({ rider_id: "  ", rider_name: "", rider_contact: true, track_url: {} }), NONE);
+  });
+
+  function pick(d: { latitude: number | null; longitude: number | null }): [number | null, number | null] {
+    return [d.latitude, d.longitude];
+  }
+});
+
+describe("normalise: regressions found by review", () => {
+  const at = new Date("2025-06-01T12:00:00Z");
+  const norm = (body: Record<string, unknown>) => normaliseCallback(body, { forceLocation: false, receivedAt: at });
+
+  it("a blank value under one alias does not hide the next alias", () => {
+    const r = norm({ svc_order_id: "  ", sfx_order_id: "X1", order_status: " ", status: "DELIVERED" });
+    assert.ok(r.ok);
+    assert.equal(r.event.svcOrderId, "X1");
+    assert.equal(r.event.providerStatus, "DELIVERED");
+    assert.equal(eventDetails({ rider_id: " ", sfx_rider_id: "B" }).riderId, "B");
+  });
+
+  it("a value of the wrong type does not hide the next alias", () => {
+    const r = norm({ coid: "C", order_status: true, status: "DELIVERED" });
+    assert.ok(r.ok);
+    assert.equal(r.event.providerStatus, "DELIVERED");
+    assert.deepEqual(
+      [eventDetails({ rider_latitude: "n/a", latitude: 12, longitude: 77 }).latitude, eventDetails({ rider_latitude: "n/a", latitude: 12, longitude: 77 }).longitude],
+      [12, 77],
+    );
+  });
+
+  it("an id present only in an unusable form is still an error naming the field", () => {
+    const r = norm({ sfx_order_id: 1.5, order_status: "DELIVERED" });
+    assert.ok(!r.ok);
+    assert.match(r.message, /sfx_order_id/);
+  });
+
+  it("impossible calendar dates fall back to the time received", () => {
+    assert.equal(parseTime("2025-02-30 10:00:00"), null);
+    assert.equal(parseTime("2025-04-31T10:00:00Z"), null);
+    assert.equal(parseTime("2024-02-29T10:00:00Z")?.toISOString(), "2024-02-29T10:00:00.000Z");
+    const r = norm({ coid: "C", order_status: "DELIVERED", delivery_time: "2025-02-30 10:00:00" });
+    assert.ok(r.ok);
+    assert.equal(r.event.occurredAt.toISOString(), at.toISOString());
+  });
+
+  it("only ASCII letters are case-folded when matching statuses", () => {
+    assert.equal(canonicalStatus("DELıVERED"), null);
+    assert.equal(canonicalStatus("CANCELLED_BY_ſELLER"), null);
+    assert.equal(canonicalStatus("delivered"), "DELIVERED");
+    assert.equal(canonicalStatus("constructor"), null);
+  });
+});
