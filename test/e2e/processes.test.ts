@@ -1,0 +1,100 @@
+import assert from "node:assert/strict";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import postgres from "postgres";
+import { freePort } from "../../src/db/embedded.ts";
+import { runMigrations } from "../../src/db/migrate.ts";
+import { createLogger } from "../../src/logger.ts";
+import { createTestDatabase } from "../helpers/db.ts";
+import { startProcess } from "../helpers/process.ts";
+
+const cleanups: (() => Promise<void>)[] = [];
+
+async function waitReady(url: string, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const ok = await fetch(url).then((r) => r.status === 200, () => false);
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} not ready after ${ms} ms`);
+}
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+describe("npm start with no configuration", () => {
+  it("starts embedded PostgreSQL, answers /readyz 200, prints the URLs, and stops cleanly on SIGINT", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-start-"));
+    chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const port = await freePort();
+    const proc = startProcess("src/main.ts", { DATA_DIR: dataDir, PORT: String(port), HOST: "127.0.0.1" });
+    cleanups.push(async () => void (await proc.kill("SIGKILL")));
+    const [, callbackUrl] = (await proc.waitFor(/callback URL:\s+(\S+)/, 90_000)) as unknown as [string, string];
+    assert.match(callbackUrl, new RegExp(`^http://127\\.0\\.0\\.1:${port}/callbacks/[A-Za-z0-9_-]{20,}$`));
+    assert.match(proc.output(), /API docs:\s+http:\/\/127\.0\.0\.1:\d+\/docs/);
+    assert.match(proc.output(), /API token:\s+generated, stored in .*api-token/);
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    assert.equal(ready.status, 200);
+    const cb = await fetch(callbackUrl, { method: "POST", body: JSON.stringify({ client_order_id: "START-1", order_status: "CREATED" }) });
+    assert.equal(cb.status, 200);
+    assert.equal(await proc.kill("SIGINT"), 0);
+    assert.match(proc.output(), /embedded PostgreSQL stopped/);
+  });
+});
+
+describe("kill -9 right after acknowledgements", () => {
+  it("loses no acknowledged event", async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const port = await freePort();
+    const env = {
+      DATABASE_URL: db.url,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      API_TOKEN: "kill-test-token-0123456789",
+      CALLBACK_SECRET: "kill-test-secret-0123456789",
+      LOG_LEVEL: "warn",
+      DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-kill-")),
+    };
+    await runMigrations(db.url, createLogger({ level: "silent" }));
+    const acked = new Map<string, string>(); // event_id -> order id
+    for (let round = 0; round < 3; round++) {
+      const proc = startProcess("src/web.ts", env);
+      await waitReady(`http://127.0.0.1:${port}/readyz`);
+      let stop = false;
+      let sent = 0;
+      // 32 concurrent senders; the process is killed mid-stream.
+      const senders = Array.from({ length: 32 }, async (_, s) => {
+        while (!stop) {
+          const id = `K${round}-${s}-${sent++}`;
+          try {
+            const res = await fetch(`http://127.0.0.1:${port}/callbacks/${env.CALLBACK_SECRET}`, {
+              method: "POST",
+              body: JSON.stringify({ client_order_id: id, order_status: "ALLOTTED" }),
+            });
+            if (res.status === 200) acked.set(((await res.json()) as { event_id: string }).event_id, id);
+          } catch {
+            return; // connection refused or reset: the process is gone
+          }
+        }
+      });
+      await new Promise((r) => setTimeout(r, 400 + round * 200));
+      await proc.kill("SIGKILL");
+      stop = true;
+      await Promise.all(senders);
+    }
+    assert.ok(acked.size > 100, `only ${acked.size} acknowledged`);
+    const sql = postgres(db.url, { max: 1 });
+    const rows = await sql<{ id: string; client_order_id: string }[]>`
+      select id::text, client_order_id from order_events where id = any(${[...acked.keys()]}::bigint[])`;
+    await sql.end();
+    const stored = new Map(rows.map((r) => [r.id, r.client_order_id]));
+    const missing = [...acked].filter(([id, coid]) => stored.get(id) !== coid);
+    assert.deepEqual(missing, [], `${missing.length} of ${acked.size} acknowledged events lost`);
+    console.log(`kill -9 x3: ${acked.size} acknowledged, ${stored.size} stored`);
+  });
+});

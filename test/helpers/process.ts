@@ -1,0 +1,57 @@
+/** Spawning real tracklane processes (`node src/<entry>.ts`) for end-to-end tests. */
+import { spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { resolve } from "node:path";
+
+const root = resolve(import.meta.dirname, "../..");
+
+export interface Proc {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves when the output matches, rejects after `ms`. */
+  waitFor(pattern: RegExp, ms?: number): Promise<RegExpMatchArray>;
+  kill(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function startProcess(entry: string, env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, [resolve(root, entry)], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  const listeners = new Set<() => void>();
+  const onData = (d: Buffer) => {
+    out += d.toString("utf8");
+    listeners.forEach((l) => l());
+  };
+  child.stdout!.on("data", onData);
+  child.stderr!.on("data", onData);
+  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+  return {
+    child,
+    output: () => out,
+    waitFor(pattern, ms = 60_000) {
+      return new Promise((resolveMatch, reject) => {
+        const check = () => {
+          const m = out.match(pattern);
+          if (m) {
+            listeners.delete(check);
+            clearTimeout(timer);
+            resolveMatch(m);
+          }
+        };
+        const timer = setTimeout(() => {
+          listeners.delete(check);
+          reject(new Error(`timed out waiting for ${pattern}; output:\n${out.slice(-3000)}`));
+        }, ms);
+        listeners.add(check);
+        check();
+      });
+    },
+    async kill(signal = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return await exited;
+    },
+  };
+}
