@@ -128,6 +128,7 @@ export async function projectOrder(sql: Sql, start: OrderIds): Promise<ProjectRe
  * any, else the oldest), take over what only the others knew, delete the others.
  */
 async function mergeInto(tx: TransactionSql, survivorId: number, otherIds: number[]): Promise<void> {
+  await tx`update commands set order_id = ${survivorId} where order_id = any(${otherIds}::bigint[])`;
   const others = await tx<{ svc_order_id: string | null; client_order_id: string | null; store_code: string | null; awb_number: string | null; pickup_otp: string | null; created_at: Date }[]>`
     delete from orders where id = any(${otherIds}::bigint[])
     returning svc_order_id, client_order_id, store_code, awb_number, pickup_otp, created_at`;

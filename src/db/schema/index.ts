@@ -1,2 +1,4 @@
 export * from "./events.ts";
 export * from "./orders.ts";
+export * from "./commands.ts";
+export * from "./awb.ts";

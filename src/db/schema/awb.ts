@@ -1,0 +1,55 @@
+import { sql } from "drizzle-orm";
+import { bigint, check, index, integer, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+
+/** One row per AWB number the provider gave us: available, or allocated to an order. */
+export const awbNumbers = pgTable(
+  "awb_numbers",
+  {
+    awbNumber: text().primaryKey(),
+    /** available | allocated */
+    state: text().notNull().default("available"),
+    clientOrderId: text(),
+    allocatedAt: timestamp({ withTimezone: true }),
+    /** pool (replenishment endpoint) or fresh (async request) */
+    source: text().notNull(),
+    requestId: text(),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    // Serves allocation: the oldest available number, skipping locked rows.
+    index("awb_numbers_available_idx").on(t.createdAt, t.awbNumber).where(sql`${t.state} = 'available'`),
+    // One AWB per order: allocation is idempotent per client_order_id.
+    uniqueIndex("awb_numbers_client_order_id_idx").on(t.clientOrderId),
+    check("awb_numbers_state", sql`${t.state} in ('available', 'allocated')`),
+    check("awb_numbers_allocated", sql`(${t.state} = 'allocated') = (${t.allocatedAt} is not null)`),
+  ],
+);
+
+/** Top-up requests to the provider, both modes; fresh ones are polled until done. */
+export const awbRequests = pgTable(
+  "awb_requests",
+  {
+    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    mode: text().notNull(),
+    /** The provider's request_id (fresh mode). */
+    requestId: text(),
+    /** pending | completed | failed */
+    status: text().notNull().default("pending"),
+    count: integer().notNull(),
+    /** Numbers received, and of those, new to the pool. */
+    received: integer().notNull().default(0),
+    added: integer().notNull().default(0),
+    polls: integer().notNull().default(0),
+    nextPollAt: timestamp({ withTimezone: true }),
+    lastError: text(),
+    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    completedAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("awb_requests_request_id_idx").on(t.requestId),
+    // Serves GET /v1/awb/pool (pending and recent requests).
+    index("awb_requests_created_at_idx").on(t.createdAt.desc()),
+    check("awb_requests_mode", sql`${t.mode} in ('pool', 'fresh')`),
+    check("awb_requests_status", sql`${t.status} in ('pending', 'completed', 'failed')`),
+  ],
+);
