@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { PRODUCTS, chooseAuthMethod } from "./provider/products.ts";
+import type { ProviderAuthConfig } from "./provider/client.ts";
 import type { AuthMethod, Product } from "./provider/products.ts";
 
 type Env = Record<string, string | undefined>;
@@ -66,10 +67,6 @@ const envSchema = z.object({
   INGEST_BATCH_WAIT_MS: z.preprocess(emptyToUndefined, z.coerce.number().min(0).max(1000).default(2)),
   DB_POOL_MAX: positiveInt(10, 200),
 });
-
-export type ProviderAuthConfig =
-  | { method: "token"; token: string }
-  | { method: "oauth"; clientId: string; clientSecret: string; product: Product };
 
 export interface ProviderConfig {
   env: "staging" | "production";

@@ -2,6 +2,7 @@
 import { loadConfigOrExit } from "./config.ts";
 import { createLogger } from "./logger.ts";
 import { resolveDatabase } from "./runtime/database.ts";
+import { configuredProvider } from "./runtime/provider.ts";
 import { fatal, stopOnSignal } from "./runtime/lifecycle.ts";
 import { startServices } from "./runtime/services.ts";
 
@@ -10,7 +11,9 @@ const log = createLogger({ level: config.logLevel });
 
 async function main() {
   const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
-  const services = await startServices({ config, databaseUrl: db.url, log, web: true, worker: false });
+  const provider = configuredProvider(config, log);
+  if (!provider) log.warn("PROVIDER_BASE_URL is not set: order commands and sandbox calls are unavailable");
+  const services = await startServices({ config, databaseUrl: db.url, log, web: true, worker: false, provider });
   log.info({ url: services.http?.url }, "web listening");
   stopOnSignal(log, async () => {
     await services.stop();

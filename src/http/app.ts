@@ -6,6 +6,8 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
 import { requestId } from "hono/request-id";
 import type { Sql } from "postgres";
+import type { Config } from "../config.ts";
+import type { ProviderClient } from "../provider/client.ts";
 import type { Db } from "../db/client.ts";
 import type { Ingestor } from "../ingest/batcher.ts";
 import { redactPath } from "../logger.ts";
@@ -21,15 +23,14 @@ import type { AppEnv } from "./types.ts";
 import { validationHook } from "./validation.ts";
 
 export interface AppDeps {
-  apiToken: string;
-  callbackSecret: string;
+  config: Config;
   sql: Sql;
   db: Db;
   ingestor: Ingestor;
   log: Logger;
   metrics: Metrics;
-  /** Extra /v1 route groups (commands, sandbox, AWB) mounted by the composition root. */
-  extraRoutes?: OpenAPIHono<AppEnv>[];
+  /** The provider's API; absent only in tests that need no provider. */
+  provider?: ProviderClient | undefined;
 }
 
 export function createApp(deps: AppDeps) {
@@ -52,13 +53,12 @@ export function createApp(deps: AppDeps) {
     else log.info(line, "request");
   });
 
-  app.route("/callbacks", callbackRoutes({ secret: deps.callbackSecret, sql: deps.sql, ingestor: deps.ingestor, log: deps.log, metrics: deps.metrics }));
+  app.route("/callbacks", callbackRoutes({ secret: deps.config.callbackSecret, sql: deps.sql, ingestor: deps.ingestor, log: deps.log, metrics: deps.metrics }));
   app.route("/", opsRoutes(deps.sql, deps.metrics));
 
-  app.use("/v1/*", bearerAuth(deps.apiToken));
+  app.use("/v1/*", bearerAuth(deps.config.apiToken));
   app.route("/", orderReadRoutes(deps.db));
   app.route("/", rejectedRoutes(deps.db));
-  for (const routes of deps.extraRoutes ?? []) app.route("/", routes);
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", { type: "http", scheme: "bearer" });
   app.doc31("/openapi.json", {

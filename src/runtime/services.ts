@@ -14,6 +14,7 @@ import type { Ingestor } from "../ingest/batcher.ts";
 import type { Logger } from "../logger.ts";
 import { createMetrics } from "../metrics.ts";
 import type { Metrics } from "../metrics.ts";
+import type { ProviderClient } from "../provider/client.ts";
 import { startWorker } from "../tasks/runner.ts";
 
 export interface Services {
@@ -32,6 +33,7 @@ export interface ServiceOptions {
   worker: boolean;
   /** Overrides config.port (tests use 0). */
   port?: number;
+  provider?: ProviderClient | undefined;
 }
 
 export function ingestorFor(config: Config, database: Database, log: Logger, metrics: Metrics): Ingestor {
@@ -59,19 +61,11 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   let worker: Runner | undefined;
   if (options.web) {
     ingestor = ingestorFor(config, database, log, metrics);
-    const app = createApp({
-      apiToken: config.apiToken,
-      callbackSecret: config.callbackSecret,
-      sql: database.sql,
-      db: database.db,
-      ingestor,
-      log,
-      metrics,
-    });
+    const app = createApp({ config, sql: database.sql, db: database.db, ingestor, log, metrics, provider: options.provider });
     http = await listen(app, options.port ?? config.port, config.host);
   }
   if (options.worker) {
-    worker = await startWorker({ databaseUrl: options.databaseUrl, sql: database.sql, log, metrics, concurrency: config.worker.concurrency });
+    worker = await startWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, db: database.db, log, metrics, provider: options.provider });
   }
   return {
     http,

@@ -4,17 +4,23 @@
 import { run } from "graphile-worker";
 import type { Runner, TaskList } from "graphile-worker";
 import type { Sql } from "postgres";
+import type { Config } from "../config.ts";
+import type { Db } from "../db/client.ts";
+import type { ProviderClient } from "../provider/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { graphileLogger } from "./logger.ts";
 import { orderProject } from "./order__project.ts";
 
 export interface WorkerDeps {
+  config: Config;
   databaseUrl: string;
   sql: Sql;
+  db: Db;
   log: Logger;
   metrics: Metrics;
-  concurrency: number;
+  /** The provider's API; absent only in tests that need no provider. */
+  provider?: ProviderClient | undefined;
 }
 
 export function taskList(deps: WorkerDeps): TaskList {
@@ -26,8 +32,8 @@ export function taskList(deps: WorkerDeps): TaskList {
 export async function startWorker(deps: WorkerDeps): Promise<Runner> {
   const runner = await run({
     connectionString: deps.databaseUrl,
-    concurrency: deps.concurrency,
-    maxPoolSize: deps.concurrency + 2,
+    concurrency: deps.config.worker.concurrency,
+    maxPoolSize: deps.config.worker.concurrency + 2,
     // Jobs are enqueued with NOTIFY; polling is only the fallback.
     pollInterval: 1000,
     noHandleSignals: true,

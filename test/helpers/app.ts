@@ -21,6 +21,7 @@ import type { Metrics } from "../../src/metrics.ts";
 import { ingestorFor } from "../../src/runtime/services.ts";
 import { graphileLogger } from "../../src/tasks/logger.ts";
 import { taskList } from "../../src/tasks/runner.ts";
+import type { ProviderClient } from "../../src/provider/client.ts";
 import { createTestDatabase } from "./db.ts";
 import type { TestDatabase } from "./db.ts";
 
@@ -43,7 +44,11 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function createTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+export interface TestAppOptions {
+  provider?: ProviderClient;
+}
+
+export async function createTestApp(env: Record<string, string> = {}, options: TestAppOptions = {}): Promise<TestApp> {
   const testDb = await createTestDatabase();
   const config = loadConfig({
     DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-test-")),
@@ -64,16 +69,9 @@ export async function createTestApp(env: Record<string, string> = {}): Promise<T
   const metrics = createMetrics();
   const database = createDatabase(testDb.url, { max: 6, name: "tracklane-test" });
   const ingestor = ingestorFor(config, database, log, metrics);
-  const app = createApp({
-    apiToken: config.apiToken,
-    callbackSecret: config.callbackSecret,
-    sql: database.sql,
-    db: database.db,
-    ingestor,
-    log,
-    metrics,
-  });
-  const deps = { databaseUrl: testDb.url, sql: database.sql, log, metrics, concurrency: 1 };
+  const { provider } = options;
+  const app = createApp({ config, sql: database.sql, db: database.db, ingestor, log, metrics, provider });
+  const deps = { config, databaseUrl: testDb.url, sql: database.sql, db: database.db, log, metrics, provider };
 
   return {
     app,

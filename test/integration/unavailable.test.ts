@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../../src/config.ts";
 import { createDatabase } from "../../src/db/client.ts";
 import { freePort } from "../../src/db/embedded.ts";
 import { createApp } from "../../src/http/app.ts";
@@ -17,7 +21,8 @@ before(async () => {
   const log = createLogger({ level: "silent" });
   const metrics = createMetrics();
   const ingestor = createIngestor(database.sql, { batchMax: 64, batchWaitMs: 0, maxInFlight: 2, maxPending: 1000 }, log, metrics);
-  app = createApp({ apiToken: API_TOKEN, callbackSecret: CALLBACK_SECRET, sql: database.sql, db: database.db, ingestor, log, metrics });
+  const config = loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-unavailable-")), API_TOKEN, CALLBACK_SECRET });
+  app = createApp({ config, sql: database.sql, db: database.db, ingestor, log, metrics });
   close = async () => {
     await ingestor.close();
     await database.close();

@@ -1,0 +1,50 @@
+/**
+ * The provider tracklane talks to: the configured one, or (all-in-one `npm start` with no
+ * PROVIDER_BASE_URL) the built-in emulator, started in-process in staging with fresh
+ * credentials and tracklane's callback URL registered.
+ */
+import { randomBytes } from "node:crypto";
+import type { Config } from "../config.ts";
+import { startEmulator } from "../emulator/server.ts";
+import type { RunningEmulator } from "../emulator/server.ts";
+import type { Logger } from "../logger.ts";
+import { createProviderClient } from "../provider/client.ts";
+import type { ProviderClient } from "../provider/client.ts";
+
+/** The configured provider's client, or undefined when PROVIDER_BASE_URL is unset. */
+export function configuredProvider(config: Config, log: Logger): ProviderClient | undefined {
+  const { baseUrl, gatewayUrl, auth, timeoutMs } = config.provider;
+  if (baseUrl === undefined || auth === undefined) return undefined;
+  return createProviderClient({ baseUrl, gatewayUrl: gatewayUrl ?? baseUrl, auth, timeoutMs, logger: log.child({ component: "provider" }) });
+}
+
+export interface BuiltInProvider {
+  client: ProviderClient;
+  emulator: RunningEmulator;
+  /** Registers tracklane's callback URL with the emulator. */
+  register(callbackUrl: string): void;
+}
+
+export async function startBuiltInEmulator(config: Config, log: Logger): Promise<BuiltInProvider> {
+  const token = randomBytes(18).toString("base64url");
+  const emulator = await startEmulator({
+    tokens: [token],
+    product: "hyperlocal_dedicated_store",
+    env: "staging",
+    logger: log.child({ component: "emulator" }),
+  });
+  const client = createProviderClient({
+    baseUrl: emulator.url,
+    gatewayUrl: emulator.url,
+    auth: { method: "token", token },
+    timeoutMs: config.provider.timeoutMs,
+    logger: log.child({ component: "provider" }),
+  });
+  return {
+    client,
+    emulator,
+    register(callbackUrl) {
+      emulator.emulator.state.callbackUrls = [callbackUrl];
+    },
+  };
+}
