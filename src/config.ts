@@ -66,6 +66,8 @@ const envSchema = z.object({
   INGEST_BATCH_MAX: positiveInt(256, 5000),
   INGEST_BATCH_WAIT_MS: z.preprocess(emptyToUndefined, z.coerce.number().min(0).max(1000).default(2)),
   DB_POOL_MAX: positiveInt(10, 200),
+  COMMAND_MAX_ATTEMPTS: positiveInt(20, 100),
+  COMMAND_RETRY_BASE_MS: positiveInt(2000, 600_000),
 });
 
 export interface ProviderConfig {
@@ -94,6 +96,8 @@ export interface Config {
   worker: { concurrency: number };
   ingest: { batchMax: number; batchWaitMs: number };
   db: { poolMax: number };
+  /** Provider calls for order commands: attempts, and the first retry delay (doubling, capped at 10 min). */
+  commands: { maxAttempts: number; retryBaseMs: number };
 }
 
 export class ConfigError extends Error {
@@ -211,6 +215,7 @@ export function loadConfig(env: Env = readProcessEnv()): Config {
     worker: { concurrency: e.WORKER_CONCURRENCY },
     ingest: { batchMax: e.INGEST_BATCH_MAX, batchWaitMs: e.INGEST_BATCH_WAIT_MS },
     db: { poolMax: e.DB_POOL_MAX },
+    commands: { maxAttempts: e.COMMAND_MAX_ATTEMPTS, retryBaseMs: e.COMMAND_RETRY_BASE_MS },
   };
 }
 

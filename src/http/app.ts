@@ -16,9 +16,11 @@ import type { Metrics } from "../metrics.ts";
 import { bearerAuth } from "./auth.ts";
 import { ApiError, errorHandler } from "./errors.ts";
 import { callbackRoutes } from "./routes/callbacks.ts";
+import { commandRoutes } from "./routes/commands.ts";
 import { opsRoutes } from "./routes/ops.ts";
 import { orderReadRoutes } from "./routes/orders.ts";
 import { rejectedRoutes } from "./routes/rejected.ts";
+import { sandboxRoutes } from "./routes/sandbox.ts";
 import type { AppEnv } from "./types.ts";
 import { validationHook } from "./validation.ts";
 
@@ -59,6 +61,8 @@ export function createApp(deps: AppDeps) {
   app.use("/v1/*", bearerAuth(deps.config.apiToken));
   app.route("/", orderReadRoutes(deps.db));
   app.route("/", rejectedRoutes(deps.db));
+  app.route("/", commandRoutes({ sql: deps.sql, db: deps.db }));
+  app.route("/", sandboxRoutes({ db: deps.db, provider: deps.provider, env: deps.config.provider.env }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", { type: "http", scheme: "bearer" });
   app.doc31("/openapi.json", {

@@ -25,6 +25,8 @@ export type ErrorCode =
   | "unsupported_media_type"
   | "awb_pool_empty"
   | "provider_error"
+  | "provider_rejected"
+  | "provider_unavailable"
   | "database_unavailable"
   | "overloaded"
   | "internal_error";
@@ -53,10 +55,12 @@ export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 405 | 409 | 4
       return 415;
     case "missing_order_id":
     case "validation_failed":
+    case "provider_rejected":
       return 422;
     case "provider_error":
       return 502;
     case "awb_pool_empty":
+    case "provider_unavailable":
     case "database_unavailable":
     case "overloaded":
       return 503;

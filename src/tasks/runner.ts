@@ -10,6 +10,7 @@ import type { ProviderClient } from "../provider/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { graphileLogger } from "./logger.ts";
+import { commandExecute } from "./command__execute.ts";
 import { orderProject } from "./order__project.ts";
 
 export interface WorkerDeps {
@@ -26,6 +27,7 @@ export interface WorkerDeps {
 export function taskList(deps: WorkerDeps): TaskList {
   return {
     order__project: orderProject(deps),
+    command__execute: commandExecute(deps),
   };
 }
 

@@ -1,0 +1,195 @@
+/**
+ * Order commands (PRODUCT.md §6): place, edit, cancel, dispatch-ready, stop-reattempt,
+ * and the list of commands sent. Each answers 202 once recorded and queued; the worker
+ * talks to the provider. Validation and state checks come first, so a bad request never
+ * reaches the provider.
+ */
+import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import type { Sql } from "postgres";
+import { createCommand, placeOrder } from "../../commands/service.ts";
+import type { CommandKind, OrderState } from "../../commands/service.ts";
+import type { Db } from "../../db/client.ts";
+import type { OrderRef } from "../../db/orders.ts";
+import type { JsonObject } from "../../domain/normalise.ts";
+import {
+  CancelOrderBodySchema,
+  DispatchReadyBodySchema,
+  EditOrderBodySchema,
+  PlaceOrderBodySchema,
+} from "../../provider/schemas.ts";
+import { ErrorSchema, OrderSchema, orderJson } from "../schemas.ts";
+import type { AppEnv } from "../types.ts";
+import { validationHook } from "../validation.ts";
+import { ORDER_PATHS, errors, orderParams, refFrom, requireOrder } from "./orders.ts";
+
+const CommandSchema = z
+  .object({
+    id: z.string(),
+    kind: z.enum(["place", "edit", "cancel", "dispatch_ready", "stop_reattempt"]),
+    state: z.enum(["pending", "succeeded", "failed"]),
+    attempts: z.number().int(),
+    last_error: z.string().nullable(),
+    created_at: z.string(),
+    completed_at: z.string().nullable(),
+  })
+  .openapi("Command");
+
+const commandErrors = {
+  ...errors,
+  409: { description: "Not allowed in the order's current state", content: { "application/json": { schema: ErrorSchema } } },
+  422: { description: "Invalid body; names each bad field", content: { "application/json": { schema: ErrorSchema } } },
+} as const;
+
+const security = [{ Bearer: [] }];
+
+const EditBodySchema = EditOrderBodySchema.omit({ svc_order_id: true }).refine(
+  (b) => b.order_details !== undefined || b.product_details !== undefined,
+  { message: "nothing to edit: send order_details and/or product_details" },
+);
+
+interface CommandDbRow {
+  id: string;
+  kind: z.infer<typeof CommandSchema>["kind"];
+  state: z.infer<typeof CommandSchema>["state"];
+  attempts: number;
+  last_error: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+const commandJson = (r: CommandDbRow): z.infer<typeof CommandSchema> => ({
+  id: r.id,
+  kind: r.kind,
+  state: r.state,
+  attempts: r.attempts,
+  last_error: r.last_error,
+  created_at: r.created_at.toISOString(),
+  completed_at: r.completed_at?.toISOString() ?? null,
+});
+
+async function commandById(sql: Sql, id: number): Promise<z.infer<typeof CommandSchema>> {
+  const [row] = await sql<CommandDbRow[]>`
+    select id::text, kind, state, attempts, last_error, created_at, completed_at from commands where id = ${id}`;
+  return commandJson(row!);
+}
+
+async function orderState(db: Db, ref: OrderRef): Promise<OrderState> {
+  const o = await requireOrder(db, ref);
+  return { id: o.id, client_order_id: o.clientOrderId, svc_order_id: o.svcOrderId, status: o.status, placement_state: o.placementState };
+}
+
+export function commandRoutes(deps: { sql: Sql; db: Db }) {
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
+  const { sql, db } = deps;
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/orders",
+      tags: ["commands"],
+      summary: "Place an order with the provider",
+      description: "202: recorded, placement pending. The same body again: 200 with the order. Another body with the same client_order_id: 409.",
+      security,
+      request: { body: { required: true, content: { "application/json": { schema: PlaceOrderBodySchema } } } },
+      responses: {
+        200: { description: "Already placed with this body", content: { "application/json": { schema: OrderSchema } } },
+        202: { description: "Recorded; placement pending", content: { "application/json": { schema: OrderSchema } } },
+        ...commandErrors,
+      },
+    }),
+    async (c) => {
+      const body = c.req.valid("json");
+      const result = await placeOrder(sql, body);
+      const order = await requireOrder(db, { by: "client", id: body.order_details.client_order_id });
+      return c.json(orderJson(order), result.created ? 202 : 200);
+    },
+  );
+
+  for (const { by, prefix, param } of [...ORDER_PATHS].reverse()) {
+    const params = orderParams(param);
+    const ref = (p: Record<string, string>) => refFrom(by, p, param);
+    const accepted = { 202: { description: "Recorded and queued", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors };
+    const queue = async (r: OrderRef, kind: Exclude<CommandKind, "place">, request: JsonObject) =>
+      commandById(sql, await createCommand(sql, await orderState(db, r), kind, request));
+
+    app.openapi(
+      createRoute({
+        method: "patch",
+        path: prefix,
+        tags: ["commands"],
+        summary: "Edit an order (until the rider picks it up)",
+        security,
+        request: { params, body: { required: true, content: { "application/json": { schema: EditBodySchema } } } },
+        responses: accepted,
+      }),
+      async (c) => c.json(await queue(ref(c.req.valid("param") as Record<string, string>), "edit", c.req.valid("json") as JsonObject), 202),
+    );
+
+    app.openapi(
+      createRoute({
+        method: "post",
+        path: `${prefix}/cancel`,
+        tags: ["commands"],
+        summary: "Cancel an order",
+        security,
+        request: { params, body: { required: true, content: { "application/json": { schema: CancelOrderBodySchema } } } },
+        responses: accepted,
+      }),
+      async (c) => c.json(await queue(ref(c.req.valid("param") as Record<string, string>), "cancel", c.req.valid("json")), 202),
+    );
+
+    app.openapi(
+      createRoute({
+        method: "post",
+        path: `${prefix}/dispatch-ready`,
+        tags: ["commands"],
+        summary: "Mark an order ready for dispatch",
+        description: "Body optional; shipment_ready_timestamp defaults to now.",
+        security,
+        request: { params, body: { required: false, content: { "application/json": { schema: DispatchReadyBodySchema.partial() } } } },
+        responses: accepted,
+      }),
+      async (c) => {
+        const body = (c.req.valid("json") ?? {}) as { shipment_ready_timestamp?: string | number };
+        const request = { shipment_ready_timestamp: body.shipment_ready_timestamp ?? new Date().toISOString() };
+        return c.json(await queue(ref(c.req.valid("param") as Record<string, string>), "dispatch_ready", request), 202);
+      },
+    );
+
+    app.openapi(
+      createRoute({
+        method: "post",
+        path: `${prefix}/stop-reattempt`,
+        tags: ["commands"],
+        summary: "Stop the next-day re-attempt of an order",
+        security,
+        request: { params },
+        responses: accepted,
+      }),
+      async (c) => c.json(await queue(ref(c.req.valid("param") as Record<string, string>), "stop_reattempt", {}), 202),
+    );
+
+    app.openapi(
+      createRoute({
+        method: "get",
+        path: `${prefix}/commands`,
+        tags: ["commands"],
+        summary: "Commands sent for this order, oldest first",
+        security,
+        request: { params },
+        responses: {
+          200: { description: "Commands", content: { "application/json": { schema: z.object({ items: z.array(CommandSchema) }) } } },
+          ...errors,
+        },
+      }),
+      async (c) => {
+        const order = await requireOrder(db, ref(c.req.valid("param") as Record<string, string>));
+        const rows = await sql<CommandDbRow[]>`
+          select id::text, kind, state, attempts, last_error, created_at, completed_at
+          from commands where order_id = ${order.id} order by id`;
+        return c.json({ items: rows.map(commandJson) }, 200);
+      },
+    );
+  }
+  return app;
+}

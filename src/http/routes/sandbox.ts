@@ -1,0 +1,66 @@
+/**
+ * The provider's staging sandbox, proxied (PRODUCT.md §6): move an order through its
+ * lifecycle to see callbacks arrive. Refused in production.
+ */
+import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import type { Db } from "../../db/client.ts";
+import type { ProviderClient } from "../../provider/client.ts";
+import { ProviderError } from "../../provider/errors.ts";
+import { SANDBOX_ACTION_NAMES } from "../../provider/schemas.ts";
+import { ApiError } from "../errors.ts";
+import type { AppEnv } from "../types.ts";
+import { validationHook } from "../validation.ts";
+import { errors, refFrom, requireOrder } from "./orders.ts";
+
+/** A provider failure as the one error model: refused -> 422 with its message, unreachable -> 502. */
+export function providerFailure(err: unknown): ApiError {
+  if (!(err instanceof ProviderError)) return err instanceof ApiError ? err : new ApiError("internal_error", "internal error", { cause: err });
+  if (err.kind === "invalid_request") return new ApiError("validation_failed", err.providerMessage || err.message);
+  const message = `provider ${err.status ?? err.kind}: ${err.providerMessage || err.message}`;
+  return err.retryable || err.kind === "auth" ? new ApiError("provider_error", message) : new ApiError("provider_rejected", message);
+}
+
+export function sandboxRoutes(deps: { db: Db; provider: ProviderClient | undefined; env: "staging" | "production" }) {
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
+  const paths = [
+    { by: "client", path: "/v1/sandbox/orders/{order}/{action}", param: "order" },
+    { by: "svc", path: "/v1/sandbox/orders/by-svc-id/{svc_order_id}/{action}", param: "svc_order_id" },
+  ] as const;
+  for (const { by, path, param } of [...paths].reverse()) {
+    app.openapi(
+      createRoute({
+        method: "post",
+        path,
+        tags: ["sandbox"],
+        summary: "Drive an order through the provider's staging sandbox",
+        description: `action: ${SANDBOX_ACTION_NAMES.join(", ")}. Body as in provider-api.md §4.1. Staging only (403 sandbox_disabled in production).`,
+        security: [{ Bearer: [] }],
+        request: {
+          params: z.object({
+            [param]: z.string().min(1).max(128).openapi({ param: { name: param, in: "path" } }),
+            action: z.enum(SANDBOX_ACTION_NAMES).openapi({ param: { name: "action", in: "path" } }),
+          }),
+          body: { required: false, content: { "application/json": { schema: z.record(z.string(), z.unknown()) } } },
+        },
+        responses: {
+          200: { description: "The provider's response", content: { "application/json": { schema: z.record(z.string(), z.unknown()) } } },
+          403: { description: "Production: sandbox disabled", content: { "application/json": { schema: errors[400].content["application/json"].schema } } },
+          ...errors,
+        },
+      }),
+      async (c) => {
+        if (deps.env === "production") throw new ApiError("sandbox_disabled", "the sandbox exists in staging only (PROVIDER_ENV=production)");
+        if (!deps.provider) throw new ApiError("provider_unavailable", "no provider configured (PROVIDER_BASE_URL)");
+        const params = c.req.valid("param") as Record<string, string> & { action: (typeof SANDBOX_ACTION_NAMES)[number] };
+        const order = await requireOrder(deps.db, refFrom(by, params, param));
+        if (!order.svcOrderId) throw new ApiError("conflict", "the order has no svc_order_id yet: it is not placed with the provider");
+        try {
+          return c.json(await deps.provider.sandbox(params.action, order.svcOrderId, c.req.valid("json") ?? {}), 200);
+        } catch (err) {
+          throw providerFailure(err);
+        }
+      },
+    );
+  }
+  return app;
+}
