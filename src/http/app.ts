@@ -15,6 +15,7 @@ import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { bearerAuth } from "./auth.ts";
 import { ApiError, errorHandler } from "./errors.ts";
+import { awbRoutes } from "./routes/awb.ts";
 import { callbackRoutes } from "./routes/callbacks.ts";
 import { commandRoutes } from "./routes/commands.ts";
 import { opsRoutes } from "./routes/ops.ts";
@@ -63,6 +64,7 @@ export function createApp(deps: AppDeps) {
   app.route("/", rejectedRoutes(deps.db));
   app.route("/", commandRoutes({ sql: deps.sql, db: deps.db }));
   app.route("/", sandboxRoutes({ db: deps.db, provider: deps.provider, env: deps.config.provider.env }));
+  app.route("/", awbRoutes({ config: deps.config, sql: deps.sql, provider: deps.provider }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", { type: "http", scheme: "bearer" });
   app.doc31("/openapi.json", {

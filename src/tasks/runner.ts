@@ -10,6 +10,9 @@ import type { ProviderClient } from "../provider/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { graphileLogger } from "./logger.ts";
+import { AWB_CRONTAB } from "../awb/jobs.ts";
+import { awbPoll } from "./awb__poll.ts";
+import { awbReplenish } from "./awb__replenish.ts";
 import { commandExecute } from "./command__execute.ts";
 import { orderProject } from "./order__project.ts";
 
@@ -28,6 +31,8 @@ export function taskList(deps: WorkerDeps): TaskList {
   return {
     order__project: orderProject(deps),
     command__execute: commandExecute(deps),
+    awb__replenish: awbReplenish(deps),
+    awb__poll: awbPoll(deps),
   };
 }
 
@@ -41,6 +46,7 @@ export async function startWorker(deps: WorkerDeps): Promise<Runner> {
     noHandleSignals: true,
     logger: graphileLogger(deps.log),
     taskList: taskList(deps),
+    crontab: AWB_CRONTAB,
   });
   runner.events.on("job:success", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "success" }));
   runner.events.on("job:error", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "failure" }));

@@ -2,6 +2,7 @@
 import { Hono } from "hono";
 import { Gauge } from "prom-client";
 import type { Sql } from "postgres";
+import { poolCounts } from "../../awb/pool.ts";
 import { migrationsApplied } from "../../db/migrate.ts";
 import type { Metrics } from "../../metrics.ts";
 import type { AppEnv } from "../types.ts";
@@ -52,6 +53,9 @@ export function opsRoutes(sql: Sql, metrics: Metrics) {
         select task_identifier as task, count(*)::int as n from graphile_worker.jobs
         where attempts >= max_attempts group by 1`;
       for (const row of failed) failedJobs.set({ task: row.task }, row.n);
+      const awb = await poolCounts(sql);
+      metrics.awbPool.set({ state: "available" }, awb.available);
+      metrics.awbPool.set({ state: "allocated" }, awb.allocated);
     } catch {
       // Metrics still answer with what the process knows when the database is away.
     }

@@ -1,0 +1,109 @@
+/**
+ * The AWB pool's jobs: names, keys, payloads and how they are enqueued (always through
+ * SQL, so a job is added in the same transaction as the change that calls for it).
+ *
+ * Every AWB job runs in the named queue `awb`: graphile-worker runs a queue's jobs one at a
+ * time, so two top-ups never overlap even when a keyed job is replaced while it runs
+ * (graphile then clears the running job's key and inserts a new one).
+ */
+import type { Sql, TransactionSql } from "postgres";
+import { z } from "zod";
+import { MAX_AWB_COUNT } from "../provider/schemas.ts";
+
+type Tx = Sql | TransactionSql;
+
+export const AWB_QUEUE = "awb";
+export const REPLENISH_TASK = "awb__replenish";
+export const POLL_TASK = "awb__poll";
+
+/** At most one automatic top-up waiting: allocation and cron share this key. */
+export const REPLENISH_KEY = "awb__replenish";
+/** One scheduled poll per fresh request. */
+export const pollKey = (requestRowId: number) => `awb__poll:${requestRowId}`;
+
+/**
+ * graphile-worker's retries (backoff exp(attempt) seconds: ~3 s, 7 s, 20 s ... ~18 min for
+ * the 7th): about half an hour of provider trouble before a top-up or a poll gives up.
+ * The cron starts a new top-up every minute anyway.
+ */
+export const REPLENISH_MAX_ATTEMPTS = 8;
+export const POLL_MAX_ATTEMPTS = 8;
+/** How many times a job may reschedule itself for a provider's Retry-After. */
+export const MAX_RETRY_AFTER_RESCHEDULES = 8;
+
+/**
+ * Every minute: top up when below the low watermark (the task decides). jobKey makes the
+ * cron share the allocation trigger's job, so at most one automatic top-up waits.
+ */
+export const AWB_CRONTAB = `* * * * * ${REPLENISH_TASK} ?id=awb_topup&jobKey=${REPLENISH_KEY}&queue=${AWB_QUEUE}&max=${REPLENISH_MAX_ATTEMPTS} {"reason":"cron"}`;
+
+/**
+ * Why a top-up runs: cron, allocation (available fell below the low watermark), empty (an
+ * allocation found no number) or manual (POST /v1/awb/replenish). See `shouldTopUp`.
+ */
+export const replenishPayload = z.object({
+  reason: z.string().default("cron"),
+  /** Numbers to add (manual only); absent: up to the target. */
+  count: z.number().int().min(1).max(MAX_AWB_COUNT).optional(),
+  mode: z.enum(["pool", "fresh"]).optional(),
+  /** Times this top-up was put off for a Retry-After. */
+  reschedules: z.number().int().min(0).default(0),
+});
+export type ReplenishPayload = z.infer<typeof replenishPayload>;
+
+export const pollPayload = z.object({
+  /** awb_requests.id */
+  request: z.number().int().positive(),
+  reschedules: z.number().int().min(0).default(0),
+});
+export type PollPayload = z.infer<typeof pollPayload>;
+
+/**
+ * Enqueues the automatic top-up unless one is already waiting (not running, attempts
+ * left). The check keeps a waiting job's retry backoff intact (replace mode would reset
+ * its run_at to now on every allocation) and keeps concurrent allocators from all
+ * updating the same job row; a race between two checks ends in one job anyway (job_key).
+ */
+export async function enqueueAutoReplenish(tx: Tx, reason: "allocation" | "empty"): Promise<void> {
+  await tx`
+    select graphile_worker.add_job(
+      ${REPLENISH_TASK}, json_build_object('reason', ${reason}::text),
+      queue_name := ${AWB_QUEUE}, job_key := ${REPLENISH_KEY}, max_attempts := ${REPLENISH_MAX_ATTEMPTS}::int)
+    where not exists (
+      select 1 from graphile_worker.jobs
+      where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts)`;
+}
+
+/** A manual top-up: no job key (each request is honoured), serialised by the queue. */
+export async function enqueueManualReplenish(tx: Tx, options: { count?: number | undefined; mode?: "pool" | "fresh" | undefined }): Promise<string> {
+  const payload: Partial<ReplenishPayload> = { reason: "manual", count: options.count, mode: options.mode };
+  const [job] = await tx<{ id: string }[]>`
+    select id::text from graphile_worker.add_job(
+      ${REPLENISH_TASK}, ${JSON.stringify(payload)}::text::json,
+      queue_name := ${AWB_QUEUE}, max_attempts := ${REPLENISH_MAX_ATTEMPTS}::int)`;
+  return job!.id;
+}
+
+/**
+ * Puts a top-up off by `delayMs` (a provider's Retry-After). With the running job's key,
+ * graphile clears the key on this (running) job and adds the new one, so the "one waiting"
+ * rule still holds.
+ */
+export async function rescheduleReplenish(tx: Tx, payload: ReplenishPayload, delayMs: number, jobKey: string | null): Promise<void> {
+  const next: ReplenishPayload = { ...payload, reschedules: payload.reschedules + 1 };
+  await tx`
+    select graphile_worker.add_job(
+      ${REPLENISH_TASK}, ${JSON.stringify(next)}::text::json,
+      queue_name := ${AWB_QUEUE}, run_at := now() + ${delayMs}::int * interval '1 millisecond',
+      job_key := ${jobKey}::text, max_attempts := ${REPLENISH_MAX_ATTEMPTS}::int)`;
+}
+
+/** Schedules the next poll of a fresh request `delayMs` from now (replacing any waiting one). */
+export async function schedulePoll(tx: Tx, requestRowId: number, delayMs: number, reschedules = 0): Promise<void> {
+  const payload: PollPayload = { request: requestRowId, reschedules };
+  await tx`
+    select graphile_worker.add_job(
+      ${POLL_TASK}, ${JSON.stringify(payload)}::text::json,
+      queue_name := ${AWB_QUEUE}, run_at := now() + ${delayMs}::int * interval '1 millisecond',
+      job_key := ${pollKey(requestRowId)}, max_attempts := ${POLL_MAX_ATTEMPTS}::int)`;
+}

@@ -1,0 +1,181 @@
+/**
+ * The AWB pool in the database: allocation, the set-based insert of numbers from the
+ * provider, and the figures the API, the metrics and top-up planning read.
+ *
+ * One row per number (awb_numbers). A number goes available -> allocated once and never
+ * back: allocation is one UPDATE of one row picked with FOR UPDATE SKIP LOCKED, and every
+ * insert is ON CONFLICT DO NOTHING, so a number the provider hands out again (pool mode)
+ * keeps its row, allocated or not.
+ */
+import type { Sql, TransactionSql } from "postgres";
+import { enqueueAutoReplenish } from "./jobs.ts";
+import type { PoolSnapshot } from "./plan.ts";
+
+type Tx = Sql | TransactionSql;
+
+export interface Allocation {
+  awbNumber: string;
+  /** True when client_order_id already had this number (an idempotent repeat). */
+  existing: boolean;
+}
+
+const UNIQUE_VIOLATION = "23505";
+
+/**
+ * Hands out one AWB, or null when none is available (a top-up is then enqueued in the
+ * same transaction). With a client_order_id: the same id always gets the same number, and
+ * the order row with that id (if any) gets it as awb_number in the same transaction.
+ * When the allocation leaves fewer than `lowWatermark` available, it enqueues the
+ * automatic top-up in the same transaction (at most one waits: see enqueueAutoReplenish).
+ */
+export async function allocateAwb(sql: Sql, input: { clientOrderId?: string | undefined; lowWatermark: number }): Promise<Allocation | null> {
+  const clientOrderId = input.clientOrderId ?? null;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await sql.begin((tx) => allocateIn(tx, clientOrderId, input.lowWatermark));
+    } catch (err) {
+      // Belt and braces: the advisory lock already serialises allocations of one
+      // client_order_id, so the unique index should never fire; if it does, the other
+      // transaction committed the number this one must return: read it again.
+      if ((err as { code?: string }).code === UNIQUE_VIOLATION && clientOrderId !== null && attempt < 3) continue;
+      throw err;
+    }
+  }
+}
+
+async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowWatermark: number): Promise<Allocation | null> {
+  if (clientOrderId !== null) {
+    // Concurrent calls for one client_order_id queue here, so the second sees the first's
+    // committed row instead of taking a second number.
+    await tx`select pg_advisory_xact_lock(hashtextextended(${`awb_numbers:${clientOrderId}`}, 0))`;
+    const [held] = await tx<{ awb_number: string }[]>`
+      select awb_number from awb_numbers where client_order_id = ${clientOrderId}`;
+    if (held) {
+      await linkOrder(tx, clientOrderId, held.awb_number);
+      return { awbNumber: held.awb_number, existing: true };
+    }
+  }
+  // Oldest first (awb_numbers_available_idx); SKIP LOCKED lets concurrent allocators take
+  // different rows instead of queueing on the same one.
+  const [row] = await tx<{ awb_number: string }[]>`
+    with picked as (
+      select awb_number from awb_numbers
+      where state = 'available'
+      order by created_at, awb_number
+      limit 1
+      for update skip locked)
+    update awb_numbers a
+    set state = 'allocated', client_order_id = ${clientOrderId}, allocated_at = now()
+    from picked
+    where a.awb_number = picked.awb_number
+    returning a.awb_number`;
+  if (!row) {
+    await enqueueAutoReplenish(tx, "empty");
+    return null;
+  }
+  if (clientOrderId !== null) await linkOrder(tx, clientOrderId, row.awb_number);
+  // Counting stops at the watermark: a bounded index-only scan, not a count of the pool.
+  const limit = Math.max(1, lowWatermark);
+  const [level] = await tx<{ n: number }[]>`
+    select count(*)::int as n from (
+      select 1 from awb_numbers where state = 'available' limit ${limit}) s`;
+  const left = level?.n ?? 0;
+  if (left < lowWatermark || left === 0) await enqueueAutoReplenish(tx, "allocation");
+  return { awbNumber: row.awb_number, existing: false };
+}
+
+async function linkOrder(tx: Tx, clientOrderId: string, awbNumber: string): Promise<void> {
+  await tx`
+    update orders set awb_number = ${awbNumber}, updated_at = now()
+    where client_order_id = ${clientOrderId} and awb_number is distinct from ${awbNumber}`;
+}
+
+/**
+ * Adds numbers in one statement whatever their count (the list travels as one JSON
+ * parameter); numbers already held, allocated or not, are left as they are. Returns how
+ * many were new.
+ */
+export async function insertAwbNumbers(
+  tx: Tx,
+  numbers: readonly string[],
+  origin: { source: "pool" | "fresh"; requestId: string | null },
+): Promise<number> {
+  if (numbers.length === 0) return 0;
+  const [row] = await tx<{ added: number }[]>`
+    with ins as (
+      insert into awb_numbers (awb_number, source, request_id)
+      select n, ${origin.source}, ${origin.requestId}::text
+      from json_array_elements_text(${JSON.stringify(numbers)}::text::json) as t(n)
+      where n <> ''
+      on conflict (awb_number) do nothing
+      returning 1)
+    select count(*)::int as added from ins`;
+  return row?.added ?? 0;
+}
+
+/** What top-up planning needs (see plan.ts). */
+export async function poolSnapshot(sql: Tx): Promise<PoolSnapshot> {
+  const [row] = await sql<{ available: number; available_pool: number; pending_fresh: number }[]>`
+    select
+      count(*) filter (where state = 'available')::int as available,
+      count(*) filter (where state = 'available' and source = 'pool')::int as available_pool,
+      (select coalesce(sum(count), 0)::int from awb_requests where mode = 'fresh' and status = 'pending') as pending_fresh
+    from awb_numbers`;
+  return {
+    available: row?.available ?? 0,
+    availablePool: row?.available_pool ?? 0,
+    pendingFresh: row?.pending_fresh ?? 0,
+  };
+}
+
+/**
+ * How many numbers the provider counted as our unused pool right after the last
+ * replenishment call that minted numbers (it returns every unused number before minting,
+ * so that call's answer was the whole unused pool); null when there is none. See plan.ts.
+ */
+export async function lastKnownUnused(sql: Tx): Promise<number | null> {
+  const [row] = await sql<{ received: number }[]>`
+    select received from awb_requests
+    where mode = 'pool' and status = 'completed' and added > 0
+    order by id desc limit 1`;
+  return row?.received ?? null;
+}
+
+export async function poolCounts(sql: Tx): Promise<{ available: number; allocated: number }> {
+  const [row] = await sql<{ available: number; allocated: number }[]>`
+    select count(*) filter (where state = 'available')::int as available,
+           count(*) filter (where state = 'allocated')::int as allocated
+    from awb_numbers`;
+  return { available: row?.available ?? 0, allocated: row?.allocated ?? 0 };
+}
+
+export interface AwbRequestRow {
+  id: number;
+  mode: "pool" | "fresh";
+  request_id: string | null;
+  status: "pending" | "completed" | "failed";
+  count: number;
+  received: number;
+  added: number;
+  polls: number;
+  next_poll_at: Date | null;
+  last_error: string | null;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+/** Every pending request plus the `recent` latest ones, newest first. */
+export async function listAwbRequests(sql: Tx, recent = 10): Promise<AwbRequestRow[]> {
+  return await sql<AwbRequestRow[]>`
+    select id::int, mode, request_id, status, count, received, added, polls, next_poll_at, last_error, created_at, completed_at
+    from awb_requests
+    where status = 'pending' or id in (select id from awb_requests order by created_at desc, id desc limit ${recent})
+    order by created_at desc, id desc`;
+}
+
+/** When numbers were last added to the pool (a request that completed with new numbers). */
+export async function lastReplenishedAt(sql: Tx): Promise<Date | null> {
+  const [row] = await sql<{ at: Date | null }[]>`
+    select max(completed_at) as at from awb_requests where status = 'completed' and added > 0`;
+  return row?.at ?? null;
+}

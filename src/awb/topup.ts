@@ -1,0 +1,258 @@
+/**
+ * Topping the pool up from the provider, in both modes, and polling fresh requests.
+ * Called by the tasks (src/tasks/awb__*.ts), which only parse payloads.
+ *
+ * Failures: a permanent provider error (4xx, "Failure" body) is recorded on an
+ * awb_requests row and the job ends; a transient one is thrown so graphile-worker retries
+ * with its backoff, or, when the provider sent Retry-After, the job re-schedules itself
+ * for then. On the last attempt the failure is recorded before the job fails for good.
+ */
+import type { Sql, TransactionSql } from "postgres";
+import type { Config } from "../config.ts";
+import type { Logger } from "../logger.ts";
+import type { ProviderClient } from "../provider/client.ts";
+import { ProviderError } from "../provider/errors.ts";
+import { MAX_AWB_COUNT } from "../provider/schemas.ts";
+import { MAX_RETRY_AFTER_RESCHEDULES, rescheduleReplenish, schedulePoll } from "./jobs.ts";
+import type { PollPayload, ReplenishPayload } from "./jobs.ts";
+import {
+  MAX_POOL_ROUNDS,
+  firstPollDelayMs,
+  firstPoolCount,
+  freshBatches,
+  nextPollDelayMs,
+  nextPoolCount,
+  pollGivesUp,
+  topUpNeed,
+} from "./plan.ts";
+import { insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
+
+export interface TopUpDeps {
+  sql: Sql;
+  provider: ProviderClient | undefined;
+  settings: Config["awb"];
+  log: Logger;
+}
+
+/** What a task knows about the job it runs. */
+export interface JobInfo {
+  /** graphile-worker will not retry if this run throws. */
+  lastAttempt: boolean;
+  attempts: number;
+  key: string | null;
+}
+
+export type TopUpResult =
+  | { outcome: "skipped"; reason: string }
+  | { outcome: "done"; mode: "pool"; requested: number; received: number; added: number }
+  | { outcome: "done"; mode: "fresh"; requested: number; requests: number }
+  | { outcome: "failed"; error: string }
+  | { outcome: "rescheduled"; afterMs: number };
+
+export function describeProviderError(err: ProviderError): string {
+  return `${err.kind}${err.status ? ` ${err.status}` : ""}: ${err.providerMessage || err.message}`;
+}
+
+// ---------------------------------------------------------------- top-up
+
+export async function replenish(deps: TopUpDeps, payload: ReplenishPayload, job: JobInfo): Promise<TopUpResult> {
+  const log = deps.log.child({ task: "awb__replenish", reason: payload.reason });
+  if (!deps.provider) {
+    // Nothing to retry until the configuration changes: end the job, quietly enough for a cron.
+    log.warn("awb top-up skipped: no provider configured");
+    return { outcome: "skipped", reason: "no provider configured" };
+  }
+  const mode = payload.mode ?? deps.settings.mode;
+  const snapshot = await poolSnapshot(deps.sql);
+  const need = topUpNeed(snapshot, deps.settings, payload);
+  if (need === 0) {
+    log.debug({ ...snapshot }, "awb top-up not needed");
+    return { outcome: "skipped", reason: "not needed" };
+  }
+  log.info({ mode, need, ...snapshot }, "awb top-up starting");
+  let count = 0;
+  try {
+    if (mode === "fresh") {
+      const batches = freshBatches(need);
+      for (const n of batches) {
+        count = n;
+        await requestFresh(deps.sql, deps.provider, n, log);
+      }
+      return { outcome: "done", mode, requested: batches.reduce((a, b) => a + b, 0), requests: batches.length };
+    }
+    if (snapshot.availablePool + need > MAX_AWB_COUNT) {
+      // The provider returns held-but-unused numbers first and caps a request at 100000,
+      // so pool mode cannot hold more than 100000 unused numbers.
+      log.warn({ need, availablePool: snapshot.availablePool }, "awb pool mode cannot exceed 100000 unused numbers; use AWB_MODE=fresh for a larger target");
+    }
+    let request = firstPoolCount(snapshot, need);
+    let remaining = need;
+    const total = { requested: 0, received: 0, added: 0 };
+    for (let round = 1; ; round++) {
+      count = request;
+      const got = await requestPool(deps.sql, deps.provider, request, log);
+      total.requested += request;
+      total.received += got.received;
+      total.added += got.added;
+      remaining -= got.added;
+      const knownUnused = remaining > 0 && got.added === 0 ? await lastKnownUnused(deps.sql) : null;
+      const next = round < MAX_POOL_ROUNDS ? nextPoolCount({ count: request, received: got.received, added: got.added }, remaining, knownUnused) : null;
+      if (next === null) {
+        if (remaining > 0) log.warn({ remaining, rounds: round }, "awb pool top-up stopped short of its goal; the next top-up continues");
+        return { outcome: "done", mode, ...total };
+      }
+      request = next;
+    }
+  } catch (err) {
+    return await onTopUpFailure(deps, err, { mode, count, payload, job, log });
+  }
+}
+
+/** One replenishment call; its numbers and its record in one transaction. */
+async function requestPool(sql: Sql, provider: ProviderClient, count: number, log: Logger): Promise<{ received: number; added: number }> {
+  const started = performance.now();
+  const answer = await provider.generatePoolAwbs(count);
+  const called = performance.now();
+  const added = await sql.begin(async (tx) => {
+    const n = await insertAwbNumbers(tx, answer.awb_numbers, { source: "pool", requestId: null });
+    await tx`
+      insert into awb_requests (mode, status, count, received, added, completed_at)
+      values ('pool', 'completed', ${count}, ${answer.awb_numbers.length}, ${n}, now())`;
+    return n;
+  });
+  log.info(
+    { count, received: answer.awb_numbers.length, added, providerMs: Math.round(called - started), insertMs: Math.round(performance.now() - called) },
+    "awb pool numbers received",
+  );
+  return { received: answer.awb_numbers.length, added };
+}
+
+/** One fresh request: recorded as pending, with its first poll scheduled `delay_time` later. */
+async function requestFresh(sql: Sql, provider: ProviderClient, count: number, log: Logger): Promise<void> {
+  const accepted = await provider.requestFreshAwbs({ awb_count: count, request_type: "forward" });
+  const delayMs = firstPollDelayMs(accepted.delay_time);
+  const id = await sql.begin(async (tx) => {
+    const [row] = await tx<{ id: number }[]>`
+      insert into awb_requests (mode, request_id, status, count, next_poll_at)
+      values ('fresh', ${accepted.request_id}, 'pending', ${count}, now() + ${delayMs}::int * interval '1 millisecond')
+      returning id::int`;
+    await schedulePoll(tx, row!.id, delayMs);
+    return row!.id;
+  });
+  log.info({ id, requestId: accepted.request_id, count, delayTime: accepted.delay_time }, "awb fresh request accepted");
+}
+
+async function onTopUpFailure(
+  deps: TopUpDeps,
+  err: unknown,
+  ctx: { mode: "pool" | "fresh"; count: number; payload: ReplenishPayload; job: JobInfo; log: Logger },
+): Promise<TopUpResult> {
+  if (!(err instanceof ProviderError)) throw err;
+  const error = describeProviderError(err);
+  if (!err.retryable || ctx.job.lastAttempt) {
+    const message = err.retryable ? `gave up after ${ctx.job.attempts} attempts: ${error}` : error;
+    await deps.sql`
+      insert into awb_requests (mode, status, count, last_error, completed_at)
+      values (${ctx.mode}, 'failed', ${ctx.count}, ${message}, now())`;
+    ctx.log.warn({ err, count: ctx.count }, "awb top-up failed");
+    if (err.retryable) throw err; // graphile-worker records the job as failed for good too
+    return { outcome: "failed", error: message };
+  }
+  if (err.retryAfterMs !== undefined && ctx.payload.reschedules < MAX_RETRY_AFTER_RESCHEDULES) {
+    await rescheduleReplenish(deps.sql, ctx.payload, err.retryAfterMs, ctx.job.key);
+    ctx.log.info({ afterMs: err.retryAfterMs, error }, "awb top-up put off for the provider's Retry-After");
+    return { outcome: "rescheduled", afterMs: err.retryAfterMs };
+  }
+  throw err;
+}
+
+// ---------------------------------------------------------------- fresh polling
+
+interface PendingRow {
+  id: number;
+  request_id: string | null;
+  status: string;
+  polls: number;
+}
+
+export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobInfo): Promise<TopUpResult> {
+  const log = deps.log.child({ task: "awb__poll", request: payload.request });
+  const [row] = await deps.sql<PendingRow[]>`
+    select id::int, request_id, status, polls from awb_requests where id = ${payload.request} and mode = 'fresh'`;
+  if (!row || row.status !== "pending" || row.request_id === null) {
+    return { outcome: "skipped", reason: row ? `request is ${row.status}` : "no such request" };
+  }
+  if (!deps.provider) {
+    await failRequest(deps.sql, row.id, "no provider configured");
+    log.warn("awb poll gave up: no provider configured");
+    return { outcome: "failed", error: "no provider configured" };
+  }
+  let answer;
+  try {
+    answer = await deps.provider.pollFreshAwbs(row.request_id);
+  } catch (err) {
+    if (!(err instanceof ProviderError)) throw err;
+    const error = describeProviderError(err);
+    if (!err.retryable || job.lastAttempt) {
+      const message = err.retryable ? `gave up after ${job.attempts} attempts: ${error}` : error;
+      await failRequest(deps.sql, row.id, message);
+      log.warn({ err }, "awb poll failed");
+      if (err.retryable) throw err;
+      return { outcome: "failed", error: message };
+    }
+    if (err.retryAfterMs !== undefined && payload.reschedules < MAX_RETRY_AFTER_RESCHEDULES) {
+      const afterMs = err.retryAfterMs;
+      await deps.sql.begin(async (tx) => {
+        await tx`update awb_requests set next_poll_at = now() + ${afterMs}::int * interval '1 millisecond' where id = ${row.id}`;
+        await schedulePoll(tx, row.id, afterMs, payload.reschedules + 1);
+      });
+      return { outcome: "rescheduled", afterMs };
+    }
+    throw err;
+  }
+
+  const hint = typeof answer.delay_time === "number" ? answer.delay_time : undefined;
+  const numbers = answer.awb_numbers;
+  // Whatever the provider returned is stored in the transaction that records the poll:
+  // an answer is never half-applied, and numbers never lost to a later failure.
+  const result = await deps.sql.begin(async (tx): Promise<TopUpResult> => {
+    const [locked] = await tx<{ status: string; polls: number; age_ms: number }[]>`
+      select status, polls, (extract(epoch from now() - created_at) * 1000)::float8 as age_ms
+      from awb_requests where id = ${row.id} for update`;
+    const added = await insertAwbNumbers(tx, numbers, { source: "fresh", requestId: row.request_id });
+    if (locked?.status !== "pending") {
+      // Finished meanwhile (another run): keep the numbers, leave its outcome.
+      await tx`update awb_requests set received = received + ${numbers.length}, added = added + ${added} where id = ${row.id}`;
+      return { outcome: "skipped", reason: `request is ${locked?.status ?? "gone"}` };
+    }
+    const polls = locked.polls + 1;
+    const progress = tx`received = received + ${numbers.length}, added = added + ${added}, polls = ${polls}`;
+    if (!answer.retry_flag) {
+      if (numbers.length === 0) {
+        const error = `provider finished with status ${answer.status} and no numbers`;
+        await tx`update awb_requests set ${progress}, status = 'failed', last_error = ${error}, next_poll_at = null, completed_at = now() where id = ${row.id}`;
+        return { outcome: "failed", error };
+      }
+      await tx`update awb_requests set ${progress}, status = 'completed', last_error = null, next_poll_at = null, completed_at = now() where id = ${row.id}`;
+      return { outcome: "done", mode: "fresh", requested: numbers.length, requests: 1 };
+    }
+    if (pollGivesUp(polls, locked.age_ms)) {
+      const error = `gave up after ${polls} polls: still ${answer.status}`;
+      await tx`update awb_requests set ${progress}, status = 'failed', last_error = ${error}, next_poll_at = null, completed_at = now() where id = ${row.id}`;
+      return { outcome: "failed", error };
+    }
+    const delayMs = nextPollDelayMs(polls, hint);
+    await tx`update awb_requests set ${progress}, next_poll_at = now() + ${delayMs}::int * interval '1 millisecond' where id = ${row.id}`;
+    await schedulePoll(tx, row.id, delayMs);
+    return { outcome: "rescheduled", afterMs: delayMs };
+  });
+  const level = result.outcome === "failed" ? "warn" : "info";
+  log[level]({ requestId: row.request_id, status: answer.status, received: numbers.length, ...result }, "awb fresh request polled");
+  return result;
+}
+
+async function failRequest(sql: Sql | TransactionSql, id: number, error: string): Promise<void> {
+  await sql`
+    update awb_requests set status = 'failed', last_error = ${error}, next_poll_at = null, completed_at = now()
+    where id = ${id} and status = 'pending'`;
+}
