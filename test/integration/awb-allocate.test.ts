@@ -14,27 +14,6 @@ import type { EmulatorPair } from "../helpers/emulator.ts";
 
 const json = async <T>(res: Response) => (await res.json()) as T;
 
-/**
- * Runs jobs until no new job is due. graphile-worker does not wait for a job's completion
- * to be written before fetching the next or returning from runOnce, so one runOnce can stop
- * while the `awb` queue still looks busy (leaving a due job behind) and return while a
- * finished job still shows as locked. Failed jobs waiting for their retry are left alone:
- * tests make them due explicitly.
- */
-async function runJobs(t: TestApp): Promise<void> {
-  for (let i = 0; i < 10; i++) {
-    await t.runJobs();
-    for (let wait = 0; wait < 500; wait++) {
-      const [busy] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where locked_at is not null`;
-      if (busy!.n === 0) break;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    const [due] = await t.database.sql<{ n: number }[]>`
-      select count(*)::int as n from graphile_worker.jobs where run_at <= now() and locked_at is null and attempts = 0`;
-    if (due!.n === 0) return;
-  }
-  throw new Error("jobs still due after 10 runs");
-}
 type Err = { error: { code: string; message: string; issues?: { path: string; message: string }[] } };
 
 async function counts(t: TestApp) {
@@ -53,7 +32,7 @@ async function replenishJobs(t: TestApp) {
 async function fill(t: TestApp, count: number): Promise<void> {
   const res = await t.request("/v1/awb/replenish", { method: "POST", json: { count } });
   assert.equal(res.status, 202);
-  await runJobs(t);
+  await t.runJobs();
 }
 
 describe("POST /v1/awb/allocate — concurrency", () => {
@@ -154,7 +133,7 @@ describe("POST /v1/awb/allocate — concurrency", () => {
   it("sets the awb_number of an existing order in the same transaction", async () => {
     const cb = await t.callback({ sfx_order_id: 91_001, client_order_id: "AWB-ORDER-1", order_status: "CREATED" });
     assert.equal(cb.status, 200);
-    await runJobs(t);
+    await t.runJobs();
     const res = await t.request("/v1/awb/allocate", { method: "POST", json: { client_order_id: "AWB-ORDER-1" } });
     const { awb_number } = await json<{ awb_number: string }>(res);
     const order = await json<{ awb_number: string | null }>(await t.request("/v1/orders/AWB-ORDER-1"));
@@ -187,7 +166,7 @@ describe("POST /v1/awb/allocate — empty pool and the top-up trigger", () => {
     const jobs = await replenishJobs(t);
     assert.equal(jobs.length, 1, "one top-up job, not one per caller");
     assert.equal(jobs[0]!.key, "awb__replenish");
-    await runJobs(t);
+    await t.runJobs();
     assert.deepEqual(await counts(t), { available: 300, allocated: 0 });
     assert.equal((await replenishJobs(t)).length, 0);
   });
@@ -206,7 +185,7 @@ describe("POST /v1/awb/allocate — empty pool and the top-up trigger", () => {
     const jobs = await replenishJobs(t);
     assert.equal(jobs.length, 1, "exactly one waiting top-up");
     assert.deepEqual(await counts(t), { available: 70, allocated: 230 });
-    await runJobs(t);
+    await t.runJobs();
     const after = await counts(t);
     assert.equal(after.available, 300, "topped up to the target");
     assert.equal(after.allocated, 230, "allocated numbers stay allocated");

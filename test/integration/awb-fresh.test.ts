@@ -14,27 +14,6 @@ import type { EmulatorPair } from "../helpers/emulator.ts";
 
 const json = async <T>(res: Response) => (await res.json()) as T;
 
-/**
- * Runs jobs until no new job is due. graphile-worker does not wait for a job's completion
- * to be written before fetching the next or returning from runOnce, so one runOnce can stop
- * while the `awb` queue still looks busy (leaving a due job behind) and return while a
- * finished job still shows as locked. Failed jobs waiting for their retry are left alone:
- * tests make them due explicitly.
- */
-async function runJobs(t: TestApp): Promise<void> {
-  for (let i = 0; i < 10; i++) {
-    await t.runJobs();
-    for (let wait = 0; wait < 500; wait++) {
-      const [busy] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where locked_at is not null`;
-      if (busy!.n === 0) break;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    const [due] = await t.database.sql<{ n: number }[]>`
-      select count(*)::int as n from graphile_worker.jobs where run_at <= now() and locked_at is null and attempts = 0`;
-    if (due!.n === 0) return;
-  }
-  throw new Error("jobs still due after 10 runs");
-}
 
 interface RequestRow {
   id: number;
@@ -89,7 +68,7 @@ describe("fresh mode", () => {
     // Someone else's request is generating: ours waits behind it (30 s more).
     await pair.client.requestFreshAwbs({ awb_count: 10 });
     assert.equal((await t.request("/v1/awb/replenish", { method: "POST" })).status, 202);
-    await runJobs(t);
+    await t.runJobs();
 
     const [req] = await requests(t);
     assert.equal(req?.status, "pending");
@@ -103,13 +82,13 @@ describe("fresh mode", () => {
     assert.ok(job!.run_at.getTime() - req!.created_at.getTime() < 92_000);
     assert.equal(req!.next_poll_at?.getTime(), job!.run_at.getTime(), "next_poll_at is the job's run_at");
 
-    await runJobs(t);
+    await t.runJobs();
     assert.equal((await requests(t))[0]!.polls, 0, "not polled before its time");
 
     // Poll early: the emulator still generates, answers PENDING with retry_flag.
     await makeDue(t);
     const before = Date.now();
-    await runJobs(t);
+    await t.runJobs();
     const [pending] = await requests(t);
     assert.equal(pending?.status, "pending");
     assert.equal(pending?.polls, 1);
@@ -125,7 +104,7 @@ describe("fresh mode", () => {
 
     await pair.control.advanceClock(120);
     await makeDue(t);
-    await runJobs(t);
+    await t.runJobs();
     const [done] = await requests(t);
     assert.deepEqual([done?.status, done?.received, done?.added, done?.polls, done?.next_poll_at], ["completed", 50, 50, 2, null]);
     assert.equal(await available(t), 50);
@@ -143,7 +122,7 @@ describe("fresh mode", () => {
       handed.push((await json<{ awb_number: string }>(res)).awb_number);
     }
     assert.equal(handed.length, 50);
-    await runJobs(t);
+    await t.runJobs();
     let rows = await requests(t);
     assert.equal(rows.length, 2);
     assert.deepEqual([rows[1]!.status, rows[1]!.count], ["pending", 50]);
@@ -151,13 +130,13 @@ describe("fresh mode", () => {
     // More triggers while it generates: the empty pool, the cron. Neither asks again.
     assert.equal((await t.request("/v1/awb/allocate", { method: "POST" })).status, 503);
     await t.database.sql`select graphile_worker.add_job('awb__replenish', '{"reason":"cron"}'::json, queue_name := 'awb', job_key := 'awb__replenish')`;
-    await runJobs(t);
+    await t.runJobs();
     rows = await requests(t);
     assert.equal(rows.length, 2, "no second request while one is pending");
 
     await pair.control.advanceClock(120);
     await makeDue(t);
-    await runJobs(t);
+    await t.runJobs();
     assert.equal(await available(t), 50);
     rows = await requests(t);
     assert.equal(rows[1]!.status, "completed");
@@ -168,12 +147,12 @@ describe("fresh mode", () => {
   it("gives up after the maximum number of polls, and after the maximum time, recording why", async () => {
     assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 5 } })).status, 202);
     assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 6 } })).status, 202);
-    await runJobs(t);
+    await t.runJobs();
     const [a, b] = (await requests(t)).slice(-2);
     await t.database.sql`update awb_requests set polls = ${MAX_POLLS - 1} where id = ${a!.id}`;
     await t.database.sql`update awb_requests set created_at = now() - interval '3 hours' where id = ${b!.id}`;
     await makeDue(t);
-    await runJobs(t);
+    await t.runJobs();
     const [fa, fb] = (await requests(t)).slice(-2);
     assert.equal(fa?.status, "failed");
     assert.equal(fa?.last_error, `gave up after ${MAX_POLLS} polls: still PENDING`);
@@ -197,16 +176,16 @@ describe("fresh mode failures", () => {
 
   it("retries a poll answered 500, then stores the numbers", async () => {
     assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 5 } })).status, 202);
-    await runJobs(t);
+    await t.runJobs();
     await pair.control.advanceClock(5);
     await pair.control.addFault({ method: "GET", path: "/v1/clients/awb/", action: "status", status: 500, times: 1 });
     await makeDue(t);
-    await runJobs(t);
+    await t.runJobs();
     let [job] = await pollJobs(t);
     assert.equal(job?.attempts, 1, "failed once, retried by graphile-worker");
     assert.equal((await requests(t))[0]!.status, "pending");
     await makeDue(t);
-    await runJobs(t);
+    await t.runJobs();
     [job] = await pollJobs(t);
     assert.equal(job, undefined);
     const [req] = await requests(t);
@@ -218,7 +197,7 @@ describe("fresh mode failures", () => {
       insert into awb_requests (mode, request_id, status, count) values ('fresh', 'no-such-request', 'pending', 5) returning id::int`;
     await t.database.sql`
       select graphile_worker.add_job('awb__poll', json_build_object('request', ${row!.id}::int), queue_name := 'awb')`;
-    await runJobs(t);
+    await t.runJobs();
     const failed = (await requests(t)).find((r) => r.id === row!.id);
     assert.equal(failed?.status, "failed");
     assert.match(failed?.last_error ?? "", /^client 404/);
@@ -239,11 +218,11 @@ describe("fresh mode failures", () => {
     try {
       const before = await available(t);
       assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 8 } })).status, 202);
-      await runJobs(t);
+      await t.runJobs();
       const id = (await requests(t)).at(-1)!.id;
       await pair.control.advanceClock(5);
       await makeDue(t);
-      await runJobs(t);
+      await t.runJobs();
       let req = (await requests(t)).find((r) => r.id === id)!;
       assert.deepEqual([req.status, req.polls, req.received, req.added], ["pending", 0, 0, 0], "nothing recorded");
       assert.equal(await available(t), before, "and no number stored without its record");
@@ -252,7 +231,7 @@ describe("fresh mode failures", () => {
 
       await sql`delete from awb_test_fail`;
       await makeDue(t);
-      await runJobs(t);
+      await t.runJobs();
       req = (await requests(t)).find((r) => r.id === id)!;
       assert.deepEqual([req.status, req.received, req.added], ["completed", 8, 8]);
       assert.equal(await available(t), before + 8, "the provider's numbers were not lost");

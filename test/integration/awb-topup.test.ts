@@ -14,27 +14,6 @@ import type { EmulatorPair } from "../helpers/emulator.ts";
 
 const json = async <T>(res: Response) => (await res.json()) as T;
 
-/**
- * Runs jobs until no new job is due. graphile-worker does not wait for a job's completion
- * to be written before fetching the next or returning from runOnce, so one runOnce can stop
- * while the `awb` queue still looks busy (leaving a due job behind) and return while a
- * finished job still shows as locked. Failed jobs waiting for their retry are left alone:
- * tests make them due explicitly.
- */
-async function runJobs(t: TestApp): Promise<void> {
-  for (let i = 0; i < 10; i++) {
-    await t.runJobs();
-    for (let wait = 0; wait < 500; wait++) {
-      const [busy] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where locked_at is not null`;
-      if (busy!.n === 0) break;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    const [due] = await t.database.sql<{ n: number }[]>`
-      select count(*)::int as n from graphile_worker.jobs where run_at <= now() and locked_at is null and attempts = 0`;
-    if (due!.n === 0) return;
-  }
-  throw new Error("jobs still due after 10 runs");
-}
 type Err = { error: { code: string; message: string; issues?: { path: string; message: string }[] } };
 interface PoolView {
   available: number;
@@ -102,13 +81,13 @@ describe("pool mode top-up", () => {
   it("refills a drained pool to the target, although the provider returns our allocated numbers first", async () => {
     const first = await allocateUntilEmpty(t);
     assert.equal(first.length, 0, "starts empty");
-    await runJobs(t);
+    await t.runJobs();
     assert.deepEqual(await counts(t), { available: 50, allocated: 0, total: 50 });
 
     const handed = await allocateUntilEmpty(t);
     assert.equal(handed.length, 50);
     assert.equal(new Set(handed).size, 50);
-    await runJobs(t);
+    await t.runJobs();
     // The emulator still counts the 50 allocated numbers as unused (nothing marked them used):
     // asking for the target returns exactly those; the second round asks for 50 + 50.
     assert.deepEqual(await counts(t), { available: 50, allocated: 50, total: 100 });
@@ -139,7 +118,7 @@ describe("pool mode top-up", () => {
     assert.equal(allocatedBefore.length, 80);
     const res = await t.request("/v1/awb/replenish", { method: "POST", json: {} });
     assert.equal(res.status, 202);
-    await runJobs(t);
+    await t.runJobs();
     assert.deepEqual(await counts(t), { available: 50, allocated: 80, total: 130 });
     const allocatedAfter = await t.database.sql<{ awb_number: string; client_order_id: string | null; allocated_at: Date }[]>`
       select awb_number, client_order_id, allocated_at from awb_numbers where state = 'allocated' order by awb_number`;
@@ -156,7 +135,7 @@ describe("pool mode top-up", () => {
     assert.equal(handed.length, 50);
     await pair.control.send("POST", "/awb/used", { awb_numbers: handed });
     const requestsBefore = (await pool(t)).requests.length;
-    await runJobs(t);
+    await t.runJobs();
     assert.equal((await counts(t)).available, 50);
     const view = await pool(t);
     assert.equal(view.requests.length, requestsBefore + 1, "one provider call");
@@ -177,11 +156,11 @@ describe("pool mode top-up", () => {
     const calls = async () => (await pair.control.requests()).filter((r) => r.path.includes("generate_marketplace_awb")).length;
     const callsBefore = await calls();
     await cron();
-    await runJobs(t);
+    await t.runJobs();
     assert.equal(await calls(), callsBefore, "43 available >= 10: nothing to do");
     await t.database.sql`update awb_numbers set state = 'allocated', allocated_at = now() where awb_number in (select awb_number from awb_numbers where state = 'available' limit 34)`;
     await cron();
-    await runJobs(t);
+    await t.runJobs();
     assert.ok((await calls()) > callsBefore);
     assert.equal((await counts(t)).available, 50);
   });
@@ -220,7 +199,7 @@ describe("a top-up of 100,000 numbers", () => {
     const res = await t.request("/v1/awb/replenish", { method: "POST" });
     assert.equal(res.status, 202);
     const started = performance.now();
-    await runJobs(t);
+    await t.runJobs();
     const ms = Math.round(performance.now() - started);
     const line = t.logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === "awb pool numbers received");
     console.log(`awb top-up of 100000 numbers: ${ms} ms (provider call ${String(line?.providerMs)} ms, insert ${String(line?.insertMs)} ms)`);
@@ -255,18 +234,18 @@ describe("provider failures during a top-up", () => {
   it("retries 500s with backoff until the provider answers", async () => {
     await pair.control.addFault({ path: "/generate_marketplace_awb/", action: "status", status: 500, times: 2 });
     assert.equal((await t.request("/v1/awb/replenish", { method: "POST" })).status, 202);
-    await runJobs(t);
+    await t.runJobs();
     let [job] = await awbJobs(t);
     assert.equal(job?.attempts, 1);
     assert.match(job!.last_error ?? "", /server.*500/);
     assert.ok(job!.run_at.getTime() > Date.now(), "retried later, with backoff");
     assert.equal((await counts(t)).total, 0);
     await makeDue(t);
-    await runJobs(t);
+    await t.runJobs();
     [job] = await awbJobs(t);
     assert.equal(job?.attempts, 2);
     await makeDue(t);
-    await runJobs(t);
+    await t.runJobs();
     assert.equal((await awbJobs(t)).length, 0, "the job succeeded");
     assert.equal((await counts(t)).available, 20);
     const calls = (await pair.control.requests()).filter((r) => r.path.includes("generate_marketplace_awb"));
@@ -277,7 +256,7 @@ describe("provider failures during a top-up", () => {
     await t.database.sql`update awb_numbers set state = 'allocated', allocated_at = now()`;
     await pair.control.addFault({ path: "/generate_marketplace_awb/", action: "status", status: 429, headers: { "retry-after": "30" }, times: 1 });
     assert.equal((await t.request("/v1/awb/replenish", { method: "POST" })).status, 202);
-    await runJobs(t);
+    await t.runJobs();
     const jobs = await awbJobs(t);
     assert.equal(jobs.length, 1);
     assert.equal(jobs[0]!.attempts, 0, "a new job, not a failed attempt");
@@ -285,14 +264,14 @@ describe("provider failures during a top-up", () => {
     const wait = jobs[0]!.run_at.getTime() - Date.now();
     assert.ok(wait > 25_000 && wait <= 30_000, `run_at ${wait} ms from now`);
     await makeDue(t);
-    await runJobs(t);
+    await t.runJobs();
     assert.equal((await counts(t)).available, 20);
   });
 
   it("records a permanent 4xx on the request and gives up", async () => {
     await pair.control.addFault({ path: "/generate_marketplace_awb/", action: "status", status: 400, body: { message: "Failure", errors: { count: ["quota exceeded"] } }, times: 1 });
     assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 7 } })).status, 202);
-    await runJobs(t);
+    await t.runJobs();
     assert.equal((await awbJobs(t)).length, 0, "not retried");
     const [latest] = (await pool(t)).requests;
     assert.equal(latest!.status, "failed");
@@ -305,7 +284,7 @@ describe("provider failures during a top-up", () => {
     await pair.control.addFault({ path: "/generate_marketplace_awb/", action: "status", status: 503, times: 1 });
     await t.database.sql`
       select graphile_worker.add_job('awb__replenish', '{"reason":"manual","count":3}'::json, queue_name := 'awb', max_attempts := 1)`;
-    await runJobs(t);
+    await t.runJobs();
     const [job] = await awbJobs(t);
     assert.equal(job?.attempts, 1);
     assert.equal(job?.max_attempts, 1);
@@ -333,7 +312,7 @@ describe("without a provider", () => {
 
     assert.equal((await t.request("/v1/awb/allocate", { method: "POST" })).status, 503);
     assert.equal((await awbJobs(t)).length, 1);
-    await runJobs(t);
+    await t.runJobs();
     assert.equal((await awbJobs(t)).length, 0, "completed, not failed and retried");
     assert.ok(t.logLines.some((l) => l.includes("awb top-up skipped: no provider configured")));
   });
