@@ -75,9 +75,11 @@ export async function placeOrder(sql: Sql, body: PlaceOrderBody): Promise<PlaceR
         const occurredAt = new Date();
         const [order] = await tx<{ id: string }[]>`
           insert into orders (client_order_id, store_code, pickup_otp, placement_state,
-                              status, provider_status, status_at, event_count, last_event_at)
+                              status, provider_status, status_at, event_count, last_event_at, awb_number)
           values (${coid}, ${body.store_code}, ${pickupOtp(body)}, 'pending',
-                  'CREATED', 'CREATED', ${occurredAt.toISOString()}::timestamptz, 1, ${occurredAt.toISOString()}::timestamptz)
+                  'CREATED', 'CREATED', ${occurredAt.toISOString()}::timestamptz, 1, ${occurredAt.toISOString()}::timestamptz,
+                  -- an AWB may be allocated to the client_order_id before the order is placed
+                  (select awb_number from awb_numbers where client_order_id = ${coid}))
           returning id::text`;
         const orderId = Number(order!.id);
         const commandId = await insertCommand(tx, orderId, "place", body as unknown as JsonObject);

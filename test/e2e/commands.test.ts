@@ -136,6 +136,17 @@ describe("order lifecycle through the provider", () => {
     assert.equal((await s.pair.control.orders(body.order_details.client_order_id)).length, 1);
   });
 
+  it("an AWB allocated to a client_order_id before the order is placed appears on the order", async () => {
+    await s.t.database.sql`insert into awb_numbers (awb_number, source) values ('SF0000000001TST', 'pool')`;
+    const body = placeOrderBody();
+    const coid = body.order_details.client_order_id;
+    const allocated = await s.t.request("/v1/awb/allocate", { method: "POST", json: { client_order_id: coid } });
+    assert.equal(allocated.status, 200);
+    const { awb_number } = await json<{ awb_number: string }>(allocated);
+    const order = await placeAndSettle(s, body);
+    assert.equal((order as Order & { awb_number: string | null }).awb_number, awb_number);
+  });
+
   it("refuses an invalid body with 422 naming the field, before any provider call", async () => {
     const before = (await s.pair.control.requests()).length;
     const body = placeOrderBody();
