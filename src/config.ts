@@ -31,6 +31,8 @@ const secret = z.preprocess(
   z.string().min(16, "must be at least 16 characters").regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces").optional(),
 );
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+const httpTimeout = (fallback: number) =>
+  z.preprocess(emptyToUndefined, z.coerce.number().int().min(100).max(3_600_000).default(fallback));
 
 const envSchema = z.object({
   DATABASE_URL: z.preprocess(
@@ -68,6 +70,10 @@ const envSchema = z.object({
   DB_POOL_MAX: positiveInt(10, 200),
   COMMAND_MAX_ATTEMPTS: positiveInt(20, 100),
   COMMAND_RETRY_BASE_MS: positiveInt(2000, 600_000),
+  /** Slow clients: the whole request (headers and body) must arrive within this; else 408 and close. */
+  HTTP_REQUEST_TIMEOUT_MS: httpTimeout(30_000),
+  /** ...and its headers within this (at most HTTP_REQUEST_TIMEOUT_MS). */
+  HTTP_HEADERS_TIMEOUT_MS: httpTimeout(10_000),
 });
 
 export interface ProviderConfig {
@@ -98,6 +104,8 @@ export interface Config {
   db: { poolMax: number };
   /** Provider calls for order commands: attempts, and the first retry delay (doubling, capped at 10 min). */
   commands: { maxAttempts: number; retryBaseMs: number };
+  /** Node server timeouts for slow clients (src/http/server.ts). */
+  http: { requestTimeoutMs: number; headersTimeoutMs: number };
 }
 
 export class ConfigError extends Error {
@@ -188,6 +196,9 @@ export function loadConfig(env: Env = readProcessEnv()): Config {
   if (e.AWB_POOL_LOW_WATERMARK > e.AWB_POOL_TARGET) {
     problems.push("AWB_POOL_LOW_WATERMARK: must not be greater than AWB_POOL_TARGET");
   }
+  if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
+    problems.push("HTTP_HEADERS_TIMEOUT_MS: must not be greater than HTTP_REQUEST_TIMEOUT_MS");
+  }
   let provider: ProviderConfig | undefined;
   try {
     provider = providerConfig(e);
@@ -216,6 +227,7 @@ export function loadConfig(env: Env = readProcessEnv()): Config {
     ingest: { batchMax: e.INGEST_BATCH_MAX, batchWaitMs: e.INGEST_BATCH_WAIT_MS },
     db: { poolMax: e.DB_POOL_MAX },
     commands: { maxAttempts: e.COMMAND_MAX_ATTEMPTS, retryBaseMs: e.COMMAND_RETRY_BASE_MS },
+    http: { requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS },
   };
 }
 

@@ -4,6 +4,7 @@
  */
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
+import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import type { Sql } from "postgres";
 import type { Config } from "../config.ts";
@@ -36,6 +37,9 @@ export interface AppDeps {
   provider?: ProviderClient | undefined;
 }
 
+/** Largest /v1 request body: a place-order body is a few KiB; read no further than this. */
+export const API_BODY_MAX_BYTES = 1024 * 1024;
+
 export function createApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
@@ -60,6 +64,15 @@ export function createApp(deps: AppDeps) {
   app.route("/", opsRoutes(deps.sql, deps.metrics));
 
   app.use("/v1/*", bearerAuth(deps.config.apiToken));
+  app.use(
+    "/v1/*",
+    bodyLimit({
+      maxSize: API_BODY_MAX_BYTES,
+      onError: () => {
+        throw new ApiError("payload_too_large", `request body is larger than ${API_BODY_MAX_BYTES} bytes`);
+      },
+    }),
+  );
   app.route("/", orderReadRoutes(deps.db));
   app.route("/", rejectedRoutes(deps.db));
   app.route("/", commandRoutes({ sql: deps.sql, db: deps.db }));

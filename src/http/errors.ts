@@ -112,6 +112,8 @@ export function toApiError(err: unknown): ApiError {
   if (err instanceof HTTPException) {
     const status = err.status;
     if (status === 413) return new ApiError("payload_too_large", err.message || "request body too large");
+    // zod-openapi's media-type gate: a body that is not declared JSON (or has no Content-Type).
+    if (status === 415) return new ApiError("unsupported_media_type", "unsupported Content-Type: send the body as application/json");
     if (status === 401) return new ApiError("unauthorized", err.message || "unauthorized");
     if (status === 404) return new ApiError("not_found", err.message || "not found");
     if (/json/i.test(err.message)) return new ApiError("invalid_json", "request body is not valid JSON");
@@ -122,7 +124,12 @@ export function toApiError(err: unknown): ApiError {
 
 export function errorHandler(log: Logger) {
   return (err: unknown, c: Context) => {
-    const apiError = toApiError(err);
+    // The client hung up, or was cut off for being too slow, while its body was read: the
+    // stream's ECONNRESET says nothing about the database, and no one is left to answer.
+    const clientGone = c.req.raw.signal.aborted && !(err instanceof ApiError);
+    const apiError = clientGone
+      ? new ApiError("invalid_parameter", "the client closed the connection before its request was read", { cause: err })
+      : toApiError(err);
     const status = statusOf(apiError.code);
     const requestId = c.get("requestId") ?? "";
     if (status >= 500) log.error({ err, requestId, code: apiError.code }, "request failed");

@@ -62,7 +62,7 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   if (options.web) {
     ingestor = ingestorFor(config, database, log, metrics);
     const app = createApp({ config, sql: database.sql, db: database.db, ingestor, log, metrics, provider: options.provider });
-    http = await listen(app, options.port ?? config.port, config.host);
+    http = await listen(app, options.port ?? config.port, config.host, config.http);
   }
   if (options.worker) {
     worker = await startWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, db: database.db, log, metrics, provider: options.provider });

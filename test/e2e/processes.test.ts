@@ -82,12 +82,16 @@ describe("kill -9 right after acknowledgements", () => {
           }
         }
       });
-      await new Promise((r) => setTimeout(r, 400 + round * 200));
+      // Kill mid-stream once this round has had some acknowledgements (bounded in time,
+      // so a slow, shared machine changes how many, not whether the test can run).
+      const target = acked.size + 60 + round * 40;
+      const deadline = Date.now() + 15_000;
+      while (acked.size < target && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       await proc.kill("SIGKILL");
       stop = true;
       await Promise.all(senders);
     }
-    assert.ok(acked.size > 100, `only ${acked.size} acknowledged`);
+    assert.ok(acked.size >= 150, `only ${acked.size} acknowledged`);
     const sql = postgres(db.url, { max: 1 });
     const rows = await sql<{ id: string; client_order_id: string }[]>`
       select id::text, client_order_id from order_events where id = any(${[...acked.keys()]}::bigint[])`;

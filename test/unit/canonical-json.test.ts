@@ -14,8 +14,12 @@ function reorder(value: unknown, rand: () => number): unknown {
     const j = Math.floor(rand() * (i + 1));
     [keys[i], keys[j]] = [keys[j]!, keys[i]!];
   }
+  // defineProperty, not assignment: `out["__proto__"] = x` would set the prototype, not a key
+  // (JSON.parse makes "__proto__" an own key, and so must the copy).
   const out: Record<string, unknown> = {};
-  for (const k of keys) out[k] = reorder((value as Record<string, unknown>)[k], rand);
+  for (const k of keys) {
+    Object.defineProperty(out, k, { value: reorder((value as Record<string, unknown>)[k], rand), enumerable: true, writable: true, configurable: true });
+  }
   return out;
 }
 

@@ -184,9 +184,10 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
       }),
       async (c) => {
         const order = await requireOrder(db, ref(c.req.valid("param") as Record<string, string>));
+        // commands.id, not the text output column "id" (by which "19" sorts before "7").
         const rows = await sql<CommandDbRow[]>`
           select id::text, kind, state, attempts, last_error, created_at, completed_at
-          from commands where order_id = ${order.id} order by id`;
+          from commands where order_id = ${order.id} order by commands.id`;
         return c.json({ items: rows.map(commandJson) }, 200);
       },
     );

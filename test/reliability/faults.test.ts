@@ -1,0 +1,239 @@
+/**
+ * Upstream faults beyond test/e2e/commands.test.ts (issue #6): the provider duplicating and
+ * reordering its callbacks (statuses still right, each event stored once), and a storm of
+ * 5xx answers on every order endpoint (every command converges, one provider order each).
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { canonicalJson } from "../../src/domain/canonical-json.ts";
+import { CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+import { placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
+import type { EmulatorPair } from "../helpers/emulator.ts";
+
+interface Order {
+  client_order_id: string;
+  svc_order_id: string | null;
+  status: string | null;
+  placement: { state: string; error: string | null };
+}
+interface Command {
+  kind: string;
+  state: string;
+  attempts: number;
+  last_error: string | null;
+}
+
+const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
+
+async function setup(env: Record<string, string> = {}) {
+  const pair = await startEmulatorPair({
+    client: { timeoutMs: 1000 },
+    // Held-back (reordered) callbacks go out with the next one, or after 100 ms.
+    emulator: { callbacks: { retryDelaysMs: [], timeoutMs: 2000, reorderHoldMs: 100 } },
+  });
+  const t = await createTestApp({ COMMAND_RETRY_BASE_MS: "5", ...env }, { provider: pair.client });
+  const server = await t.listen();
+  pair.emulator.state.callbackUrls = [`${server.url}/callbacks/${CALLBACK_SECRET}`];
+  return {
+    pair,
+    t,
+    async close() {
+      await server.close();
+      await pair.close();
+      await t.close();
+    },
+  };
+}
+type Setup = Awaited<ReturnType<typeof setup>>;
+
+/** Runs jobs and waits for the emulator's callbacks (held-back ones too) until nothing is left. */
+async function settle(t: TestApp, pair: EmulatorPair, maxMs = 15_000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  while (Date.now() < deadline) {
+    await pair.emulator.callbacks.idle();
+    await t.runJobs();
+    await pair.emulator.callbacks.idle();
+    const [row] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where attempts < max_attempts`;
+    if (row!.n === 0 && pair.emulator.callbacks.pending() === 0 && pair.emulator.callbacks.held() === 0) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error("jobs did not settle");
+}
+
+async function place(s: Setup): Promise<Order> {
+  const body = placeOrderBody();
+  const res = await s.t.request("/v1/orders", { method: "POST", json: body });
+  assert.equal(res.status, 202);
+  await settle(s.t, s.pair);
+  const order = await json<Order>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}`));
+  assert.equal(order.placement.state, "placed");
+  return order;
+}
+
+async function step(s: Setup, order: Order, action: string, body: unknown = {}): Promise<void> {
+  const res = await s.t.request(`/v1/sandbox/orders/${order.client_order_id}/${action}`, { method: "POST", json: body });
+  assert.equal(res.status, 200, `${action}: ${await res.clone().text()}`);
+}
+
+const LIFECYCLE: [string, unknown][] = [
+  ["allot", { rider_id: 31 }],
+  ["rider-arrival", {}],
+  ["collect", { status: "COLLECTED", pickup_lat: 12.9, pickup_lng: 77.6 }],
+  ["rider-location", { latitude: 12.95, longitude: 77.6, accuracy: 5 }],
+  ["doorstep-arrival", { time_arrival: new Date().toISOString(), arrival_lat: 12.97, arrival_lng: 77.59, arrival_accuracy: 8 }],
+  ["deliver", { status: "DELIVERED", delivery_latitude: 12.97, delivery_longitude: 77.59, is_partial_delivery: false }],
+];
+
+/** What the emulator sent for one order: every delivery, and the distinct callbacks among them. */
+function sentFor(pair: EmulatorPair, svcOrderId: string) {
+  const deliveries = pair.emulator.callbacks.deliveries().filter((d) => String(d.payload["sfx_order_id"]) === svcOrderId);
+  const distinct = new Map(deliveries.map((d) => [`${d.kind}\n${canonicalJson(d.payload)}`, d]));
+  return { deliveries, distinct };
+}
+
+async function storedFor(t: TestApp, svcOrderId: string) {
+  return await t.database.sql<{ kind: string; provider_status: string | null; dedupe_key: string }[]>`
+    select kind, provider_status, dedupe_key from order_events where source = 'provider' and svc_order_id = ${svcOrderId} order by id`;
+}
+
+describe("callbacks duplicated and reordered by the provider", () => {
+  it("every callback sent twice: both copies acknowledged, each event stored once, statuses right", async () => {
+    const s = await setup();
+    try {
+      await s.pair.control.addFault({ action: "duplicate" });
+      const order = await place(s);
+      for (const [action, body] of LIFECYCLE) await step(s, order, action, body);
+      await settle(s.t, s.pair);
+
+      const { deliveries, distinct } = sentFor(s.pair, order.svc_order_id!);
+      const copies = deliveries.filter((d) => d.fault === "duplicate");
+      assert.ok(copies.length >= LIFECYCLE.length, `duplicated ${copies.length} callbacks`);
+      assert.equal(deliveries.length, 2 * distinct.size, "each callback went out exactly twice");
+      assert.ok(deliveries.every((d) => d.status === 200), "every copy was acknowledged with 200");
+
+      const stored = await storedFor(s.t, order.svc_order_id!);
+      assert.equal(stored.length, distinct.size, "one stored event per distinct callback");
+      assert.equal(new Set(stored.map((e) => e.dedupe_key)).size, stored.length);
+
+      const done = await json<Order & { event_count: number }>(await s.t.request(`/v1/orders/${order.client_order_id}`));
+      assert.equal(done.status, "DELIVERED");
+      const timeline = await json<{ items: { kind: string; status: string | null }[] }>(await s.t.request(`/v1/orders/${order.client_order_id}/events`));
+      assert.deepEqual(
+        timeline.items.filter((e) => e.kind === "status" && e.status !== null).map((e) => e.status),
+        ["CREATED", "ALLOTTED", "ARRIVED", "COLLECTED", "CUSTOMER_DOOR_STEP", "DELIVERED"],
+      );
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a late ALLOTTED (after ARRIVED) does not move the status back; random reordering and duplication still end DELIVERED", async () => {
+    const s = await setup();
+    try {
+      const order = await place(s);
+      await s.pair.control.addFault({ action: "reorder", order_status: "ALLOTTED", times: 1 });
+      await step(s, order, "allot", { rider_id: 32 });
+      await step(s, order, "rider-arrival");
+      await settle(s.t, s.pair);
+      const arrivedFirst = sentFor(s.pair, order.svc_order_id!).deliveries.map((d) => [d.payload["order_status"], d.fault]);
+      const arrivedAt = arrivedFirst.findIndex(([status]) => status === "ARRIVED");
+      const allottedAt = arrivedFirst.findIndex(([status]) => status === "ALLOTTED");
+      assert.ok(arrivedAt >= 0 && allottedAt > arrivedAt, `ALLOTTED arrived after ARRIVED: ${JSON.stringify(arrivedFirst)}`);
+      assert.equal(arrivedFirst[allottedAt]![1], "reordered");
+      assert.equal((await json<Order>(await s.t.request(`/v1/orders/${order.client_order_id}`))).status, "ARRIVED");
+
+      await s.pair.control.addFault({ action: "reorder", probability: 0.5 });
+      await s.pair.control.addFault({ action: "duplicate", probability: 0.5 });
+      const rest = LIFECYCLE.slice(2);
+      // More location updates, so the random rules have callbacks to act on.
+      for (const i of [1, 2, 3]) rest.splice(1, 0, ["rider-location", { latitude: 12.95 + i / 100, longitude: 77.6, accuracy: 5 }]);
+      for (const [action, body] of rest) await step(s, order, action, body);
+      await settle(s.t, s.pair);
+
+      const { deliveries, distinct } = sentFor(s.pair, order.svc_order_id!);
+      assert.ok(deliveries.some((d) => d.fault === "reordered" && d.payload["order_status"] !== "ALLOTTED"), "the random rule reordered something");
+      assert.ok(deliveries.every((d) => d.status === 200));
+      const stored = await storedFor(s.t, order.svc_order_id!);
+      assert.equal(stored.length, distinct.size, "one stored event per distinct callback");
+      const done = await json<Order>(await s.t.request(`/v1/orders/${order.client_order_id}`));
+      assert.equal(done.status, "DELIVERED");
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("a 5xx storm on every provider order endpoint", () => {
+  it("N orders placed, edited, marked dispatch-ready and cancelled through it: every command succeeds, one provider order each", async () => {
+    const N = 6;
+    const s = await setup({ COMMAND_MAX_ATTEMPTS: "25" });
+    try {
+      // Half of all order calls fail; some places fail only after the order was created.
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", probability: 0.3, action: "status", status: 500, process: true });
+      await s.pair.control.addFault({ path_regex: "^/api/", probability: 0.5, action: "status", status: 503, body: { detail: "upstream busy" } });
+      await s.pair.control.addFault({ path_regex: "^/api/", probability: 0.2, action: "status", status: 502 });
+
+      const bodies = Array.from({ length: N }, () => placeOrderBody());
+      for (const body of bodies) assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      await settle(s.t, s.pair, 30_000);
+      const coids = bodies.map((b) => b.order_details.client_order_id);
+      for (const coid of coids) {
+        assert.equal((await json<Order>(await s.t.request(`/v1/orders/${coid}`))).placement.state, "placed", coid);
+        assert.equal((await s.t.request(`/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 275 } } })).status, 202);
+        assert.equal((await s.t.request(`/v1/orders/${coid}/dispatch-ready`, { method: "POST" })).status, 202);
+      }
+      await settle(s.t, s.pair, 30_000);
+      for (const coid of coids) {
+        assert.equal((await s.t.request(`/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "storm drill", user: "Seller" } })).status, 202);
+      }
+      await settle(s.t, s.pair, 30_000);
+
+      const requests = await s.pair.control.requests();
+      const failed = requests.filter((r) => r.path.startsWith("/api/") && (r.status ?? 0) >= 500);
+      assert.ok(failed.length >= N, `the storm failed ${failed.length} calls`);
+      let attempts = 0;
+      for (const coid of coids) {
+        const commands = (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items;
+        assert.deepEqual(commands.map((c) => [c.kind, c.state]), [["place", "succeeded"], ["edit", "succeeded"], ["dispatch_ready", "succeeded"], ["cancel", "succeeded"]], `${coid}: ${JSON.stringify(commands)}`);
+        attempts += commands.reduce((n, c) => n + c.attempts, 0);
+        const providerOrders = await s.pair.control.orders(coid);
+        assert.equal(providerOrders.length, 1, `${coid}: ${providerOrders.length} provider orders`);
+        const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+        assert.equal(String(providerOrders[0]!.svc_order_id), order.svc_order_id);
+        assert.equal(order.status, "CANCELLED");
+        const provider = s.pair.emulator.state.orders.get(order.svc_order_id!)!;
+        assert.equal(provider.body.order_details.order_value, 275, "the edit reached the provider");
+      }
+      assert.ok(attempts > 4 * N, `${attempts} attempts for ${4 * N} commands: retries happened`);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("lost answers on commands other than place", () => {
+  // Known bug, not in this file's remit (src/commands/execute.ts): the retry of a cancel the
+  // provider did carry out is refused ("cannot be cancelled in status CANCELLED") and the
+  // command ends failed, although the order is cancelled. Edit and dispatch-ready converge.
+  it("a cancel, edit and dispatch-ready whose 500 came after the provider acted all end succeeded", { todo: "cancel retried after a lost answer ends failed" }, async () => {
+    const s = await setup();
+    try {
+      const order = await place(s);
+      const coid = order.client_order_id;
+      for (const [path, url, init] of [
+        ["/api/v1/stores/edit-order/", `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 1 } } }],
+        ["/dispatch-ready/", `/v1/orders/${coid}/dispatch-ready`, { method: "POST" }],
+        ["/cancel/", `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "lost answer", user: "Seller" } }],
+      ] as const) {
+        await s.pair.control.addFault({ path, times: 1, action: "status", status: 500, process: true });
+        assert.equal((await s.t.request(url, init)).status, 202);
+        await settle(s.t, s.pair);
+      }
+      const commands = (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items;
+      assert.deepEqual(commands.map((c) => [c.kind, c.state]), [["place", "succeeded"], ["edit", "succeeded"], ["dispatch_ready", "succeeded"], ["cancel", "succeeded"]], JSON.stringify(commands));
+    } finally {
+      await s.close();
+    }
+  });
+});
