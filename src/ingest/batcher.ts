@@ -76,11 +76,22 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
     }
   };
 
+  /**
+   * A flush may start when none is in flight, or, up to maxInFlight, when a full batch is
+   * waiting. Under load the buffer then fills while one flush runs and goes out as one
+   * big batch, instead of being split into several small concurrent ones: measured at 64
+   * connections, events per flush went from 17 (up to 4 small flushes at once) to 36,
+   * PostgreSQL CPU per event fell by a third and the web's by a tenth, at equal or better
+   * throughput and latency. With batchMax 1 (no batching) every event is a full batch,
+   * so flushes run up to maxInFlight at once as before.
+   */
+  const mayStart = () => inFlight === 0 || (inFlight < options.maxInFlight && buffer.length >= options.batchMax);
+
   const drain = () => {
     scheduled = false;
     clearTimeout(timer);
     timer = undefined;
-    while (buffer.length > 0 && inFlight < options.maxInFlight) {
+    while (buffer.length > 0 && mayStart()) {
       const batch = buffer.slice(0, options.batchMax);
       buffer = buffer.slice(batch.length);
       void flush(batch);
@@ -88,7 +99,7 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
   };
 
   const schedule = () => {
-    if (inFlight >= options.maxInFlight) return; // the finishing flush reschedules
+    if (!mayStart()) return; // the finishing flush reschedules
     if (buffer.length >= options.batchMax || options.batchWaitMs === 0) {
       if (!scheduled) {
         scheduled = true;

@@ -1,13 +1,23 @@
 /**
- * Applies the pure fold to the database: gathers every event of an order (following the
- * links between svc_order_id and client_order_id), folds them, and writes the one order
- * row, merging rows that turned out to be the same order. Writes only when something
- * changed, so re-projecting (or `npm run rebuild`) leaves identical rows.
+ * Applies the pure fold to the database, for many orders in one transaction: gathers
+ * every event of each order (following the links between svc_order_id and
+ * client_order_id), folds them, and writes the order rows, merging rows that turned out
+ * to be the same order. Writes only when something changed, so re-projecting (or
+ * `npm run rebuild`) leaves identical rows.
+ *
+ * Set-based, so that the cost per order is a share of one transaction's round trips
+ * rather than a transaction of its own: one statement locks every identifier, one reads
+ * the events (without payloads), one reads the few payloads the fold needs, one inserts
+ * the new rows and one updates the changed ones, whatever the number of orders.
  */
 import type { Sql, TransactionSql } from "postgres";
-import { fold } from "../domain/projection.ts";
+import { createBatchRunner } from "./batcher.ts";
+import type { BatchRunner } from "./batcher.ts";
+import { createQueueVacuum } from "./queue-vacuum.ts";
+import { DETAIL_SOURCES, fold, latestFirst, payloadsNeeded } from "../domain/projection.ts";
 import type { Projection, StoredEvent } from "../domain/projection.ts";
-import { isJsonObject } from "../domain/normalise.ts";
+import { eventDetails, isJsonObject } from "../domain/normalise.ts";
+import type { EventDetails, JsonObject } from "../domain/normalise.ts";
 
 export interface OrderIds {
   svcOrderId: string | null;
@@ -24,6 +34,8 @@ export interface ProjectResult {
 /** Links between ids are followed at most this many hops (an order has two ids). */
 const MAX_LINK_ROUNDS = 4;
 
+type Tx = TransactionSql;
+
 interface EventDbRow {
   id: string;
   dedupe_key: string;
@@ -33,7 +45,61 @@ interface EventDbRow {
   provider_status: string | null;
   occurred_at: Date;
   received_at: Date;
-  payload: unknown;
+  /** Which details the payload may carry (detailMask, computed by PostgreSQL). */
+  details: number;
+}
+
+interface OrderDbRow {
+  id: string;
+  placement_state: string;
+  svc_order_id: string | null;
+  client_order_id: string | null;
+}
+
+const svcKey = (s: string) => `svc:${s}`;
+const coidKey = (c: string) => `coid:${c}`;
+
+/** Union-find over identifier keys: an order is a connected set of identifiers. */
+class Links {
+  private readonly parent = new Map<string, string>();
+  add(key: string): void {
+    if (!this.parent.has(key)) this.parent.set(key, key);
+  }
+  find(key: string): string {
+    let root = key;
+    while (this.parent.get(root) !== root) root = this.parent.get(root)!;
+    for (let k = key; k !== root; ) {
+      const next = this.parent.get(k)!;
+      this.parent.set(k, root);
+      k = next;
+    }
+    return root;
+  }
+  link(svc: string | null, coid: string | null): void {
+    const keys = [svc === null ? null : svcKey(svc), coid === null ? null : coidKey(coid)].filter((k): k is string => k !== null);
+    for (const k of keys) this.add(k);
+    if (keys.length === 2) {
+      const [a, b] = [this.find(keys[0]!), this.find(keys[1]!)];
+      if (a !== b) this.parent.set(a, b);
+    }
+  }
+  keys(): string[] {
+    return [...this.parent.keys()];
+  }
+  /** The root of a row's identifiers (they are linked, so any one will do). */
+  rootOf(svc: string | null, coid: string | null): string {
+    return this.find(svc !== null ? svcKey(svc) : coidKey(coid!));
+  }
+}
+
+function split(keys: Iterable<string>): { svcs: string[]; coids: string[] } {
+  const svcs: string[] = [];
+  const coids: string[] = [];
+  for (const k of keys) {
+    if (k.startsWith("svc:")) svcs.push(k.slice(4));
+    else coids.push(k.slice(5));
+  }
+  return { svcs, coids };
 }
 
 function toStored(r: EventDbRow): StoredEvent {
@@ -46,88 +112,204 @@ function toStored(r: EventDbRow): StoredEvent {
     providerStatus: r.provider_status,
     occurredAt: r.occurred_at,
     receivedAt: r.received_at,
-    payload: isJsonObject(r.payload) ? r.payload : {},
+    payload: {},
   };
 }
 
 /**
- * Serialises projections of one order across jobs, workers and processes: an advisory
- * lock per identifier, taken in sorted order (a deadlock, which PostgreSQL detects,
- * only makes the job retry).
+ * Serialises projections of one order across transactions, workers and processes: an
+ * advisory lock per identifier. Taken in one statement in hash order, so two
+ * transactions never wait on each other in a cycle over identifiers locked together (a
+ * deadlock on identifiers found later through links is detected by PostgreSQL and only
+ * makes the projection retry).
  */
-async function lockIds(tx: TransactionSql, keys: string[]): Promise<void> {
+async function lockIds(tx: Tx, keys: string[]): Promise<void> {
   if (keys.length === 0) return;
-  await tx`select pg_advisory_xact_lock(hashtextextended(k, 0)) from unnest(${keys.sort()}::text[]) as k`;
+  await tx`
+    select pg_advisory_xact_lock(h)
+    from (select distinct hashtextextended(k, 0) as h from unnest(${keys}::text[]) as k order by 1) as ordered`;
 }
 
-async function gatherEvents(tx: TransactionSql, start: OrderIds): Promise<{ events: StoredEvent[]; svcs: Set<string>; coids: Set<string> }> {
-  const svcs = new Set<string>(start.svcOrderId ? [start.svcOrderId] : []);
-  const coids = new Set<string>(start.clientOrderId ? [start.clientOrderId] : []);
+/**
+ * Events of these identifiers, without payloads: their mask says which details they may
+ * hold. One branch per identifier column, each an index scan whatever the table's size
+ * (an OR of the two made the planner pick sequential scans); an event found by both
+ * comes back twice and is kept once.
+ */
+function readEvents(tx: Tx, svcs: string[], coids: string[]) {
+  const s = DETAIL_SOURCES;
+  const columns = tx`
+    id::text, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at,
+      (payload ?| ${s.riderId[0]}::text[])::int
+      + (payload ?| ${s.riderName[0]}::text[])::int * 2
+      + (payload ?| ${s.riderContact[0]}::text[])::int * 4
+      + ((payload ?| ${s.location[0]}::text[]) and (payload ?| ${s.location[1]}::text[]))::int * 8
+      + (payload ?| ${s.trackUrl[0]}::text[])::int * 16 as details`;
+  return tx<EventDbRow[]>`
+    select ${columns} from order_events where svc_order_id = any(${svcs}::text[])
+    union all
+    select ${columns} from order_events where client_order_id = any(${coids}::text[])`;
+}
+
+/** Order rows of these identifiers, locked (in id order, the order every projection locks them in). */
+function readOrders(tx: Tx, svcs: string[], coids: string[]) {
+  return tx<OrderDbRow[]>`
+    select id::text, placement_state, svc_order_id, client_order_id from orders
+    where id in (
+      select id from orders where svc_order_id = any(${svcs}::text[])
+      union
+      select id from orders where client_order_id = any(${coids}::text[]))
+    order by id
+    for update`;
+}
+
+interface Gathered {
+  links: Links;
+  events: Map<string, StoredEvent & { mask: number }>;
+  orders: Map<string, OrderDbRow>;
+}
+
+/**
+ * Locks and reads, round by round, every identifier reachable from the starts through
+ * events and order rows. Each round's lock and reads travel together (pipelined on the
+ * transaction's connection, executed in order).
+ */
+async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
+  const links = new Links();
+  for (const s of starts) links.link(s.svcOrderId, s.clientOrderId);
+  const events = new Map<string, StoredEvent & { mask: number }>();
+  const orders = new Map<string, OrderDbRow>();
   const locked = new Set<string>();
-  let rows: EventDbRow[] = [];
   for (let round = 0; round < MAX_LINK_ROUNDS; round++) {
-    const keys = [...[...svcs].map((s) => `svc:${s}`), ...[...coids].map((c) => `coid:${c}`)].filter((k) => !locked.has(k));
+    const keys = links.keys().filter((k) => !locked.has(k));
     if (keys.length === 0) break;
-    await lockIds(tx, keys);
     keys.forEach((k) => locked.add(k));
-    rows = await tx<EventDbRow[]>`
-      select id::text, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload
-      from order_events
-      where svc_order_id = any(${[...svcs]}::text[]) or client_order_id = any(${[...coids]}::text[])`;
-    // An order placed through tracklane links its ids on its row before any event does.
-    const linked = await tx<{ svc_order_id: string | null; client_order_id: string | null }[]>`
-      select svc_order_id, client_order_id from orders
-      where svc_order_id = any(${[...svcs]}::text[]) or client_order_id = any(${[...coids]}::text[])`;
-    for (const r of [...rows, ...linked]) {
-      if (r.svc_order_id) svcs.add(r.svc_order_id);
-      if (r.client_order_id) coids.add(r.client_order_id);
+    const { svcs, coids } = split(keys);
+    const [, rows, orderRows] = await Promise.all([lockIds(tx, keys), readEvents(tx, svcs, coids), readOrders(tx, svcs, coids)]);
+    for (const r of rows) {
+      if (!events.has(r.id)) events.set(r.id, { ...toStored(r), mask: r.details });
+      links.link(r.svc_order_id, r.client_order_id);
+    }
+    for (const o of orderRows) {
+      orders.set(o.id, o);
+      links.link(o.svc_order_id, o.client_order_id);
     }
   }
-  return { events: rows.map(toStored), svcs, coids };
+  return { links, events, orders };
 }
 
-interface ExistingRow {
-  id: string;
-  placement_state: string;
-  svc_order_id: string | null;
-  client_order_id: string | null;
+interface OrderWork {
+  events: StoredEvent[];
+  rows: OrderDbRow[];
+  projection?: Projection;
+  orderId?: number;
+  fresh?: boolean;
 }
 
-export async function projectOrder(sql: Sql, start: OrderIds): Promise<ProjectResult | null> {
-  return await sql.begin(async (tx) => {
-    const { events, svcs, coids } = await gatherEvents(tx, start);
-    const existing = await tx<ExistingRow[]>`
-      select id::text, placement_state, svc_order_id, client_order_id from orders
-      where svc_order_id = any(${[...svcs]}::text[]) or client_order_id = any(${[...coids]}::text[])
-      order by (placement_state <> 'external') desc, id
-      for update`;
-    if (events.length === 0 && existing.length === 0) return null;
-    const p = fold(events);
-    const newestReceivedAt = events.reduce<Date | null>((m, e) => (m === null || e.receivedAt > m ? e.receivedAt : m), null);
-    const firstReceivedAt = events.reduce<Date | null>((m, e) => (m === null || e.receivedAt < m ? e.receivedAt : m), null);
-
-    const [survivor, ...merged] = existing;
-    let orderId: number;
-    if (survivor === undefined) {
-      const [row] = await tx<{ id: string }[]>`
-        insert into orders (client_order_id, svc_order_id, created_at, updated_at)
-        values (${p.clientOrderId}, ${p.svcOrderId}, ${firstReceivedAt ?? new Date()}, now())
-        returning id::text`;
-      orderId = Number(row!.id);
-    } else {
-      orderId = Number(survivor.id);
-      if (merged.length > 0) await mergeInto(tx, orderId, merged.map((m) => Number(m.id)));
+/** Reads the payloads the fold needs (payloadsNeeded), in as few rounds as it takes. */
+async function loadPayloads(tx: Tx, work: Iterable<OrderWork>, mask: (e: StoredEvent) => number): Promise<void> {
+  const details = new Map<StoredEvent, EventDetails>();
+  const sorted = [...work].map((w) => [...w.events].sort(latestFirst));
+  for (;;) {
+    const need = sorted.flatMap((events) => payloadsNeeded(events, mask, (e) => details.get(e)));
+    if (need.length === 0) return;
+    const byId = new Map(need.map((e) => [String(e.id), e]));
+    const rows = await tx<{ id: string; payload: unknown }[]>`
+      select id::text, payload from order_events where id = any(${[...byId.keys()]}::bigint[])`;
+    for (const r of rows) {
+      const e = byId.get(r.id)!;
+      e.payload = isJsonObject(r.payload) ? (r.payload as JsonObject) : {};
+      details.set(e, eventDetails(e.payload));
     }
-    const changed = await writeProjection(tx, orderId, p, survivor === undefined);
-    return { orderId, changed, newestReceivedAt };
+    // An event that vanished cannot be: order_events is append-only. Guard the loop anyway.
+    if (rows.length < byId.size) throw new Error("events disappeared while projecting");
+  }
+}
+
+/**
+ * Projects the orders of `starts` in the caller's transaction; one result per start
+ * (null when the order has neither events nor a row). Starts that are the same order
+ * share one projection.
+ */
+export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Promise<(ProjectResult | null)[]> {
+  const { links, events, orders } = await gather(tx, starts);
+  const work = new Map<string, OrderWork>();
+  const workOf = (root: string) => {
+    let w = work.get(root);
+    if (!w) work.set(root, (w = { events: [], rows: [] }));
+    return w;
+  };
+  const masks = new Map<StoredEvent, number>();
+  for (const e of events.values()) {
+    const { mask, ...stored } = e;
+    const se: StoredEvent = stored;
+    masks.set(se, mask);
+    workOf(links.rootOf(e.svcOrderId, e.clientOrderId)).events.push(se);
+  }
+  for (const o of orders.values()) workOf(links.rootOf(o.svc_order_id, o.client_order_id)).rows.push(o);
+  // The survivor first: placed through tracklane if any, else the oldest.
+  const rank = (o: OrderDbRow) => (o.placement_state !== "external" ? 0 : 1);
+  for (const w of work.values()) w.rows.sort((a, b) => rank(a) - rank(b) || Number(a.id) - Number(b.id));
+
+  await loadPayloads(tx, work.values(), (e) => masks.get(e) ?? 0);
+
+  const inserts: { w: OrderWork; p: Projection; createdAt: Date }[] = [];
+  for (const w of work.values()) {
+    if (w.events.length === 0 && w.rows.length === 0) continue;
+    w.projection = fold(w.events);
+    const [survivor, ...merged] = w.rows;
+    if (survivor === undefined) {
+      const firstReceivedAt = w.events.reduce<Date | null>((m, e) => (m === null || e.receivedAt < m ? e.receivedAt : m), null);
+      inserts.push({ w, p: w.projection, createdAt: firstReceivedAt ?? new Date() });
+    } else {
+      w.orderId = Number(survivor.id);
+      w.fresh = false;
+      if (merged.length > 0) await mergeInto(tx, w.orderId, merged.map((m) => Number(m.id)));
+    }
+  }
+  await insertOrders(tx, inserts);
+  const changed = await writeProjections(tx, [...work.values()].filter((w) => w.projection !== undefined));
+
+  return starts.map((s) => {
+    if (s.svcOrderId === null && s.clientOrderId === null) return null;
+    const root = links.rootOf(s.svcOrderId, s.clientOrderId);
+    const w = work.get(root);
+    if (!w || w.orderId === undefined) return null;
+    const newestReceivedAt = w.events.reduce<Date | null>((m, e) => (m === null || e.receivedAt > m ? e.receivedAt : m), null);
+    return { orderId: w.orderId, changed: changed.has(w.orderId), newestReceivedAt };
   });
+}
+
+/** Several orders: one transaction, one result per start (see projectOrdersIn). */
+export async function projectOrders(sql: Sql, starts: readonly OrderIds[]): Promise<(ProjectResult | null)[]> {
+  return await sql.begin((tx) => projectOrdersIn(tx, starts));
+}
+
+/** New order rows, one statement; their ids go back into the work. */
+async function insertOrders(tx: Tx, inserts: { w: OrderWork; p: Projection; createdAt: Date }[]): Promise<void> {
+  if (inserts.length === 0) return;
+  const input = inserts.map((i) => ({ coid: i.p.clientOrderId, svc: i.p.svcOrderId, created_at: i.createdAt.toISOString() }));
+  const rows = await tx<{ id: string; client_order_id: string | null; svc_order_id: string | null }[]>`
+    insert into orders (client_order_id, svc_order_id, created_at, updated_at)
+    select t.coid, t.svc, t.created_at, now()
+    from json_to_recordset(${JSON.stringify(input)}::text::json) as t(coid text, svc text, created_at timestamptz)
+    returning id::text, client_order_id, svc_order_id`;
+  // Both identifiers are unique among orders, and a new row has at least one of them.
+  const byCoid = new Map(rows.filter((r) => r.client_order_id !== null).map((r) => [r.client_order_id!, r.id]));
+  const bySvc = new Map(rows.filter((r) => r.svc_order_id !== null).map((r) => [r.svc_order_id!, r.id]));
+  for (const i of inserts) {
+    const id = i.p.clientOrderId !== null ? byCoid.get(i.p.clientOrderId) : bySvc.get(i.p.svcOrderId!);
+    if (id === undefined) throw new Error("inserted order row not returned");
+    i.w.orderId = Number(id);
+    i.w.fresh = true;
+  }
 }
 
 /**
  * Rows that turned out to be one order: keep the survivor (placed through tracklane if
  * any, else the oldest), take over what only the others knew, delete the others.
  */
-async function mergeInto(tx: TransactionSql, survivorId: number, otherIds: number[]): Promise<void> {
+async function mergeInto(tx: Tx, survivorId: number, otherIds: number[]): Promise<void> {
   await tx`update commands set order_id = ${survivorId} where order_id = any(${otherIds}::bigint[])`;
   const others = await tx<{ svc_order_id: string | null; client_order_id: string | null; store_code: string | null; awb_number: string | null; pickup_otp: string | null; created_at: Date }[]>`
     delete from orders where id = any(${otherIds}::bigint[])
@@ -146,49 +328,92 @@ async function mergeInto(tx: TransactionSql, survivorId: number, otherIds: numbe
     where id = ${survivorId}`;
 }
 
-/** Writes the projected columns; true when anything changed (updated_at moves only then). */
-async function writeProjection(tx: TransactionSql, orderId: number, p: Projection, fresh: boolean): Promise<boolean> {
-  const r = p.rider;
-  const values = {
-    svc: p.svcOrderId,
-    coid: p.clientOrderId,
-    status: p.status,
-    providerStatus: p.providerStatus,
-    statusAt: p.statusAt,
-    trackUrl: p.trackUrl,
-    riderId: r?.id ?? null,
-    riderName: r?.name ?? null,
-    riderContact: r?.contact ?? null,
-    lat: r?.latitude ?? null,
-    lng: r?.longitude ?? null,
-    locationAt: r?.locationAt ?? null,
-    count: p.eventCount,
-    lastEventAt: p.lastEventAt,
-  };
+/**
+ * Writes the projected columns of every order in one statement; returns the ids of the
+ * rows that changed (updated_at moves only for them).
+ */
+async function writeProjections(tx: Tx, work: OrderWork[]): Promise<Set<number>> {
+  if (work.length === 0) return new Set();
+  const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+  const input = work.map((w) => {
+    const p = w.projection!;
+    const r = p.rider;
+    return {
+      id: w.orderId,
+      fresh: w.fresh === true,
+      svc: p.svcOrderId,
+      coid: p.clientOrderId,
+      status: p.status,
+      provider_status: p.providerStatus,
+      status_at: iso(p.statusAt),
+      track_url: p.trackUrl,
+      rider_id: r?.id ?? null,
+      rider_name: r?.name ?? null,
+      rider_contact: r?.contact ?? null,
+      lat: r?.latitude ?? null,
+      lng: r?.longitude ?? null,
+      location_at: iso(r?.locationAt ?? null),
+      count: p.eventCount,
+      last_event_at: iso(p.lastEventAt),
+    };
+  });
   // Identifiers and track_url are only ever filled in, never blanked: an order placed
   // through tracklane knows them before any event does.
-  const rows = await tx`
-    update orders set
-      svc_order_id = coalesce(${values.svc}, svc_order_id),
-      client_order_id = coalesce(${values.coid}, client_order_id),
-      status = ${values.status}, provider_status = ${values.providerStatus}, status_at = ${values.statusAt},
-      track_url = coalesce(${values.trackUrl}, track_url),
-      rider_id = ${values.riderId}, rider_name = ${values.riderName}, rider_contact = ${values.riderContact},
-      rider_latitude = ${values.lat}, rider_longitude = ${values.lng}, rider_location_at = ${values.locationAt},
-      event_count = ${values.count}, last_event_at = ${values.lastEventAt},
+  const rows = await tx<{ id: string }[]>`
+    update orders o set
+      svc_order_id = coalesce(v.svc, o.svc_order_id),
+      client_order_id = coalesce(v.coid, o.client_order_id),
+      status = v.status, provider_status = v.provider_status, status_at = v.status_at,
+      track_url = coalesce(v.track_url, o.track_url),
+      rider_id = v.rider_id, rider_name = v.rider_name, rider_contact = v.rider_contact,
+      rider_latitude = v.lat, rider_longitude = v.lng, rider_location_at = v.location_at,
+      event_count = v.count, last_event_at = v.last_event_at,
       updated_at = now()
-    where id = ${orderId}
-      and (${fresh}::boolean or (
-        svc_order_id, client_order_id, status, provider_status, status_at, track_url,
-        rider_id, rider_name, rider_contact, rider_latitude, rider_longitude, rider_location_at,
-        event_count, last_event_at
+    from json_to_recordset(${JSON.stringify(input)}::text::json) as v(
+      id bigint, fresh boolean, svc text, coid text, status text, provider_status text, status_at timestamptz,
+      track_url text, rider_id text, rider_name text, rider_contact text, lat float8, lng float8,
+      location_at timestamptz, count int, last_event_at timestamptz)
+    where o.id = v.id and o.id = any(${work.map((w) => w.orderId!)}::bigint[])
+      and (v.fresh or (
+        o.svc_order_id, o.client_order_id, o.status, o.provider_status, o.status_at, o.track_url,
+        o.rider_id, o.rider_name, o.rider_contact, o.rider_latitude, o.rider_longitude, o.rider_location_at,
+        o.event_count, o.last_event_at
       ) is distinct from (
-        coalesce(${values.svc}, svc_order_id), coalesce(${values.coid}, client_order_id),
-        ${values.status}, ${values.providerStatus}, ${values.statusAt}::timestamptz,
-        coalesce(${values.trackUrl}, track_url),
-        ${values.riderId}, ${values.riderName}, ${values.riderContact},
-        ${values.lat}::float8, ${values.lng}::float8, ${values.locationAt}::timestamptz,
-        ${values.count}::int, ${values.lastEventAt}::timestamptz
-      ))`;
-  return rows.count > 0;
+        coalesce(v.svc, o.svc_order_id), coalesce(v.coid, o.client_order_id), v.status, v.provider_status, v.status_at,
+        coalesce(v.track_url, o.track_url), v.rider_id, v.rider_name, v.rider_contact, v.lat, v.lng, v.location_at,
+        v.count, v.last_event_at
+      ))
+    returning o.id::text`;
+  return new Set(rows.map((r) => Number(r.id)));
+}
+
+/** Per pool: the projections requested at the same time run as one batch. */
+const runners = new WeakMap<Sql, BatchRunner<OrderIds, ProjectResult | null>>();
+
+/** Most orders in one projection transaction. */
+export const PROJECTION_BATCH_MAX = 500;
+/** Projection transactions in flight at once, per process. */
+export const PROJECTION_MAX_IN_FLIGHT = 2;
+
+/**
+ * Projects one order. Concurrent calls on the same pool (the worker runs many
+ * order__project jobs at once) are gathered into one set-based transaction; the result
+ * is the same as projecting each alone.
+ */
+export function projectOrder(sql: Sql, start: OrderIds): Promise<ProjectResult | null> {
+  let runner = runners.get(sql);
+  if (runner === undefined) {
+    const vacuum = createQueueVacuum(sql, { everyJobs: 2000, minIntervalMs: 2000 });
+    const run = async (starts: OrderIds[]) => {
+      const results = await projectOrders(sql, starts);
+      vacuum.jobsDone(starts.length);
+      return results;
+    };
+    runner = createBatchRunner(run, {
+      batchMax: PROJECTION_BATCH_MAX,
+      maxInFlight: PROJECTION_MAX_IN_FLIGHT,
+    });
+    runners.set(sql, runner);
+  }
+  return runner.run(start);
 }

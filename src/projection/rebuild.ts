@@ -1,5 +1,5 @@
 import type { Sql } from "postgres";
-import { projectOrder } from "./project.ts";
+import { projectOrders } from "./project.ts";
 
 /**
  * Re-projects every order identity in the log (and every order row, so a row whose
@@ -13,11 +13,16 @@ export async function rebuildAll(sql: Sql, progress?: (done: number) => void): P
     union
     select svc_order_id, client_order_id from orders`.cursor(500);
   for await (const batch of identities) {
-    for (const ids of batch) {
-      const result = await projectOrder(sql, { svcOrderId: ids.svc_order_id, clientOrderId: ids.client_order_id });
-      if (result?.changed) changed++;
-      if (++done % 1000 === 0) progress?.(done);
-    }
+    // One set-based projection per page of identities (the worker's own code path).
+    const results = await projectOrders(
+      sql,
+      batch.map((ids) => ({ svcOrderId: ids.svc_order_id, clientOrderId: ids.client_order_id })),
+    );
+    // Identities of one order share its result: count each changed order once.
+    changed += new Set(results.filter((r) => r?.changed).map((r) => r!.orderId)).size;
+    const before = done;
+    done += batch.length;
+    if (Math.floor(done / 1000) > Math.floor(before / 1000)) progress?.(done);
   }
   return { orders: done, changed };
 }

@@ -2,7 +2,6 @@
  * The composition root: builds the pieces a process runs (HTTP, worker or both) from the
  * config, and stops them in the right order.
  */
-import type { Runner } from "graphile-worker";
 import type { Config } from "../config.ts";
 import { createDatabase } from "../db/client.ts";
 import type { Database } from "../db/client.ts";
@@ -15,11 +14,12 @@ import type { Logger } from "../logger.ts";
 import { createMetrics } from "../metrics.ts";
 import type { Metrics } from "../metrics.ts";
 import type { ProviderClient } from "../provider/client.ts";
-import { startWorker } from "../tasks/runner.ts";
+import { superviseWorker } from "./worker-supervisor.ts";
+import type { SupervisedWorker } from "./worker-supervisor.ts";
 
 export interface Services {
   http: HttpServer | undefined;
-  worker: Runner | undefined;
+  worker: SupervisedWorker | undefined;
   database: Database;
   metrics: Metrics;
   stop(): Promise<void>;
@@ -58,14 +58,25 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   const database = createDatabase(options.databaseUrl, { max: config.db.poolMax, name: options.web ? "tracklane-web" : "tracklane-worker" });
   let ingestor: Ingestor | undefined;
   let http: HttpServer | undefined;
-  let worker: Runner | undefined;
+  let worker: SupervisedWorker | undefined;
+  let draining = false;
   if (options.web) {
     ingestor = ingestorFor(config, database, log, metrics);
     const app = createApp({ config, sql: database.sql, db: database.db, ingestor, log, metrics, provider: options.provider });
-    http = await listen(app, options.port ?? config.port, config.host, config.http);
+    // Node's server.close() keeps a keep-alive connection open for as long as its client
+    // sends on it, so under steady traffic a stopping web process never got to stop.
+    // While stopping, every response asks its client to close the connection.
+    const fetch: typeof app.fetch = async (req, env, ctx) => {
+      const res = await app.fetch(req, env, ctx);
+      if (!draining) return res;
+      const headers = new Headers(res.headers);
+      headers.set("connection", "close");
+      return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
+    };
+    http = await listen({ fetch }, options.port ?? config.port, config.host, config.http);
   }
   if (options.worker) {
-    worker = await startWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, db: database.db, log, metrics, provider: options.provider });
+    worker = await superviseWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, db: database.db, log, metrics, provider: options.provider });
   }
   return {
     http,
@@ -74,6 +85,7 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
     metrics,
     async stop() {
       // Stop taking requests, commit what was acknowledged-to-be, finish running jobs.
+      draining = true;
       await http?.close();
       await ingestor?.close();
       await worker?.stop();

@@ -1,0 +1,379 @@
+/**
+ * The three measurements of one run, on one database: (a) raw single-row inserts, (b) a
+ * bare Hono echo server, (c, d, e) tracklane itself as separate web and worker processes.
+ */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import postgres from "postgres";
+import type { Sql } from "postgres";
+import type { InsertConfig, InsertResult } from "../insert-baseline.ts";
+import type { LoadConfig, LoadResult } from "../load.ts";
+import { ROOT, cpuSeconds, interruption, runForked, startForkedServer, startService } from "./processes.ts";
+import type { ServiceProcess } from "./processes.ts";
+import { clientOrderId, expectedStatus, totalRequests } from "./scenario.ts";
+import type { Scenario } from "./scenario.ts";
+import { percentile } from "./stats.ts";
+
+export const CALLBACK_SECRET = "bench-callback-secret-0123456789";
+const API_TOKEN = "bench-api-token-0123456789abcdef";
+
+export interface BenchOptions {
+  connections: number;
+  durationS: number;
+  warmupS: number;
+  /** Events (over a tenth as many orders) already in the database before tracklane starts. */
+  historyEvents: number;
+  orders: number;
+  eventsPerOrder: number;
+  dupEvery: number;
+  drainTimeoutS: number;
+  cpuProf: boolean;
+  resultsDir: string;
+  stamp: string;
+}
+
+export interface HttpPhase {
+  requestsPerS: number;
+  ok: number;
+  non2xx: number;
+  errors: number;
+  latencyP50Ms: number;
+  latencyP99Ms: number;
+  /** CPU microseconds per request: the server process and the load generator. */
+  serverCpuUs?: number;
+  loadCpuUs: number;
+}
+
+/** (a): single-row INSERT + commit per row, `connections` at once, through postgres.js. */
+export async function insertBaseline(url: string, o: BenchOptions): Promise<InsertResult> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await sql`drop table if exists bench_raw_events`;
+    await sql`create table bench_raw_events (like order_events including all)`;
+    const config: InsertConfig = {
+      url,
+      table: "bench_raw_events",
+      connections: o.connections,
+      warmupS: o.warmupS,
+      durationS: o.durationS,
+      // Enough distinct rows for any duration.
+      scenario: { orders: 10_000, eventsPerOrder: 1000, prefix: "RAW", dupEvery: 0, svcBase: 1_000_000 },
+    };
+    return await runForked<InsertResult>("bench/insert-baseline.ts", config);
+  } finally {
+    await sql`drop table if exists bench_raw_events`;
+    await sql.end();
+  }
+}
+
+function httpSummary(r: LoadResult): HttpPhase {
+  return {
+    requestsPerS: r.ok / r.elapsedS,
+    ok: r.ok,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+    latencyP50Ms: r.latency.p50,
+    latencyP99Ms: r.latency.p99,
+    loadCpuUs: (r.cpuS * 1e6) / r.ok,
+  };
+}
+
+/** (b): the same load generator and bodies against a bare Hono JSON echo endpoint. */
+export async function echoBaseline(o: BenchOptions): Promise<HttpPhase> {
+  const server = await startForkedServer("bench/echo-server.ts");
+  try {
+    const scenario: Scenario = { orders: o.orders, eventsPerOrder: o.eventsPerOrder, prefix: "ECHO", dupEvery: o.dupEvery, svcBase: 2_000_000 };
+    const base = { url: server.url, pathPrefix: `/callbacks/${CALLBACK_SECRET}`, connections: o.connections, scenario, record: false };
+    if (o.warmupS > 0) await runForked<LoadResult>("bench/load.ts", { ...base, durationS: o.warmupS } satisfies LoadConfig);
+    const cpu = cpuSeconds(server.pid);
+    const result = await runForked<LoadResult>("bench/load.ts", { ...base, durationS: o.durationS } satisfies LoadConfig);
+    return { ...httpSummary(result), serverCpuUs: ((cpuSeconds(server.pid) - cpu) * 1e6) / result.ok };
+  } finally {
+    await server.stop();
+  }
+}
+
+export interface TracklanePhase extends HttpPhase {
+  requests: number;
+  acked: number;
+  duplicatesAcked: number;
+  ingestS: number;
+  /** Mean events per group-commit flush during the measured load (web's own histogram). */
+  meanBatchSize: number;
+  lagP50Ms: number;
+  lagP99Ms: number;
+  lagMaxMs: number;
+  /** Last acknowledgement -> every order's row reflects all its events. */
+  drainS: number;
+  drained: boolean;
+  rssWebMiB: number;
+  rssWorkerMiB: number;
+  /** CPU seconds used while ingesting (load start to last ack) and while draining after it. */
+  cpu: { ingest: CpuSplit; drain: CpuSplit };
+  checks: { ordersProjected: number; wrongStatus: number; wrongCount: number; ackedButMissing: number; storedEvents: number };
+  profiles: string[];
+  /** pg_stat_user_tables over the measured load and drain: scans and row churn per table. */
+  tables: Record<string, unknown>[];
+}
+
+export interface CpuSplit {
+  web: number;
+  worker: number;
+  /** PostgreSQL backends serving the bench database. */
+  postgres: number;
+  /** The same, by the client's application_name ("" for graphile-worker's own pool). */
+  postgresBy: Record<string, number>;
+  load: number;
+}
+
+/** CPU seconds so far of web, worker and this database's backends, by pid. */
+interface CpuSnapshot {
+  web: number;
+  worker: number;
+  backends: Map<number, { app: string; s: number }>;
+}
+
+async function cpuSnapshot(sql: Sql, web: number, worker: number): Promise<CpuSnapshot> {
+  const rows = await sql<{ pid: number; app: string }[]>`
+    select pid, application_name as app from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`;
+  return { web: cpuSeconds(web), worker: cpuSeconds(worker), backends: new Map(rows.map(({ pid, app }) => [pid, { app, s: cpuSeconds(pid) }])) };
+}
+
+function cpuBetween(a: CpuSnapshot, b: CpuSnapshot, load: number): CpuSplit {
+  let postgres = 0;
+  const postgresBy: Record<string, number> = {};
+  for (const [pid, { app, s }] of b.backends) {
+    const used = s - (a.backends.get(pid)?.s ?? 0);
+    postgres += used;
+    postgresBy[app] = (postgresBy[app] ?? 0) + used;
+  }
+  return { web: b.web - a.web, worker: b.worker - a.worker, postgres, postgresBy, load };
+}
+
+/** Records every write of an order row (insert or update) with the time it happened. */
+async function installUpdateLog(sql: Sql): Promise<void> {
+  await sql.unsafe(`
+    create unlogged table if not exists bench_order_updates (
+      client_order_id text, event_count int, at timestamptz not null default clock_timestamp());
+    create or replace function bench_log_order_write() returns trigger language plpgsql as $$
+    begin
+      insert into bench_order_updates (client_order_id, event_count) values (new.client_order_id, new.event_count);
+      return null;
+    end $$;
+    drop trigger if exists bench_order_writes on orders;
+    create trigger bench_order_writes after insert or update on orders
+      for each row execute function bench_log_order_write();`);
+}
+
+/**
+ * A database that has served orders before: `events` events over `events / 10` orders,
+ * written straight in SQL (they stand for history; their projections are plain rows),
+ * then ANALYZE. A fresh, empty database would make PostgreSQL plan every query for tiny
+ * tables and keep those plans while the measured load grows them a hundredfold.
+ */
+async function seedHistory(sql: Sql, events: number): Promise<void> {
+  if (events <= 0) return;
+  const orders = Math.max(1, Math.floor(events / 10));
+  await sql`
+    insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload)
+    select md5('history' || i) || md5('h' || i), 'provider',
+           case when i % 10 in (0, 3, 6, 9) then 'status' else 'location' end,
+           (5000000 + i % ${orders})::text, 'H-' || (i % ${orders}),
+           case when i % 10 in (0, 3, 6, 9) then 'DELIVERED' end,
+           now() - interval '30 days' + i * interval '1 second', now() - interval '30 days' + i * interval '1 second',
+           jsonb_build_object('sfx_order_id', 5000000 + i % ${orders}, 'client_order_id', 'H-' || (i % ${orders}),
+             'rider_id', 1000 + i % 500, 'rider_name', 'Rider ' || (1000 + i % 500), 'rider_contact', '9800000000',
+             'rider_latitude', 12.9 + (i % 1000) / 10000.0, 'rider_longitude', 77.5 + (i % 1000) / 10000.0,
+             'timestamp', now() - interval '30 days' + i * interval '1 second')
+    from generate_series(0, ${events - 1}) as i`;
+  await sql`
+    insert into orders (client_order_id, svc_order_id, status, provider_status, status_at, rider_id, rider_name,
+                        event_count, last_event_at, created_at, updated_at)
+    select 'H-' || o, (5000000 + o)::text, 'DELIVERED', 'DELIVERED', now() - interval '29 days', (1000 + o % 500)::text,
+           'Rider ' || (1000 + o % 500), 10, now() - interval '29 days', now() - interval '30 days', now() - interval '29 days'
+    from generate_series(0, ${orders - 1}) as o`;
+  await sql`analyze`;
+}
+
+/** Pending (not yet finished) projection jobs. */
+async function pendingProjections(sql: Sql): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n
+    from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+    where t.identifier = 'order__project' and j.attempts < j.max_attempts`;
+  return row!.n;
+}
+
+async function waitForDrain(sql: Sql, timeoutS: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutS * 1000;
+  while (Date.now() < deadline) {
+    if (interruption.signal.aborted) throw new Error("interrupted");
+    if ((await pendingProjections(sql)) === 0) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+/** Sum and count of the web process's ingest batch-size histogram. */
+async function batchStats(webUrl: string): Promise<{ sum: number; count: number }> {
+  const text = await (await fetch(`${webUrl}/metrics`)).text();
+  const pick = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? NaN);
+  return { sum: pick("tracklane_ingest_batch_size_sum"), count: pick("tracklane_ingest_batch_size_count") };
+}
+
+interface Lag {
+  lags: number[];
+  allProjectedAt: number;
+}
+
+/**
+ * Projection lag per acknowledged event: from its 200 to the first write of its order's
+ * row whose event_count covers it. An order's events are ~`orders` requests apart, so
+ * they commit in id order and "the k-th event is in" is "event_count >= k".
+ */
+async function projectionLag(sql: Sql, prefix: string, acks: Map<string, number>): Promise<Lag> {
+  const events = await sql<{ id: string; coid: string; rank: number }[]>`
+    select id::text, client_order_id as coid,
+           (row_number() over (partition by client_order_id order by id))::int as rank
+    from order_events where client_order_id like ${`${prefix}-%`}`;
+  const writes = await sql<{ coid: string; n: number; at: number }[]>`
+    select client_order_id as coid, event_count as n, (extract(epoch from at) * 1000)::float8 as at
+    from bench_order_updates where client_order_id like ${`${prefix}-%`} order by at`;
+  const byOrder = new Map<string, { n: number; at: number }[]>();
+  for (const w of writes) {
+    let list = byOrder.get(w.coid);
+    if (!list) byOrder.set(w.coid, (list = []));
+    list.push({ n: w.n, at: w.at });
+  }
+  const finalCount = new Map<string, number>();
+  for (const e of events) finalCount.set(e.coid, Math.max(finalCount.get(e.coid) ?? 0, e.rank));
+  const lags: number[] = [];
+  for (const e of events) {
+    const acked = acks.get(e.id);
+    if (acked === undefined) continue;
+    const covering = byOrder.get(e.coid)?.find((w) => w.n >= e.rank);
+    lags.push(covering ? Math.max(0, covering.at - acked) : Infinity);
+  }
+  let allProjectedAt = 0;
+  for (const [coid, n] of finalCount) {
+    const done = byOrder.get(coid)?.find((w) => w.n >= n);
+    allProjectedAt = Math.max(allProjectedAt, done ? done.at : Infinity);
+  }
+  lags.sort((x, y) => x - y);
+  return { lags, allProjectedAt };
+}
+
+/** (c, d, e): tracklane's web and worker processes under the scenario's load. */
+export async function tracklanePhase(url: string, o: BenchOptions, run: number): Promise<TracklanePhase> {
+  const sql = postgres(url, { max: 2, onnotice: () => {} });
+  const services: ServiceProcess[] = [];
+  const profiles: string[] = [];
+  try {
+    await seedHistory(sql, o.historyEvents);
+    await installUpdateLog(sql);
+    const env: Record<string, string> = {
+      ...(process.env as Record<string, string>),
+      DATABASE_URL: url,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      CALLBACK_SECRET,
+      API_TOKEN,
+      LOG_LEVEL: "info",
+      DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-bench-")),
+    };
+    const prof = (name: string) => {
+      if (!o.cpuProf) return [];
+      const file = `${o.stamp}-run${run}-${name}.cpuprofile`;
+      profiles.push(resolve(o.resultsDir, file));
+      return ["--cpu-prof", "--cpu-prof-dir", o.resultsDir, "--cpu-prof-name", file];
+    };
+    const logFile = resolve(o.resultsDir, `${o.stamp}-run${run}.log`);
+    const worker = await startService({ name: "worker", script: "src/worker.ts", env, nodeArgs: prof("worker"), logFile, readyMsg: "worker running" });
+    services.push(worker);
+    const web = await startService({ name: "web", script: "src/web.ts", env, nodeArgs: prof("web"), logFile, readyMsg: "web listening" });
+    services.push(web);
+    const webUrl = web.ready["url"] as string;
+    const base = { url: webUrl, pathPrefix: `/callbacks/${CALLBACK_SECRET}`, connections: o.connections };
+
+    // Warm-up on orders of their own, projected and analysed before the clock starts
+    // (a running service has statistics and warm code).
+    if (o.warmupS > 0) {
+      const warm: Scenario = { orders: 1000, eventsPerOrder: o.eventsPerOrder, prefix: "WARM", dupEvery: o.dupEvery, svcBase: 3_000_000 };
+      await runForked<LoadResult>("bench/load.ts", { ...base, durationS: o.warmupS, scenario: warm, record: false } satisfies LoadConfig);
+      await waitForDrain(sql, o.drainTimeoutS);
+      await sql`analyze`;
+    }
+
+    const scenario: Scenario = { orders: o.orders, eventsPerOrder: o.eventsPerOrder, prefix: "B", dupEvery: o.dupEvery, svcBase: 7_000_000 };
+    const before = await batchStats(webUrl);
+    // Table statistics of this run only (needs the right to reset them; best effort).
+    await sql`select pg_stat_reset()`.catch(() => undefined);
+    const cpu0 = await cpuSnapshot(sql, web.pid, worker.pid);
+    const load = await runForked<LoadResult>("bench/load.ts", {
+      ...base,
+      amount: totalRequests(scenario),
+      scenario,
+      record: true,
+    } satisfies LoadConfig);
+    const cpu1 = await cpuSnapshot(sql, web.pid, worker.pid);
+    const after = await batchStats(webUrl);
+    const drained = await waitForDrain(sql, o.drainTimeoutS);
+    const cpu2 = await cpuSnapshot(sql, web.pid, worker.pid);
+
+    const acks = new Map<string, number>();
+    for (const a of load.acks) if (!a.duplicate) acks.set(a.eventId, a.at);
+    const lag = await projectionLag(sql, scenario.prefix, acks);
+
+    const orders = await sql<{ coid: string; status: string | null; event_count: number }[]>`
+      select client_order_id as coid, status, event_count from orders where client_order_id like ${`${scenario.prefix}-%`}`;
+    let wrongStatus = 0;
+    let wrongCount = 0;
+    for (const row of orders) {
+      const n = Number(row.coid.slice(scenario.prefix.length + 1));
+      if (row.coid !== clientOrderId(scenario, n) || row.status !== expectedStatus(n)) wrongStatus++;
+      if (row.event_count !== o.eventsPerOrder) wrongCount++;
+    }
+    const ackedIds = [...acks.keys()];
+    const [found] = await sql<{ n: number }[]>`select count(*)::int as n from order_events where id = any(${ackedIds}::bigint[])`;
+    const [stored] = await sql<{ n: number }[]>`select count(*)::int as n from order_events where client_order_id like ${`${scenario.prefix}-%`}`;
+
+    const tables = await sql`
+      select relname, seq_scan, seq_tup_read, idx_scan, idx_tup_fetch, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del,
+             n_live_tup, n_dead_tup, autovacuum_count, autoanalyze_count
+      from pg_stat_user_tables where relname not like 'bench_%' order by relname`;
+    const rssWebMiB = web.peakRssMiB();
+    const rssWorkerMiB = worker.peakRssMiB();
+    return {
+      ...httpSummary(load),
+      requests: load.requests,
+      acked: load.ok,
+      duplicatesAcked: load.acks.filter((a) => a.duplicate).length,
+      ingestS: load.elapsedS,
+      meanBatchSize: (after.sum - before.sum) / (after.count - before.count),
+      lagP50Ms: percentile(lag.lags, 50),
+      lagP99Ms: percentile(lag.lags, 99),
+      lagMaxMs: lag.lags.at(-1) ?? NaN,
+      drainS: Math.max(0, lag.allProjectedAt - load.endedAt) / 1000,
+      drained,
+      rssWebMiB,
+      rssWorkerMiB,
+      cpu: { ingest: cpuBetween(cpu0, cpu1, load.cpuS), drain: cpuBetween(cpu1, cpu2, 0) },
+      checks: {
+        ordersProjected: orders.length,
+        wrongStatus,
+        wrongCount,
+        ackedButMissing: ackedIds.length - found!.n,
+        storedEvents: stored!.n,
+      },
+      profiles,
+      tables: tables.map((t) => ({ ...t })),
+    };
+  } finally {
+    // Web first (stop taking callbacks), then the worker; profiles are written on exit.
+    for (const s of services.reverse()) await s.stop();
+    await sql.end();
+  }
+}
+
+export { ROOT };

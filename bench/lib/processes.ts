@@ -1,0 +1,185 @@
+/**
+ * Child processes of the benchmark: tracklane's own entry points (`src/web.ts`,
+ * `src/worker.ts`), the load generator and the baselines, each a separate Node process.
+ */
+import { fork, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { createWriteStream, readFileSync } from "node:fs";
+import { resolve } from "node:path";
+
+export const ROOT = resolve(import.meta.dirname, "../..");
+
+/** Every child still running, so an interrupted benchmark can stop them all. */
+const live = new Set<ChildProcess>();
+
+function track(child: ChildProcess): ChildProcess {
+  live.add(child);
+  child.once("exit", () => live.delete(child));
+  return child;
+}
+
+/** Set once the benchmark is interrupted: waits give up. */
+export const interruption = new AbortController();
+
+/** SIGTERM to every child still running (on Ctrl-C). */
+export function stopAllChildren(): void {
+  interruption.abort();
+  for (const child of live) child.kill("SIGTERM");
+}
+
+export interface ServiceProcess {
+  name: string;
+  pid: number;
+  /** The first log line (parsed pino JSON) whose msg matched `readyMsg`. */
+  ready: Record<string, unknown>;
+  /** Largest VmRSS seen by the sampler and the kernel's VmHWM, in MiB. */
+  peakRssMiB(): number;
+  stop(): Promise<void>;
+}
+
+/** VmRSS or VmHWM of a process, in MiB (NaN once it is gone). */
+export function procMemMiB(pid: number, field: "VmRSS" | "VmHWM"): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status);
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** CPU time (user + system) a process has used, in seconds (0 once it is gone). */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/** USER_HZ: Linux reports process times in 1/100 s on every architecture Node runs on. */
+const CLOCK_TICKS = 100;
+
+/**
+ * Starts `node <script>` with `env`, its output appended to `logFile`, and resolves once
+ * it logs a line whose msg is `readyMsg` (fails if it exits or takes over `timeoutMs`).
+ */
+export async function startService(options: {
+  name: string;
+  script: string;
+  env: Record<string, string>;
+  nodeArgs?: string[];
+  logFile: string;
+  readyMsg: string;
+  timeoutMs?: number;
+}): Promise<ServiceProcess> {
+  const log = createWriteStream(options.logFile, { flags: "a" });
+  const child = track(
+    spawn(process.execPath, [...(options.nodeArgs ?? []), options.script], {
+      cwd: ROOT,
+      env: options.env,
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  );
+  child.stderr!.pipe(log, { end: false });
+  let sampled = 0;
+  const sampler = setInterval(() => {
+    const rss = procMemMiB(child.pid!, "VmRSS");
+    if (rss > sampled) sampled = rss;
+  }, 200);
+  sampler.unref();
+  let hwm = NaN;
+  const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
+
+  const ready = await new Promise<Record<string, unknown>>((resolveReady, rejectReady) => {
+    let buffered = "";
+    const timer = setTimeout(() => rejectReady(new Error(`${options.name} not ready after ${options.timeoutMs ?? 60_000} ms (see ${options.logFile})`)), options.timeoutMs ?? 60_000);
+    child.stdout!.on("data", (chunk: Buffer) => {
+      log.write(chunk);
+      buffered += chunk.toString("utf8");
+      let nl: number;
+      while ((nl = buffered.indexOf("\n")) >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        if (!line.includes(options.readyMsg)) continue;
+        try {
+          const parsed = JSON.parse(line) as Record<string, unknown>;
+          if (parsed["msg"] === options.readyMsg) {
+            clearTimeout(timer);
+            resolveReady(parsed);
+          }
+        } catch {
+          // not JSON: not our line
+        }
+      }
+      // Once ready, keep only the log file.
+      if (buffered.length > 65_536) buffered = "";
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      rejectReady(new Error(`${options.name} exited with ${code} before it was ready (see ${options.logFile})`));
+    });
+  });
+
+  const peakRssMiB = () => {
+    const now = procMemMiB(child.pid!, "VmHWM");
+    if (Number.isFinite(now)) hwm = now;
+    return Math.max(sampled, Number.isFinite(hwm) ? hwm : 0);
+  };
+  return {
+    name: options.name,
+    pid: child.pid!,
+    ready,
+    peakRssMiB,
+    async stop() {
+      peakRssMiB();
+      clearInterval(sampler);
+      if (child.exitCode === null) {
+        child.kill("SIGTERM");
+        const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+        await exited;
+        clearTimeout(timer);
+      }
+      log.end();
+    },
+  };
+}
+
+/**
+ * Runs a bench script in a forked process and resolves with the one message it sends
+ * (its result). `onStart` receives the child, e.g. to sample it.
+ */
+export function runForked<T>(script: string, config: unknown, onStart?: (child: ChildProcess) => void): Promise<T> {
+  return new Promise((resolveRun, rejectRun) => {
+    const child = track(fork(resolve(ROOT, script), [JSON.stringify(config)], { cwd: ROOT, serialization: "advanced" }));
+    onStart?.(child);
+    let result: T | undefined;
+    child.on("message", (m) => (result = m as T));
+    child.on("exit", (code) => {
+      if (result !== undefined) resolveRun(result);
+      else rejectRun(new Error(`${script} exited with ${code} without a result`));
+    });
+  });
+}
+
+/** Forks a server script that sends `{url}` once listening; returns it and a stop(). */
+export function startForkedServer(script: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+  return new Promise((resolveStart, rejectStart) => {
+    const child = track(fork(resolve(ROOT, script), [], { cwd: ROOT }));
+    const exited = new Promise<void>((done) => child.on("exit", () => done()));
+    child.once("message", (m) => {
+      resolveStart({
+        url: (m as { url: string }).url,
+        pid: child.pid!,
+        async stop() {
+          child.kill("SIGTERM");
+          await exited;
+        },
+      });
+    });
+    child.once("exit", (code) => rejectStart(new Error(`${script} exited with ${code}`)));
+  });
+}

@@ -1,0 +1,113 @@
+/** The printed table: every run, the medians, the ratios and the issue's targets. */
+import type { InsertResult } from "../insert-baseline.ts";
+import type { MachineInfo } from "./machine.ts";
+import type { HttpPhase, TracklanePhase } from "./phases.ts";
+import { median } from "./stats.ts";
+
+export interface RunResult {
+  insert: InsertResult | undefined;
+  echo: HttpPhase | undefined;
+  tracklane: TracklanePhase;
+}
+
+interface Row {
+  label: string;
+  key: string;
+  pick: (r: RunResult) => number | undefined;
+  digits: number;
+  target?: { op: "<=" | ">="; value: number };
+}
+
+const ROWS: Row[] = [
+  { label: "(a) raw INSERT+commit rows/s", key: "insertPerS", pick: (r) => r.insert?.rowsPerS, digits: 0 },
+  { label: "    insert latency p99 ms", key: "insertP99Ms", pick: (r) => r.insert?.latency.p99, digits: 1 },
+  { label: "(b) Hono echo req/s", key: "echoPerS", pick: (r) => r.echo?.requestsPerS, digits: 0 },
+  { label: "    echo latency p99 ms", key: "echoP99Ms", pick: (r) => r.echo?.latencyP99Ms, digits: 1 },
+  { label: "    CPU us/req: echo server", key: "echoCpuUs", pick: (r) => r.echo?.serverCpuUs, digits: 0 },
+  { label: "    CPU us/req: load gen", key: "echoLoadCpuUs", pick: (r) => r.echo?.loadCpuUs, digits: 0 },
+  { label: "(c) tracklane acked callbacks/s", key: "ackedPerS", pick: (r) => r.tracklane.requestsPerS, digits: 0 },
+  { label: "    ack latency p50 ms", key: "ackP50Ms", pick: (r) => r.tracklane.latencyP50Ms, digits: 1 },
+  { label: "    ack latency p99 ms", key: "ackP99Ms", pick: (r) => r.tracklane.latencyP99Ms, digits: 1, target: { op: "<=", value: 25 } },
+  { label: "    mean events per flush", key: "meanBatch", pick: (r) => r.tracklane.meanBatchSize, digits: 1 },
+  { label: "    ingestion time s", key: "ingestS", pick: (r) => r.tracklane.ingestS, digits: 1 },
+  { label: "    CPU us/event: web", key: "cpuWebUs", pick: (r) => perEvent(r, "web"), digits: 0 },
+  { label: "    CPU us/event: postgres", key: "cpuPgUs", pick: (r) => perEvent(r, "postgres"), digits: 0 },
+  { label: "    CPU us/event: worker", key: "cpuWorkerUs", pick: (r) => perEvent(r, "worker"), digits: 0 },
+  { label: "    CPU us/event: load gen", key: "cpuLoadUs", pick: (r) => perEvent(r, "load"), digits: 0 },
+  { label: "(d) projection lag p50 ms", key: "lagP50Ms", pick: (r) => r.tracklane.lagP50Ms, digits: 0 },
+  { label: "    projection lag p99 ms", key: "lagP99Ms", pick: (r) => r.tracklane.lagP99Ms, digits: 0 },
+  { label: "    drain after ingestion s", key: "drainS", pick: (r) => r.tracklane.drainS, digits: 2, target: { op: "<=", value: 15 } },
+  { label: "(e) peak RSS web MiB", key: "rssWebMiB", pick: (r) => r.tracklane.rssWebMiB, digits: 0 },
+  { label: "    peak RSS worker MiB", key: "rssWorkerMiB", pick: (r) => r.tracklane.rssWorkerMiB, digits: 0 },
+  {
+    label: "    peak RSS web+worker MiB",
+    key: "rssTotalMiB",
+    pick: (r) => r.tracklane.rssWebMiB + r.tracklane.rssWorkerMiB,
+    digits: 0,
+    target: { op: "<=", value: 300 },
+  },
+  {
+    label: "c/a",
+    key: "cOverA",
+    pick: (r) => (r.insert ? r.tracklane.requestsPerS / r.insert.rowsPerS : undefined),
+    digits: 2,
+    target: { op: ">=", value: 1.5 },
+  },
+  {
+    label: "c/b",
+    key: "cOverB",
+    pick: (r) => (r.echo ? r.tracklane.requestsPerS / r.echo.requestsPerS : undefined),
+    digits: 2,
+    target: { op: ">=", value: 0.5 },
+  },
+];
+
+/** CPU per acknowledged callback over ingestion and drain together, in microseconds. */
+function perEvent(r: RunResult, who: "web" | "postgres" | "worker" | "load"): number {
+  const t = r.tracklane;
+  return ((t.cpu.ingest[who] + t.cpu.drain[who]) * 1e6) / t.acked;
+}
+
+const cell = (v: number | undefined, digits: number) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(digits)).padStart(10);
+
+export function formatReport(
+  results: RunResult[],
+  settings: Record<string, unknown>,
+  machine: MachineInfo,
+): { text: string; median: Record<string, number>; targets: Record<string, { target: string; met: boolean }> } {
+  const med: Record<string, number> = {};
+  const targets: Record<string, { target: string; met: boolean }> = {};
+  const many = results.length > 1;
+  const header = `${"".padEnd(32)}${results.map((_, i) => `run ${i + 1}`.padStart(10)).join("")}${many ? "median".padStart(10) : ""}  target`;
+  const lines = [
+    `machine: ${machine.cpus} x ${machine.cpuModel}, ${machine.memoryGiB} GiB, Linux ${machine.kernel}, Node ${machine.node}, load average at start ${machine.loadAverageAtStart.join(" ")}`,
+    `postgres: ${machine.postgres.version.split(" on ")[0]} (${settings["database"]}); ${Object.entries(machine.postgres.settings).map(([k, v]) => `${k}=${v}`).join(", ")}`,
+    `tracklane: ${["INGEST_BATCH_MAX", "INGEST_BATCH_WAIT_MS", "WORKER_CONCURRENCY", "DB_POOL_MAX", "LOG_LEVEL"].map((k) => `${k}=${settings[k]}`).join(" ")}`,
+    `load: ${settings["connections"]} connections (autocannon in its own process), ${settings["events"]} events over ${settings["orders"]} orders + every ${settings["dupEvery"]}th request a duplicate; baselines ${settings["baselineDurationS"]} s each; warm-up ${settings["warmupS"]} s`,
+    "",
+    header,
+  ];
+  for (const row of ROWS) {
+    const values = results.map(row.pick);
+    const m = median(values.filter((v): v is number => v !== undefined));
+    if (!Number.isNaN(m)) med[row.key] = m;
+    let verdict = "";
+    if (row.target && !Number.isNaN(m)) {
+      const met = row.target.op === "<=" ? m <= row.target.value : m >= row.target.value;
+      targets[row.key] = { target: `${row.target.op} ${row.target.value}`, met };
+      verdict = `${row.target.op} ${row.target.value} ${met ? "met" : "MISSED"}`;
+    }
+    lines.push(`${row.label.padEnd(32)}${values.map((v) => cell(v, row.digits)).join("")}${many ? cell(m, row.digits) : ""}  ${verdict}`);
+  }
+  lines.push("");
+  results.forEach((r, i) => {
+    const t = r.tracklane;
+    lines.push(
+      `run ${i + 1} checks: ${t.requests} requests, ${t.acked} acknowledged (${t.duplicatesAcked} as duplicates), ${t.non2xx} non-2xx, ${t.errors} errors; ` +
+        `${t.checks.storedEvents} events stored, ${t.checks.ackedButMissing} acknowledged but missing; ` +
+        `${t.checks.ordersProjected} orders projected, ${t.checks.wrongStatus} with a wrong status, ${t.checks.wrongCount} with a wrong event_count; ` +
+        `${t.drained ? "drained" : "NOT DRAINED within the timeout"}`,
+    );
+  });
+  return { text: lines.join("\n"), median: med, targets };
+}

@@ -1,0 +1,176 @@
+/**
+ * `npm run bench [-- options]`: tracklane's benchmark, in one run on one machine and one
+ * database (see bench/README.md).
+ *
+ *   --connections N   concurrent HTTP connections / insert loops   (BENCH_CONNECTIONS, 64)
+ *   --duration S      seconds of each baseline measurement         (BENCH_DURATION, 10)
+ *   --warmup S        seconds of warm-up before each measurement   (BENCH_WARMUP, 2)
+ *   --orders N        orders of the tracklane scenario             (BENCH_ORDERS, 10000)
+ *   --events N        unique events of the tracklane scenario      (BENCH_EVENTS, 100000)
+ *   --history N       events already in the database (over N/10     (BENCH_HISTORY, = events)
+ *                     orders) before the measured load
+ *   --dup-every N     every N-th request is a duplicate; 0 = none  (BENCH_DUP_EVERY, 101)
+ *   --runs N          repeat everything N times, report medians    (BENCH_RUNS, 1)
+ *   --cpu-prof        profile the web and worker processes (node --cpu-prof)
+ *   --only-tracklane  skip the two baselines (quicker iterations; no ratios)
+ *
+ * PostgreSQL: the server of DATABASE_URL when set, else the embedded one under
+ * .data/bench (the same resolveDatabase as `npm start`). Each run gets a fresh scratch
+ * database `bench_*`, dropped afterwards. tracklane's own settings (INGEST_BATCH_MAX,
+ * INGEST_BATCH_WAIT_MS, WORKER_CONCURRENCY, DB_POOL_MAX, ...) come from the environment as
+ * for `npm run web` / `npm run worker`.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import postgres from "postgres";
+import { loadConfig } from "../src/config.ts";
+import { runMigrations } from "../src/db/migrate.ts";
+import { createLogger } from "../src/logger.ts";
+import { resolveDatabase } from "../src/runtime/database.ts";
+import { describeMachine } from "./lib/machine.ts";
+import { CALLBACK_SECRET, ROOT, echoBaseline, insertBaseline, tracklanePhase } from "./lib/phases.ts";
+import { stopAllChildren } from "./lib/processes.ts";
+import type { BenchOptions, HttpPhase, TracklanePhase } from "./lib/phases.ts";
+import { formatProfile, summariseProfile } from "./lib/profile.ts";
+import type { ProfileSummary } from "./lib/profile.ts";
+import { formatReport } from "./lib/report.ts";
+import type { RunResult } from "./lib/report.ts";
+import type { InsertResult } from "./insert-baseline.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    connections: { type: "string" },
+    duration: { type: "string" },
+    warmup: { type: "string" },
+    orders: { type: "string" },
+    events: { type: "string" },
+    "dup-every": { type: "string" },
+    history: { type: "string" },
+    runs: { type: "string" },
+    "cpu-prof": { type: "boolean", default: false },
+    "only-tracklane": { type: "boolean", default: false },
+  },
+});
+
+function num(flag: string | undefined, env: string, fallback: number): number {
+  const raw = flag ?? process.env[env];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) {
+    console.error(`bench: ${env.toLowerCase()} must be a non-negative number, got ${raw}`);
+    process.exit(1);
+  }
+  return n;
+}
+
+const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+const resultsDir = resolve(ROOT, "bench/results");
+mkdirSync(resultsDir, { recursive: true });
+
+const orders = num(args.orders, "BENCH_ORDERS", 10_000);
+const events = num(args.events, "BENCH_EVENTS", 100_000);
+const options: BenchOptions = {
+  connections: num(args.connections, "BENCH_CONNECTIONS", 64),
+  durationS: num(args.duration, "BENCH_DURATION", 10),
+  warmupS: num(args.warmup, "BENCH_WARMUP", 2),
+  historyEvents: num(args.history, "BENCH_HISTORY", events),
+  orders,
+  eventsPerOrder: Math.max(1, Math.round(events / orders)),
+  dupEvery: num(args["dup-every"], "BENCH_DUP_EVERY", 101),
+  drainTimeoutS: 180,
+  cpuProf: args["cpu-prof"],
+  resultsDir,
+  stamp,
+};
+const runs = Math.max(1, num(args.runs, "BENCH_RUNS", 1));
+const log = createLogger({ level: "warn" });
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/** tracklane's effective settings, as its processes will read them. */
+function serviceSettings(): Record<string, unknown> {
+  const c = loadConfig({ ...process.env, API_TOKEN: "x".repeat(16), CALLBACK_SECRET, DATA_DIR: resolve(ROOT, ".data/bench") });
+  return {
+    INGEST_BATCH_MAX: c.ingest.batchMax,
+    INGEST_BATCH_WAIT_MS: c.ingest.batchWaitMs,
+    WORKER_CONCURRENCY: c.worker.concurrency,
+    DB_POOL_MAX: c.db.poolMax,
+    LOG_LEVEL: "info",
+  };
+}
+
+async function main() {
+  const server = await resolveDatabase({ databaseUrl: process.env.DATABASE_URL || undefined, dataDir: resolve(ROOT, ".data/bench"), log });
+  const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
+  const results: RunResult[] = [];
+  const profiles: ProfileSummary[] = [];
+  try {
+    const machine = await describeMachine(admin);
+    const settings = {
+      ...serviceSettings(),
+      connections: options.connections,
+      baselineDurationS: options.durationS,
+      warmupS: options.warmupS,
+      historyEvents: options.historyEvents,
+      orders: options.orders,
+      events: options.orders * options.eventsPerOrder,
+      dupEvery: options.dupEvery,
+      runs,
+      database: process.env.DATABASE_URL ? "DATABASE_URL" : server.description,
+    };
+    console.log(`tracklane bench ${stamp}: ${JSON.stringify(settings)}`);
+    for (let run = 1; run <= runs; run++) {
+      const name = `bench_${stamp.slice(0, 19).replace(/[-T]/g, "").toLowerCase()}_${process.pid}_${run}`;
+      await admin.unsafe(`create database ${name}`);
+      const url = withDatabase(server.url, name);
+      try {
+        await runMigrations(url, log);
+        let insert: InsertResult | undefined;
+        let echo: HttpPhase | undefined;
+        if (!args["only-tracklane"]) {
+          console.log(`run ${run}/${runs}: (a) raw single-row INSERT + commit, ${options.connections} at once ...`);
+          insert = await insertBaseline(url, options);
+          console.log(`run ${run}/${runs}: (b) bare Hono JSON echo ...`);
+          echo = await echoBaseline(options);
+        }
+        console.log(`run ${run}/${runs}: (c-e) tracklane, ${options.orders * options.eventsPerOrder} events over ${options.orders} orders ...`);
+        const tracklane: TracklanePhase = await tracklanePhase(url, options, run);
+        results.push({ insert, echo, tracklane });
+        for (const file of tracklane.profiles) profiles.push(summariseProfile(file));
+      } finally {
+        if (process.env.BENCH_KEEP_DB) console.log(`kept database ${name} (BENCH_KEEP_DB)`);
+        else await admin.unsafe(`drop database if exists ${name} with (force)`);
+      }
+    }
+    const report = formatReport(results, settings, machine);
+    console.log(`\n${report.text}`);
+    for (const p of profiles) console.log(`\n${formatProfile(p)}`);
+    const file = resolve(resultsDir, `${stamp}.json`);
+    writeFileSync(file, `${JSON.stringify({ stamp, machine, settings, runs: results, median: report.median, targets: report.targets, profiles }, null, 2)}\n`);
+    console.log(`\nresults: ${file}`);
+  } finally {
+    await admin.end();
+    await server.release();
+  }
+}
+
+// Ctrl-C: stop the children; the run then fails, drops its database and exits.
+let interrupted = false;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    console.error(`bench: ${signal}, stopping`);
+    stopAllChildren();
+  });
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

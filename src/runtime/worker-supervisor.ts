@@ -1,0 +1,194 @@
+/**
+ * Keeps graphile-worker (0.18) running through two things its runner does not survive on
+ * its own:
+ *
+ * - The database going away while a job runs. The job's outcome is then written by a
+ *   promise nobody awaits; its rejection would kill the process, and the job would stay
+ *   locked. Here a database error there replaces the runner instead, once the database is
+ *   back (the process stays up; no restart needed).
+ * - A runner that stops without unlocking its jobs (kill -9, OOM, the case above, or a
+ *   graceful stop that returns before the last completion is written). graphile-worker
+ *   retries such jobs only after 4 hours. Here every runner holds a PostgreSQL advisory
+ *   lock for as long as it lives (a session lock: it goes when the process or its
+ *   connection does), and every worker process unlocks, every few seconds, the jobs of
+ *   runners whose lock nobody holds. Jobs are at-least-once anyway; tracklane's tasks are
+ *   idempotent (projections re-derive from the log, commands check their state).
+ */
+import type { Runner } from "graphile-worker";
+import type { Sql } from "postgres";
+import { createPool, isDatabaseUnavailable } from "../db/client.ts";
+import { startWorker } from "../tasks/runner.ts";
+import type { WorkerDeps } from "../tasks/runner.ts";
+
+/** First key of the runners' liveness advisory locks (the second is hashtext(pool id)). */
+const LIVENESS_LOCK_CLASS = 7305;
+/** Jobs locked more recently are left alone: their runner may not have taken its lock yet. */
+const GRACE_SECONDS = 5;
+/** How often locks are re-taken (after a reconnect) and dead runners' jobs unlocked. */
+const SWEEP_MS = 3000;
+/** How long a failed runner gets to stop before it is abandoned. */
+const STOP_TIMEOUT_MS = 5000;
+
+export interface SupervisedWorker {
+  /** The runner in use now (undefined while it is being replaced). */
+  runner(): Runner | undefined;
+  stop(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * graphile-worker talks to PostgreSQL through node-postgres, whose lost connections often
+ * carry no code, only these messages.
+ */
+const PG_CONNECTION_LOST = /^(Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect)/;
+
+function connectionLost(err: unknown): boolean {
+  return isDatabaseUnavailable(err) || (err instanceof Error && PG_CONNECTION_LOST.test(err.message));
+}
+
+async function within(ms: number, work: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work.catch(() => {}), new Promise((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
+}
+
+/** Unlocks the jobs of runners that hold no liveness lock (and are not ours). */
+async function sweep(sql: Sql, ours: ReadonlySet<string>): Promise<string[]> {
+  const rows = await sql<{ pool: string }[]>`
+    select pool from (
+      select distinct locked_by as pool from graphile_worker.jobs
+      where locked_by is not null and locked_at < now() - ${GRACE_SECONDS}::int * interval '1 second'
+    ) as stale
+    where pg_try_advisory_xact_lock(${LIVENESS_LOCK_CLASS}, hashtext(pool))`;
+  const dead = rows.map((r) => r.pool).filter((p) => !ours.has(p));
+  if (dead.length > 0) await sql`select graphile_worker.force_unlock_workers(${dead}::text[])`;
+  return dead;
+}
+
+export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorker> {
+  const log = deps.log.child({ component: "worker-supervisor" });
+  // One connection for the life of the process: it holds the liveness locks.
+  const liveness = createPool(deps.databaseUrl, 1, "tracklane-worker-liveness", { idle_timeout: 0, max_lifetime: 0 });
+  const ours = new Set<string>(); // pool ids of the runner in use
+  let held = new Set<string>(); // ... whose lock this session holds
+  let session: number | undefined;
+  let current: Runner | undefined;
+  let stopping = false;
+  let replacing: Promise<void> | undefined;
+
+  /** Takes the locks not held yet (all of them again after a reconnect). */
+  const holdLocks = async () => {
+    const [row] = await liveness<{ pid: number }[]>`select pg_backend_pid() as pid`;
+    if (row!.pid !== session) {
+      session = row!.pid;
+      held = new Set();
+    }
+    const missing = [...ours].filter((id) => !held.has(id));
+    if (missing.length === 0) return;
+    // Not waiting: a sweep may hold one for an instant; the next tick tries again.
+    const taken = await liveness<{ id: string }[]>`
+      select id from unnest(${missing}::text[]) as id where pg_try_advisory_lock(${LIVENESS_LOCK_CLASS}, hashtext(id))`;
+    taken.forEach(({ id }) => held.add(id));
+  };
+
+  let ticking = false;
+  const tick = async () => {
+    if (ticking) return;
+    ticking = true;
+    try {
+      await holdLocks();
+      const dead = await sweep(deps.sql, ours);
+      if (dead.length > 0) log.warn({ runners: dead }, "unlocked the jobs of job runners that stopped without releasing them");
+    } catch (err) {
+      if (!isDatabaseUnavailable(err)) log.error({ err }, "job runner liveness check failed");
+    } finally {
+      ticking = false;
+    }
+  };
+
+  const launch = async (): Promise<Runner> => {
+    const runner = await startWorker(deps);
+    // A runner's id (graphile-worker's pool id) shows on the jobs it locks.
+    runner.events.on("job:start", ({ job }) => {
+      if (job.locked_by && !ours.has(job.locked_by)) {
+        ours.add(job.locked_by);
+        void tick();
+      }
+    });
+    runner.promise.catch((err: unknown) => {
+      if (current === runner) replace(err);
+    });
+    return runner;
+  };
+
+  /** Stops a failed runner, waits for the database, starts a new one, unlocks the old one's jobs. */
+  const replace = (reason: unknown) => {
+    if (replacing || stopping) return;
+    replacing = replaceRunner(reason).finally(() => (replacing = undefined));
+  };
+
+  const replaceRunner = async (reason: unknown) => {
+    log.warn({ err: reason }, "job runner lost the database; replacing it once the database is back");
+    const old = current;
+    const retired = [...ours];
+    current = undefined;
+    if (old) await within(STOP_TIMEOUT_MS, old.stop());
+    ours.clear();
+    for (let delay = 200; !stopping; delay = Math.min(delay * 2, 5000)) {
+      try {
+        await deps.sql`select 1`;
+        current = await launch();
+        break;
+      } catch (err) {
+        log.debug({ err }, "database still unavailable");
+        await sleep(delay);
+      }
+    }
+    if (retired.length > 0) {
+      await liveness`select pg_advisory_unlock(${LIVENESS_LOCK_CLASS}, hashtext(id)) from unnest(${retired}::text[]) as id`.catch(() => {});
+      retired.forEach((id) => held.delete(id));
+      await deps.sql`select graphile_worker.force_unlock_workers(${retired}::text[])`.catch(() => {}); // else the sweep does it
+    }
+    if (current) log.info("job runner replaced");
+  };
+
+  // graphile-worker records a job's outcome in a promise it does not await: a database
+  // error there is an unhandled rejection. Anything else unhandled stays fatal, as in Node.
+  const onUnhandled = (reason: unknown) => {
+    if (connectionLost(reason)) {
+      replace(reason);
+      return;
+    }
+    if (reason instanceof Error && reason.message === "Cannot use a pool after calling end on the pool") {
+      // A replaced runner recording a job after its pool ended: the job stays locked by
+      // that runner until the sweep unlocks it.
+      log.warn({ err: reason }, "a stopped job runner could not record a job's outcome");
+      return;
+    }
+    log.fatal({ err: reason }, "unhandled promise rejection");
+    log.flush();
+    process.exit(1);
+  };
+  process.on("unhandledRejection", onUnhandled);
+
+  current = await launch();
+  const timer = setInterval(() => void tick(), SWEEP_MS);
+  timer.unref();
+  void tick();
+
+  return {
+    runner: () => current,
+    async stop() {
+      stopping = true;
+      clearInterval(timer);
+      await replacing;
+      await current?.stop();
+      // A completion graphile-worker had not written when stop() returned leaves its job
+      // locked by a runner that is gone: unlock now rather than at the next sweep.
+      if (ours.size > 0) await deps.sql`select graphile_worker.force_unlock_workers(${[...ours]}::text[])`.catch(() => {});
+      await liveness.end({ timeout: 5 });
+      process.off("unhandledRejection", onUnhandled);
+    },
+  };
+}
