@@ -58,7 +58,7 @@ async function run(plan: LoadPlan, webs: number, workers: number): Promise<RunRe
   await Promise.all([...bases.map((b) => waitReady(b)), ...workerProcs.map((w) => w.waitFor(/"msg":"worker running"/, 30_000))]);
 
   const t0 = Date.now();
-  const load = startLoad(plan.callbacks, { targets: () => bases, secret: CALLBACK_SECRET, concurrency: 16, ratePerSecond: 400, deadlineMs: 20_000 });
+  const load = startLoad(plan.callbacks, { targets: () => bases, secret: CALLBACK_SECRET, concurrency: 16, ratePerSecond: 400, deadlineMs: 90_000 });
   await load.done;
   const t1 = Date.now();
   assert.equal(load.remaining(), 0, `callbacks never acknowledged: ${JSON.stringify({ ...load.stats, okByTarget: undefined })}`);
