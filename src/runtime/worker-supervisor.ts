@@ -47,6 +47,13 @@ function connectionLost(err: unknown): boolean {
   return isDatabaseUnavailable(err) || (err instanceof Error && PG_CONNECTION_LOST.test(err.message));
 }
 
+/**
+ * A runner that is stopping (replaced, or shut down by graphile-worker itself) failing to
+ * write back: its pool is gone, or its prefetched jobs could not be handed back. Those
+ * jobs stay locked by it until the sweep frees them.
+ */
+const STOPPED_RUNNER = /^(Cannot use a pool after calling end on the pool|Error occurred whilst returning jobs from local queue)/;
+
 async function within(ms: number, work: Promise<unknown>): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([work.catch(() => {}), new Promise((r) => (timer = setTimeout(r, ms)))]);
@@ -160,10 +167,8 @@ export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorke
       replace(reason);
       return;
     }
-    if (reason instanceof Error && reason.message === "Cannot use a pool after calling end on the pool") {
-      // A replaced runner recording a job after its pool ended: the job stays locked by
-      // that runner until the sweep unlocks it.
-      log.warn({ err: reason }, "a stopped job runner could not record a job's outcome");
+    if (reason instanceof Error && STOPPED_RUNNER.test(reason.message)) {
+      log.warn({ err: reason }, "a stopped job runner could not write back; the sweep unlocks its jobs");
       return;
     }
     log.fatal({ err: reason }, "unhandled promise rejection");

@@ -162,7 +162,9 @@ describe("SIGTERM under callback load", () => {
       "the worker running the blocked job",
       async () => {
         const rows = await sql<{ locked_by: string; waiting: boolean }[]>`
-          select locked_by, exists (select 1 from pg_locks where locktype = 'advisory' and not granted) as waiting
+          select locked_by, exists (
+            select 1 from pg_locks l join pg_database d on d.oid = l.database
+            where l.locktype = 'advisory' and not l.granted and d.datname = current_database()) as waiting
           from graphile_worker.jobs where key like '%TERM-BLOCKED%' and locked_by is not null`;
         holding = rows.map((r) => r.locked_by);
         return rows.some((r) => r.waiting);
