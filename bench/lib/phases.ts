@@ -2,7 +2,7 @@
  * The three measurements of one run, on one database: (a) raw single-row inserts, (b) a
  * bare Hono echo server, (c, d, e) tracklane itself as separate web and worker processes.
  */
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import postgres from "postgres";
@@ -113,6 +113,8 @@ export interface TracklanePhase extends HttpPhase {
   cpu: { ingest: CpuSplit; drain: CpuSplit };
   checks: { ordersProjected: number; wrongStatus: number; wrongCount: number; ackedButMissing: number; storedEvents: number };
   profiles: string[];
+  /** The web and worker processes' output (kept only with BENCH_KEEP_LOGS=1). */
+  logFile: string;
   /** pg_stat_user_tables over the measured load and drain: scans and row churn per table. */
   tables: Record<string, unknown>[];
 }
@@ -268,6 +270,9 @@ async function projectionLag(sql: Sql, prefix: string, acks: Map<string, number>
 export async function tracklanePhase(url: string, o: BenchOptions, run: number): Promise<TracklanePhase> {
   const sql = postgres(url, { max: 2, onnotice: () => {} });
   const services: ServiceProcess[] = [];
+  // The services' data directory and logs (info level, as deployed: one line per job).
+  const dataDir = mkdtempSync(join(tmpdir(), "tracklane-bench-"));
+  let succeeded = false;
   const profiles: string[] = [];
   try {
     await seedHistory(sql, o.historyEvents);
@@ -280,7 +285,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       CALLBACK_SECRET,
       API_TOKEN,
       LOG_LEVEL: "info",
-      DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-bench-")),
+      DATA_DIR: dataDir,
     };
     const prof = (name: string) => {
       if (!o.cpuProf) return [];
@@ -288,7 +293,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       profiles.push(resolve(o.resultsDir, file));
       return ["--cpu-prof", "--cpu-prof-dir", o.resultsDir, "--cpu-prof-name", file];
     };
-    const logFile = resolve(o.resultsDir, `${o.stamp}-run${run}.log`);
+    const logFile = join(dataDir, "services.log");
     const worker = await startService({ name: "worker", script: "src/worker.ts", env, nodeArgs: prof("worker"), logFile, readyMsg: "worker running" });
     services.push(worker);
     const web = await startService({ name: "web", script: "src/web.ts", env, nodeArgs: prof("web"), logFile, readyMsg: "web listening" });
@@ -342,6 +347,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       select relname, seq_scan, seq_tup_read, idx_scan, idx_tup_fetch, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del,
              n_live_tup, n_dead_tup, autovacuum_count, autoanalyze_count
       from pg_stat_user_tables where relname not like 'bench_%' order by relname`;
+    succeeded = true;
     const rssWebMiB = web.peakRssMiB();
     const rssWorkerMiB = worker.peakRssMiB();
     return {
@@ -367,12 +373,17 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
         storedEvents: stored!.n,
       },
       profiles,
+      logFile,
       tables: tables.map((t) => ({ ...t })),
     };
+  } catch (err) {
+    console.error(`tracklane phase failed; the services' logs are in ${dataDir}`);
+    throw err;
   } finally {
     // Web first (stop taking callbacks), then the worker; profiles are written on exit.
     for (const s of services.reverse()) await s.stop();
     await sql.end();
+    if (succeeded && !process.env.BENCH_KEEP_LOGS) rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

@@ -32,6 +32,9 @@ const ROWS: Row[] = [
   { label: "    ingestion time s", key: "ingestS", pick: (r) => r.tracklane.ingestS, digits: 1 },
   { label: "    CPU us/event: web", key: "cpuWebUs", pick: (r) => perEvent(r, "web"), digits: 0 },
   { label: "    CPU us/event: postgres", key: "cpuPgUs", pick: (r) => perEvent(r, "postgres"), digits: 0 },
+  { label: "      of which web's queries", key: "cpuPgWebUs", pick: (r) => perEventPg(r, "tracklane-web"), digits: 0 },
+  { label: "      of which projection", key: "cpuPgWorkerUs", pick: (r) => perEventPg(r, "tracklane-worker"), digits: 0 },
+  { label: "      of which graphile-worker", key: "cpuPgGraphileUs", pick: (r) => perEventPg(r, ""), digits: 0 },
   { label: "    CPU us/event: worker", key: "cpuWorkerUs", pick: (r) => perEvent(r, "worker"), digits: 0 },
   { label: "    CPU us/event: load gen", key: "cpuLoadUs", pick: (r) => perEvent(r, "load"), digits: 0 },
   { label: "(d) projection lag p50 ms", key: "lagP50Ms", pick: (r) => r.tracklane.lagP50Ms, digits: 0 },
@@ -68,6 +71,12 @@ function perEvent(r: RunResult, who: "web" | "postgres" | "worker" | "load"): nu
   return ((t.cpu.ingest[who] + t.cpu.drain[who]) * 1e6) / t.acked;
 }
 
+/** PostgreSQL CPU per acknowledged callback spent for one client (by application_name). */
+function perEventPg(r: RunResult, app: string): number {
+  const t = r.tracklane;
+  return (((t.cpu.ingest.postgresBy[app] ?? 0) + (t.cpu.drain.postgresBy[app] ?? 0)) * 1e6) / t.acked;
+}
+
 const cell = (v: number | undefined, digits: number) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(digits)).padStart(10);
 
 export function formatReport(
@@ -83,7 +92,8 @@ export function formatReport(
     `machine: ${machine.cpus} x ${machine.cpuModel}, ${machine.memoryGiB} GiB, Linux ${machine.kernel}, Node ${machine.node}, load average at start ${machine.loadAverageAtStart.join(" ")}`,
     `postgres: ${machine.postgres.version.split(" on ")[0]} (${settings["database"]}); ${Object.entries(machine.postgres.settings).map(([k, v]) => `${k}=${v}`).join(", ")}`,
     `tracklane: ${["INGEST_BATCH_MAX", "INGEST_BATCH_WAIT_MS", "WORKER_CONCURRENCY", "DB_POOL_MAX", "LOG_LEVEL"].map((k) => `${k}=${settings[k]}`).join(" ")}`,
-    `load: ${settings["connections"]} connections (autocannon in its own process), ${settings["events"]} events over ${settings["orders"]} orders + every ${settings["dupEvery"]}th request a duplicate; baselines ${settings["baselineDurationS"]} s each; warm-up ${settings["warmupS"]} s`,
+    `load: ${settings["connections"]} connections (autocannon in its own process), ${settings["events"]} events over ${settings["orders"]} orders + every ${settings["dupEvery"]}th request a duplicate, ` +
+      `on a database holding ${settings["historyEvents"]} earlier events; baselines ${settings["baselineDurationS"]} s each; warm-up ${settings["warmupS"]} s`,
     "",
     header,
   ];
