@@ -6,13 +6,16 @@
  *
  * No double placement: the provider refuses a second order with the same
  * (store_code, client_order_id) and names the existing one; a place retried after a lost
- * answer therefore adopts that order instead of creating another.
+ * answer therefore adopts that order instead of creating another. Likewise a cancel retried
+ * after a lost answer is refused because the order is already cancelled, and that refusal
+ * is its success (`cancelledByEarlierAttempt`).
  */
 import type { Sql } from "postgres";
 import { z } from "zod";
+import { canonicalStatus } from "../domain/statuses.ts";
 import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
-import { ProviderError, existingOrderFromError } from "../provider/errors.ts";
+import { ProviderError, cancelRefusalFromError, existingOrderFromError } from "../provider/errors.ts";
 import {
   CancelOrderBodySchema,
   DispatchReadyBodySchema,
@@ -75,6 +78,27 @@ function classify(err: unknown): Outcome {
   throw err; // not the provider's doing: let graphile-worker retry the job
 }
 
+/**
+ * A cancel refused because the order is already CANCELLED is this command's own success when
+ * an earlier attempt may have reached the provider, which cancelled and then lost the
+ * answer: the returned refusal (the order's id and status as the provider states them).
+ * Earlier attempts all ended in a retryable failure (any other outcome ends the command),
+ * and all of those but a 429 can hide a cancel carried out: a timeout, a dropped connection,
+ * a 5xx or a malformed answer after the provider acted. (Only their count is kept, so a
+ * history of 429s alone counts too; the order is cancelled either way.) On the first attempt
+ * the same refusal means the order was cancelled by someone else: null, the command fails.
+ */
+export function cancelledByEarlierAttempt(
+  err: unknown,
+  svcOrderId: string,
+  earlierAttempts: number,
+): { svc_order_id: string; status: string } | null {
+  if (earlierAttempts === 0) return null;
+  const refusal = cancelRefusalFromError(err);
+  if (!refusal || refusal.svc_order_id !== svcOrderId || canonicalStatus(refusal.status) !== "CANCELLED") return null;
+  return refusal;
+}
+
 async function attempt(provider: ProviderClient, command: CommandRow, order: OrderState): Promise<Outcome> {
   const svc = order.svc_order_id;
   const needsSvc = command.kind !== "place" && command.kind !== "dispatch_ready";
@@ -96,8 +120,17 @@ async function attempt(provider: ProviderClient, command: CommandRow, order: Ord
       }
       case "edit":
         return { type: "succeeded", response: await provider.editOrder(EditOrderBodySchema.parse({ ...(command.request as object), svc_order_id: svc })) };
-      case "cancel":
-        return { type: "succeeded", response: await provider.cancelOrder(svc!, CancelOrderBodySchema.parse(command.request)) };
+      case "cancel": {
+        try {
+          return { type: "succeeded", response: await provider.cancelOrder(svc!, CancelOrderBodySchema.parse(command.request)) };
+        } catch (err) {
+          const cancelled = cancelledByEarlierAttempt(err, svc!, command.attempts);
+          if (cancelled) {
+            return { type: "succeeded", response: { message: "the provider had already cancelled the order: an earlier attempt's answer was lost", data: cancelled } };
+          }
+          throw err;
+        }
+      }
       case "dispatch_ready":
         return { type: "succeeded", response: await provider.dispatchReady(order.client_order_id!, DispatchReadyBodySchema.parse(command.request)) };
       case "stop_reattempt":

@@ -100,7 +100,14 @@ export function registerOrderRoutes(app: EmulatorApp, ctx: EmulatorContext): voi
     if (!order) return notFound(c, "Order not found.");
     const parsed = await readBody(c, CancelOrderBodySchema);
     if (!parsed.ok) return parsed.response;
-    if (isTerminal(order)) return failure(c, { svc_order_id: [`order cannot be cancelled in status ${order.status}`] });
+    if (isTerminal(order)) {
+      // The spec is silent here too. Like the duplicate place, the refusal carries the order's
+      // status: tracklane retries a cancel whose answer was lost and must tell its own
+      // cancel (done) from an order that was finished otherwise.
+      return failure(c, { svc_order_id: [`order cannot be cancelled in status ${order.status}`] }, 400, {
+        data: { svc_order_id: order.svcOrderId, status: order.status },
+      });
+    }
     order.cancel = { reason: parsed.data.reason, user: parsed.data.user, at: clock.now() };
     if (order.reattempt) order.reattempt.enabled = false;
     // One CANCELLED status whoever cancels; the callback says who and why.

@@ -1,4 +1,4 @@
-import { DuplicateOrderErrorSchema } from "./schemas.ts";
+import { DuplicateOrderErrorSchema, NotCancellableErrorSchema } from "./schemas.ts";
 
 /**
  * Why a provider call failed.
@@ -158,4 +158,17 @@ export function existingOrderFromError(err: unknown): { svc_order_id: string; tr
   const parsed = DuplicateOrderErrorSchema.safeParse(err.body);
   if (!parsed.success) return null;
   return { svc_order_id: parsed.data.data.svc_order_id, track_url: parsed.data.data.track_url };
+}
+
+/**
+ * When a cancel was refused because the order is already finished, the order's id and
+ * status as the provider states them; else null. Whether that refusal means the cancel is
+ * done is the command's decision (see `cancelledByEarlierAttempt` in commands/execute.ts).
+ * Either refusal form counts: a 4xx, or a 200 whose body says "Failure".
+ */
+export function cancelRefusalFromError(err: unknown): { svc_order_id: string; status: string } | null {
+  if (!(err instanceof ProviderError) || (err.kind !== "client" && err.kind !== "failure")) return null;
+  const parsed = NotCancellableErrorSchema.safeParse(err.body);
+  if (!parsed.success) return null;
+  return { svc_order_id: parsed.data.data.svc_order_id, status: parsed.data.data.status };
 }

@@ -271,3 +271,15 @@ export const DuplicateOrderErrorSchema = z.looseObject({
   errors: z.looseObject({ client_order_id: z.array(z.string()).min(1) }),
   data: z.looseObject({ svc_order_id: ProviderIdSchema, track_url: z.string() }),
 });
+
+/**
+ * What the provider answers when a cancel finds the order already finished. The spec is
+ * silent; like the duplicate-order answer, the emulator names the field AND carries the
+ * order's current status: tracklane relies on it to recognise a cancel of its own whose
+ * answer was lost (see `cancelRefusalFromError`).
+ */
+export const NotCancellableErrorSchema = z.looseObject({
+  message: z.literal("Failure"),
+  errors: z.looseObject({ svc_order_id: z.array(z.string()).min(1) }),
+  data: z.looseObject({ svc_order_id: ProviderIdSchema, status: z.string().min(1) }),
+});

@@ -4,10 +4,10 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
-import type { TestApp } from "../helpers/app.ts";
-import { placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
-import type { EmulatorPair } from "../helpers/emulator.ts";
+import { placeOrderBody } from "../helpers/emulator.ts";
+import type { PairOptions } from "../helpers/emulator.ts";
+import { settle, startStack } from "../helpers/stack.ts";
+import type { Stack } from "../helpers/stack.ts";
 
 interface Order {
   client_order_id: string;
@@ -29,51 +29,23 @@ interface Command {
   completed_at: string | null;
 }
 
-async function setup(env: Record<string, string> = {}, pairOptions: Parameters<typeof startEmulatorPair>[0] = {}) {
-  const pair = await startEmulatorPair({ client: { timeoutMs: 400 }, ...pairOptions });
-  const t = await createTestApp({ COMMAND_RETRY_BASE_MS: "5", COMMAND_MAX_ATTEMPTS: "4", ...env }, { provider: pair.client });
-  const server = await t.listen();
-  pair.emulator.state.callbackUrls = [`${server.url}/callbacks/${CALLBACK_SECRET}`];
-  return {
-    pair,
-    t,
-    async close() {
-      await server.close();
-      await pair.close();
-      await t.close();
-    },
-  };
-}
-
-/** Runs jobs and waits for the emulator's callbacks until nothing is left to do. */
-async function settle(t: TestApp, pair: EmulatorPair, maxMs = 10_000): Promise<void> {
-  const deadline = Date.now() + maxMs;
-  while (Date.now() < deadline) {
-    await pair.emulator.callbacks.idle();
-    await t.runJobs();
-    await pair.emulator.callbacks.idle();
-    const [{ n }] = (await t.database.sql`select count(*)::int as n from graphile_worker.jobs where attempts < max_attempts`) as unknown as [{ n: number }];
-    const pending = (await pair.control.get<{ pending: number }>("/callbacks")).body.pending;
-    if (n === 0 && pending === 0) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error("jobs did not settle");
-}
+const setup = (env: Record<string, string> = {}, pairOptions: PairOptions = {}) =>
+  startStack({ COMMAND_MAX_ATTEMPTS: "4", ...env }, { client: { timeoutMs: 400 }, ...pairOptions });
 
 const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
 
-async function placeAndSettle(s: Awaited<ReturnType<typeof setup>>, body = placeOrderBody()): Promise<Order> {
+async function placeAndSettle(s: Stack, body = placeOrderBody()): Promise<Order> {
   const res = await s.t.request("/v1/orders", { method: "POST", json: body });
   assert.equal(res.status, 202, await res.clone().text());
   await settle(s.t, s.pair);
   return json<Order>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}`));
 }
 
-const sandbox = (s: Awaited<ReturnType<typeof setup>>, coid: string, action: string, body?: unknown) =>
+const sandbox = (s: Stack, coid: string, action: string, body?: unknown) =>
   s.t.request(`/v1/sandbox/orders/${coid}/${action}`, { method: "POST", json: body ?? {} });
 
 describe("order lifecycle through the provider", () => {
-  let s: Awaited<ReturnType<typeof setup>>;
+  let s: Stack;
   before(async () => (s = await setup()));
   after(async () => s.close());
 
@@ -241,7 +213,7 @@ describe("order lifecycle through the provider", () => {
 });
 
 describe("provider faults", () => {
-  let s: Awaited<ReturnType<typeof setup>>;
+  let s: Stack;
   before(async () => (s = await setup()));
   after(async () => s.close());
 

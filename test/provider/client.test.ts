@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { existingOrderFromError, ProviderError } from "../../src/provider/errors.ts";
+import { cancelRefusalFromError, existingOrderFromError, ProviderError } from "../../src/provider/errors.ts";
 import { AWB_NUMBER_PATTERN } from "../../src/provider/schemas.ts";
 import { placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
 import type { EmulatorPair } from "../helpers/emulator.ts";
@@ -66,6 +66,19 @@ describe("provider client against the emulator: every endpoint", () => {
     const order = await pair.control.order(svc);
     assert.equal(order["status"], "CANCELLED");
     assert.deepEqual((order["cancel"] as Record<string, unknown>)["user"], "Customer");
+  });
+
+  it("a cancel of a finished order is refused and names the order's status", async () => {
+    const { svc } = await place();
+    await pair.client.cancelOrder(svc, { reason: "customer changed mind", user: "Customer" });
+    const err = await pair.client.cancelOrder(svc, { reason: "again", user: "Seller" }).then(
+      () => assert.fail("expected a refusal"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ProviderError);
+    assert.equal(err.kind, "client");
+    assert.equal(err.retryable, false);
+    assert.deepEqual(cancelRefusalFromError(err), { svc_order_id: svc, status: "CANCELLED" });
   });
 
   it("marks an order dispatch-ready by client_order_id", async () => {

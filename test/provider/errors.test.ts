@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { renewalDelayMs } from "../../src/provider/auth.ts";
 import {
+  cancelRefusalFromError,
   existingOrderFromError,
   isRetryable,
   kindForStatus,
@@ -86,6 +87,24 @@ describe("existingOrderFromError", () => {
     assert.equal(existingOrderFromError(new Error("x")), null);
     assert.equal(
       existingOrderFromError(new ProviderError({ kind: "client", operation: "x", body: { message: "Failure", errors: { city: ["bad"] } } })),
+      null,
+    );
+  });
+});
+
+describe("cancelRefusalFromError", () => {
+  it("recognises the already-finished answer to a cancel, as a 4xx or a 200 Failure", () => {
+    const body = { message: "Failure", errors: { svc_order_id: ["order cannot be cancelled in status CANCELLED"] }, data: { svc_order_id: 42, status: "CANCELLED" } };
+    for (const kind of ["client", "failure"] as const) {
+      const err = new ProviderError({ kind, operation: "PUT /api/v2/orders/42/cancel/", status: kind === "client" ? 400 : 200, body });
+      assert.deepEqual(cancelRefusalFromError(err), { svc_order_id: "42", status: "CANCELLED" });
+    }
+  });
+  it("is null for other errors", () => {
+    assert.equal(cancelRefusalFromError(new Error("x")), null);
+    assert.equal(cancelRefusalFromError(new ProviderError({ kind: "client", operation: "x", body: { message: "Failure", errors: { svc_order_id: ["no status given"] } } })), null);
+    assert.equal(
+      cancelRefusalFromError(new ProviderError({ kind: "server", operation: "x", status: 500, body: { message: "Failure", errors: { svc_order_id: ["x"] }, data: { svc_order_id: 1, status: "CANCELLED" } } })),
       null,
     );
   });
