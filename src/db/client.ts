@@ -2,7 +2,7 @@ import { connect } from "node:net";
 import type { Socket } from "node:net";
 import postgres from "postgres";
 import type { Sql } from "postgres";
-import { drizzle } from "drizzle-orm/postgres-js";
+import { drizzle } from "./drizzle.ts";
 import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import * as schema from "./schema/index.ts";
 

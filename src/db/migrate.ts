@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url";
-import { migrate } from "drizzle-orm/postgres-js/migrator";
+import { migrate } from "./drizzle.ts";
 import { runMigrations as runWorkerMigrations } from "graphile-worker";
 import type { Sql } from "postgres";
 import { createDatabase } from "./client.ts";

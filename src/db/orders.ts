@@ -1,5 +1,5 @@
 /** Reads of orders, events and rejected callbacks for the API. */
-import { and, asc, desc, eq, gt, lt, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, lt, or, sql } from "./drizzle.ts";
 import type { SQL } from "drizzle-orm";
 import type { Db } from "./client.ts";
 import { orderEvents, orders, rejectedCallbacks } from "./schema/index.ts";

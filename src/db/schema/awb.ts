@@ -1,5 +1,4 @@
-import { sql } from "drizzle-orm";
-import { bigint, check, index, integer, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, check, index, integer, pgTable, text, timestamp, uniqueIndex, sql } from "../drizzle.ts";
 
 /** One row per AWB number the provider gave us: available, or allocated to an order. */
 export const awbNumbers = pgTable(

@@ -1,5 +1,4 @@
-import { sql } from "drizzle-orm";
-import { bigint, check, index, integer, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { bigint, check, index, integer, jsonb, pgTable, text, timestamp, sql } from "../drizzle.ts";
 import { orders } from "./orders.ts";
 
 /**

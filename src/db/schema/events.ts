@@ -1,5 +1,4 @@
-import { sql } from "drizzle-orm";
-import { bigint, check, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, boolean } from "drizzle-orm/pg-core";
+import { bigint, check, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, boolean, sql } from "../drizzle.ts";
 
 /**
  * The append-only log of everything the provider told us (and the few facts tracklane

@@ -1,5 +1,4 @@
-import { bigint, doublePrecision, index, integer, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
-import { sql } from "drizzle-orm";
+import { bigint, doublePrecision, index, integer, pgTable, text, timestamp, uniqueIndex, sql } from "../drizzle.ts";
 
 /**
  * One row per order. Status, rider and event columns are a projection of order_events
