@@ -64,11 +64,10 @@ const envSchema = z.object({
   AWB_POOL_TARGET: positiveInt(500, 1_000_000),
   AWB_MODE: z.preprocess(emptyToUndefined, z.enum(["pool", "fresh"]).default("pool")),
   DATA_DIR: z.preprocess(emptyToUndefined, z.string().default(".data")),
-  // Jobs at once per worker process. order__project jobs running together are projected
-  // in one transaction, so this is also the projection's batch size: at 64 the worker kept
-  // up with the benchmark's ingest (lag p50 < 1 s, drain 2-4 s); at 8 it fell behind
-  // (drain 15-26 s). graphile-worker's pool may open concurrency + 2 connections.
-  WORKER_CONCURRENCY: positiveInt(64, 64),
+  // Jobs at once per worker process (provider commands, AWB top-ups). Projection needs
+  // few: each process runs at most two drain loops and folds further drain jobs into them
+  // (src/projection/queue.ts).
+  WORKER_CONCURRENCY: positiveInt(8, 64),
   INGEST_BATCH_MAX: positiveInt(256, 5000),
   INGEST_BATCH_WAIT_MS: z.preprocess(emptyToUndefined, z.coerce.number().min(0).max(1000).default(2)),
   DB_POOL_MAX: positiveInt(10, 200),

@@ -198,12 +198,11 @@ async function seedHistory(sql: Sql, events: number): Promise<void> {
   await sql`analyze`;
 }
 
-/** Pending (not yet finished) projection jobs. */
+/** Projection work not yet done: queued orders and single-order retry jobs. */
 async function pendingProjections(sql: Sql): Promise<number> {
   const [row] = await sql<{ n: number }[]>`
-    select count(*)::int as n
-    from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
-    where t.identifier = 'order__project' and j.attempts < j.max_attempts`;
+    select (select count(*) from projection_queue)::int
+         + (select count(*) from graphile_worker.jobs where task_identifier = 'order__project' and attempts < max_attempts)::int as n`;
   return row!.n;
 }
 

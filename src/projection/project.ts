@@ -11,9 +11,6 @@
  * the new rows and one updates the changed ones, whatever the number of orders.
  */
 import type { Sql, TransactionSql } from "postgres";
-import { createBatchRunner } from "./batcher.ts";
-import type { BatchRunner } from "./batcher.ts";
-import { createQueueVacuum } from "./queue-vacuum.ts";
 import { DETAIL_SOURCES, fold, latestFirst, payloadsNeeded } from "../domain/projection.ts";
 import type { Projection, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
@@ -385,35 +382,4 @@ async function writeProjections(tx: Tx, work: OrderWork[]): Promise<Set<number>>
       ))
     returning o.id::text`;
   return new Set(rows.map((r) => Number(r.id)));
-}
-
-/** Per pool: the projections requested at the same time run as one batch. */
-const runners = new WeakMap<Sql, BatchRunner<OrderIds, ProjectResult | null>>();
-
-/** Most orders in one projection transaction. */
-export const PROJECTION_BATCH_MAX = 500;
-/** Projection transactions in flight at once, per process. */
-export const PROJECTION_MAX_IN_FLIGHT = 2;
-
-/**
- * Projects one order. Concurrent calls on the same pool (the worker runs many
- * order__project jobs at once) are gathered into one set-based transaction; the result
- * is the same as projecting each alone.
- */
-export function projectOrder(sql: Sql, start: OrderIds): Promise<ProjectResult | null> {
-  let runner = runners.get(sql);
-  if (runner === undefined) {
-    const vacuum = createQueueVacuum(sql, { everyJobs: 2000, minIntervalMs: 2000 });
-    const run = async (starts: OrderIds[]) => {
-      const results = await projectOrders(sql, starts);
-      vacuum.jobsDone(starts.length);
-      return results;
-    };
-    runner = createBatchRunner(run, {
-      batchMax: PROJECTION_BATCH_MAX,
-      maxInFlight: PROJECTION_MAX_IN_FLIGHT,
-    });
-    runners.set(sql, runner);
-  }
-  return runner.run(start);
 }

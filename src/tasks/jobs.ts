@@ -12,8 +12,9 @@ export const projectPayload = z.object({
 export type ProjectPayload = z.infer<typeof projectPayload>;
 
 /**
- * One pending projection job per order identity: a burst of events for an order
- * collapses into one job (graphile-worker job_key, replace mode).
+ * A projection job of its own for one order (one pending job per order identity:
+ * graphile-worker job_key, replace mode), for an order whose projection failed in a
+ * drain batch (src/projection/queue.ts).
  */
 export function projectionJob(svcOrderId: string | null, clientOrderId: string | null) {
   const payload: ProjectPayload = { svc_order_id: svcOrderId, client_order_id: clientOrderId };

@@ -1,10 +1,14 @@
 import type { Task } from "graphile-worker";
 import type { Sql } from "postgres";
-import { projectOrder } from "../projection/project.ts";
+import { projectOrders } from "../projection/project.ts";
 import type { Metrics } from "../metrics.ts";
 import { projectPayload } from "./jobs.ts";
 
-/** Re-derives one order from its events (a burst of events shares one job). */
+/**
+ * Re-derives one order from its events. Projection normally runs in drain batches
+ * (projection__drain); an order whose projection failed inside a batch is retried alone
+ * here, with graphile-worker's backoff.
+ */
 export function orderProject(deps: { sql: Sql; metrics: Metrics }): Task {
   return async (raw, helpers) => {
     const payload = projectPayload.safeParse(raw);
@@ -13,10 +17,9 @@ export function orderProject(deps: { sql: Sql; metrics: Metrics }): Task {
       helpers.logger.error("order__project: invalid payload, dropped", { issues: payload.error.issues });
       return;
     }
-    const result = await projectOrder(deps.sql, {
-      svcOrderId: payload.data.svc_order_id,
-      clientOrderId: payload.data.client_order_id,
-    });
+    const [result] = await projectOrders(deps.sql, [
+      { svcOrderId: payload.data.svc_order_id, clientOrderId: payload.data.client_order_id },
+    ]);
     if (result?.changed && result.newestReceivedAt) {
       deps.metrics.projectionLag.observe(Math.max(0, Date.now() - result.newestReceivedAt.getTime()) / 1000);
     }

@@ -15,6 +15,8 @@ import { awbPoll } from "./awb__poll.ts";
 import { awbReplenish } from "./awb__replenish.ts";
 import { commandExecute } from "./command__execute.ts";
 import { orderProject } from "./order__project.ts";
+import { projectionDrain } from "./projection__drain.ts";
+import { createDrainer, DRAIN_CRONTAB, DRAIN_TASK } from "../projection/queue.ts";
 
 export interface WorkerDeps {
   config: Config;
@@ -29,6 +31,7 @@ export interface WorkerDeps {
 
 export function taskList(deps: WorkerDeps): TaskList {
   return {
+    [DRAIN_TASK]: projectionDrain(createDrainer(deps)),
     order__project: orderProject(deps),
     command__execute: commandExecute(deps),
     awb__replenish: awbReplenish(deps),
@@ -46,15 +49,13 @@ export async function startWorker(deps: WorkerDeps): Promise<Runner> {
     preset: {
       worker: {
         // The pool fetches (and locks) up to this many jobs in one query and hands them
-        // out, instead of every idle worker asking the database for its own job: with 64
-        // workers, PostgreSQL CPU per callback fell from ~1,700 to ~960 µs in the
-        // benchmark, and the concurrent order__project jobs this lets run together are
-        // projected in one transaction (src/projection/project.ts).
+        // out, instead of every idle worker asking the database for its own job (one drain
+        // job arrives per ingest flush, and most complete at once).
         localQueue: { size: deps.config.worker.concurrency + 1 },
         // Completions stay one statement per job (-1, the default). Batched completion
-        // (0 or more) deadlocks against the ingest's add_jobs, which updates the locked
-        // jobs whose orders get new events, and graphile-worker 0.18 does not retry a
-        // failed batch: the benchmark's worker stopped taking jobs on the first deadlock.
+        // (0 or more) deadlocked against add_job on keyed jobs when projection used a job
+        // per order, and graphile-worker 0.18 does not retry a failed batch (the worker
+        // stops taking jobs); keyed jobs remain (commands, AWB top-ups).
         completeJobBatchDelay: -1,
         failJobBatchDelay: -1,
       },
@@ -62,7 +63,7 @@ export async function startWorker(deps: WorkerDeps): Promise<Runner> {
     noHandleSignals: true,
     logger: graphileLogger(deps.log),
     taskList: taskList(deps),
-    crontab: AWB_CRONTAB,
+    crontab: `${AWB_CRONTAB}\n${DRAIN_CRONTAB}`,
   });
   runner.events.on("job:success", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "success" }));
   runner.events.on("job:error", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "failure" }));

@@ -326,30 +326,26 @@ export async function waitReady(baseUrl: string, ms = 30_000): Promise<void> {
 }
 
 /**
- * Projection jobs still queued or running. Not counted: a job that was running when its
- * order got a new event is replaced by a new job and kept with attempts = max_attempts
- * (graphile-worker's job_key "replace"); if its runner died, it stays behind, unlocked,
- * never to run again (the new job does its work).
+ * Projection work still to do: queued orders (a drain's uncommitted take still counts)
+ * and order__project jobs of orders whose projection failed in a batch.
  */
-export async function projectionJobsLeft(sql: Sql): Promise<number> {
+export async function projectionsLeft(sql: Sql): Promise<number> {
   const [row] = await sql<{ n: number }[]>`
-    select count(*)::int as n from graphile_worker.jobs where task_identifier = 'order__project' and attempts < max_attempts`;
+    select (select count(*) from projection_queue)::int
+         + (select count(*) from graphile_worker.jobs where task_identifier = 'order__project' and attempts < max_attempts)::int as n`;
   return row!.n;
 }
 
-/** Waits until no projection job is left; on timeout says what is left (locked, failed). */
+/** Waits until no projection work is left; on timeout says what is left. */
 export async function waitProjectionsDrained(sql: Sql, ms: number, context: () => string = () => ""): Promise<void> {
   try {
-    await waitUntil("every projection job done", async () => (await projectionJobsLeft(sql)) === 0, ms, 100);
+    await waitUntil("every queued order projected", async () => (await projectionsLeft(sql)) === 0, ms, 100);
   } catch (err) {
-    const left = await sql`
-      select count(*)::int as jobs, count(locked_by)::int as locked, count(distinct locked_by)::int as locking_pools,
-             count(last_error)::int as with_error, min(last_error) as an_error
-      from graphile_worker.jobs where task_identifier = 'order__project' and attempts < max_attempts`;
-    const some = await sql`
-      select id, key, attempts, max_attempts, locked_by, locked_at, run_at, created_at, updated_at, revision
-      from graphile_worker.jobs where task_identifier = 'order__project' and attempts < max_attempts order by id limit 5`;
-    throw new Error(`${(err as Error).message}: left ${JSON.stringify(left[0])}, e.g. ${JSON.stringify(some)}\n${context()}`, { cause: err });
+    const [queue] = await sql`select count(*)::int as rows, min(enqueued_at) as oldest from projection_queue`;
+    const jobs = await sql`
+      select task_identifier, count(*)::int as jobs, count(locked_by)::int as locked, min(last_error) as an_error
+      from graphile_worker.jobs where task_identifier in ('projection__drain', 'order__project') group by 1`;
+    throw new Error(`${(err as Error).message}: queue ${JSON.stringify(queue)}, jobs ${JSON.stringify(jobs)}\n${context()}`, { cause: err });
   }
 }
 

@@ -164,7 +164,7 @@ describe("security", () => {
     assert.deepEqual(await json(await t.request("/readyz", { token: null })), { ok: true });
     const metrics = await (await t.request("/metrics", { token: null })).text();
     assert.match(metrics, /tracklane_callbacks_total\{result="stored"\} \d+/);
-    assert.match(metrics, /tracklane_projection_backlog_jobs \d+/);
+    assert.match(metrics, /tracklane_projection_backlog \d+/);
   });
 
   it("serves the OpenAPI document listing every /v1 route, and the docs page", async () => {

@@ -147,8 +147,8 @@ describe("SIGTERM under callback load", () => {
     const load = startLoad(plan.callbacks, { targets: () => [base], secret: CALLBACK_SECRET, concurrency: 8, ratePerSecond: 200, deadlineMs: 20_000 });
     cleanups.push(async () => load.stop());
 
-    // Hold the projection lock of one order, so that its job is certainly running (blocked)
-    // when the worker is told to stop.
+    // Hold the projection lock of one order, so that the drain job projecting it is
+    // certainly running (blocked) when the worker is told to stop.
     const blocker = postgres(db.url, { max: 1, onnotice: () => {} });
     cleanups.push(() => blocker.end());
     await blocker`select pg_advisory_lock(hashtextextended('coid:TERM-BLOCKED', 0))`;
@@ -165,7 +165,7 @@ describe("SIGTERM under callback load", () => {
           select locked_by, exists (
             select 1 from pg_locks l join pg_database d on d.oid = l.database
             where l.locktype = 'advisory' and not l.granted and d.datname = current_database()) as waiting
-          from graphile_worker.jobs where key like '%TERM-BLOCKED%' and locked_by is not null`;
+          from graphile_worker.jobs where task_identifier = 'projection__drain' and locked_by is not null`;
         holding = rows.map((r) => r.locked_by);
         return rows.some((r) => r.waiting);
       },

@@ -84,7 +84,7 @@ async function run(plan: LoadPlan, webs: number, workers: number): Promise<RunRe
     events,
     orders,
     okByWeb: bases.map((b) => load.stats.okByTarget.get(b) ?? 0),
-    jobsByWorker: workerProcs.map((w) => w.output().match(/Completed task \d+ \(order__project/g)?.length ?? 0),
+    jobsByWorker: workerProcs.map((w) => w.output().match(/Completed task \d+ \(projection__drain/g)?.length ?? 0),
     acknowledged,
   };
 }

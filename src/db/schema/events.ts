@@ -51,3 +51,17 @@ export const rejectedCallbacks = pgTable(
   // Serves GET /v1/callbacks/rejected, newest first.
   (t) => [index("rejected_callbacks_received_at_idx").on(t.receivedAt.desc(), t.id.desc())],
 );
+
+/**
+ * Orders with events not yet projected: one row per order per ingest flush, written in the
+ * flush's transaction together with one `projection__drain` job. Drain jobs take rows
+ * oldest first (`FOR UPDATE SKIP LOCKED`), project their orders and delete the rows in one
+ * transaction, so a crash mid-projection leaves the rows for the next drain. Many events
+ * of many orders thus cost one job, not one job per order (src/projection/queue.ts).
+ */
+export const projectionQueue = pgTable("projection_queue", {
+  id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+  svcOrderId: text(),
+  clientOrderId: text(),
+  enqueuedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+});

@@ -12,13 +12,13 @@ export function opsRoutes(sql: Sql, metrics: Metrics) {
 
   // Read from the database at scrape time, so they are right whichever process did the work.
   const backlog = new Gauge({
-    name: "tracklane_projection_backlog_jobs",
-    help: "Projection jobs waiting to run",
+    name: "tracklane_projection_backlog",
+    help: "Orders with events waiting to be projected (projection_queue rows)",
     registers: [metrics.registry],
   });
   const oldest = new Gauge({
     name: "tracklane_projection_oldest_pending_seconds",
-    help: "Age of the oldest waiting projection job (current projection lag)",
+    help: "Age of the oldest event waiting to be projected (current projection lag)",
     registers: [metrics.registry],
   });
   const failedJobs = new Gauge({
@@ -41,13 +41,11 @@ export function opsRoutes(sql: Sql, metrics: Metrics) {
 
   app.get("/metrics", async (c) => {
     try {
-      const [jobs] = await sql<{ waiting: number; oldest: number | null }[]>`
-        select count(*)::int as waiting,
-               extract(epoch from now() - min(run_at))::float8 as oldest
-        from graphile_worker.jobs
-        where task_identifier = 'order__project' and locked_at is null and attempts = 0`;
-      backlog.set(jobs?.waiting ?? 0);
-      oldest.set(Math.max(0, jobs?.oldest ?? 0));
+      const [queue] = await sql<{ waiting: number; oldest: number | null }[]>`
+        select count(*)::int as waiting, extract(epoch from now() - min(enqueued_at))::float8 as oldest
+        from projection_queue`;
+      backlog.set(queue?.waiting ?? 0);
+      oldest.set(Math.max(0, queue?.oldest ?? 0));
       failedJobs.reset();
       const failed = await sql<{ task: string; n: number }[]>`
         select task_identifier as task, count(*)::int as n from graphile_worker.jobs

@@ -1,0 +1,139 @@
+/**
+ * The projection queue (src/projection/queue.ts): drains coalesce without leaving a
+ * queued order behind, a drain that dies leaves its rows for the next one, and an order
+ * whose projection fails holds up no other order.
+ */
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import postgres from "postgres";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+import { createDrainer } from "../../src/projection/queue.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await createTestApp();
+});
+after(async () => t.close());
+
+let svc = 63_000;
+/** A fresh order's first callback. */
+const allotted = (coid: string) => ({
+  sfx_order_id: ++svc,
+  client_order_id: coid,
+  order_status: "ALLOTTED",
+  allot_time: "2026-11-22T10:00:00Z",
+});
+
+async function statusOf(coid: string): Promise<string | null> {
+  const [row] = await t.database.sql<{ status: string }[]>`select status from orders where client_order_id = ${coid}`;
+  return row?.status ?? null;
+}
+
+const deps = () => ({ sql: t.database.sql, log: t.log, metrics: t.metrics });
+const queued = async () => (await t.database.sql<{ n: number }[]>`select count(*)::int as n from projection_queue`)[0]!.n;
+/** Queued rows no drain has taken (a drain's uncommitted delete still shows in count(*)). */
+const untaken = async () =>
+  (await t.database.sql<{ n: number }[]>`select count(*)::int as n from (select from projection_queue for update skip locked) as q`)[0]!.n;
+
+/** A second connection that holds row locks in an open transaction until released. */
+function holdLocks(query: (tx: postgres.TransactionSql) => Promise<unknown>) {
+  const other = postgres(t.testDb.url, { max: 1, onnotice: () => {} });
+  let release!: (outcome: "commit" | "rollback") => void;
+  const released = new Promise<"commit" | "rollback">((r) => (release = r));
+  let held!: () => void;
+  const isHeld = new Promise<void>((r) => (held = r));
+  const done = other
+    .begin(async (tx) => {
+      await query(tx);
+      held();
+      if ((await released) === "rollback") throw new Error("rolled back");
+    })
+    .catch(() => undefined)
+    .finally(() => other.end());
+  return { isHeld, release: (outcome: "commit" | "rollback") => (release(outcome), done) };
+}
+
+beforeEach(async () => {
+  await t.runJobs();
+  assert.equal(await queued(), 0);
+});
+
+describe("projection queue", () => {
+  it("a drain that arrives while the loops are busy returns at once, and the busy loop projects its order", async () => {
+    const drainer = createDrainer(deps(), { batchMax: 500, loops: 1 });
+    const a = allotted("PQ-A");
+    assert.equal((await t.callback(a)).status, 200);
+    await drainer.drain();
+    assert.equal(await statusOf("PQ-A"), "ALLOTTED");
+
+    // PQ-A's order row is locked elsewhere: the next drain blocks inside its batch.
+    const lock = holdLocks((tx) => tx`select id from orders where client_order_id = 'PQ-A' for update`);
+    await lock.isHeld;
+    assert.equal((await t.callback({ ...a, order_status: "ARRIVED", arrival_time: "2026-11-22T10:05:00Z" })).status, 200);
+    let firstDone = false;
+    const first = drainer.drain().then(() => (firstDone = true));
+    for (let i = 0; i < 200 && (await untaken()) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(await untaken(), 0, "the first drain took PQ-A's row");
+
+    // PQ-B is queued after the first drain took its batch; a second drain coalesces.
+    assert.equal((await t.callback(allotted("PQ-B"))).status, 200);
+    await drainer.drain();
+    assert.equal(firstDone, false, "the first drain is still blocked");
+    assert.equal(await statusOf("PQ-B"), null);
+
+    await lock.release("commit");
+    await first;
+    assert.equal(await statusOf("PQ-A"), "ARRIVED");
+    assert.equal(await statusOf("PQ-B"), "ALLOTTED", "the busy loop took another batch for the coalesced drain");
+    assert.equal(await queued(), 0);
+  });
+
+  it("rows taken by a drain that dies mid-projection stay queued and are projected by the next", async () => {
+    assert.equal((await t.callback(allotted("PQ-C"))).status, 200);
+    // A "drain" takes the row (deletes it, uncommitted) and then dies.
+    const dying = holdLocks((tx) => tx`delete from projection_queue`);
+    await dying.isHeld;
+    const drainer = createDrainer(deps(), { batchMax: 500, loops: 2 });
+    await drainer.drain(); // skips the locked row
+    assert.equal(await statusOf("PQ-C"), null);
+    await dying.release("rollback");
+    assert.equal(await queued(), 1);
+    await drainer.drain();
+    assert.equal(await statusOf("PQ-C"), "ALLOTTED");
+    assert.equal(await queued(), 0);
+  });
+
+  it("an order whose projection fails becomes a job of its own; its batch-mates are projected", async () => {
+    // A fault in the database, for one order only.
+    await t.database.sql.unsafe(`
+      create function pq_poison() returns trigger language plpgsql as $$
+      begin
+        if new.client_order_id = 'PQ-POISON' then raise exception 'poisoned order'; end if;
+        return new;
+      end $$;
+      create trigger pq_poison before insert or update on orders for each row execute function pq_poison();`);
+    try {
+      await Promise.all(["PQ-D", "PQ-POISON", "PQ-E"].map(async (coid) => assert.equal((await t.callback(allotted(coid))).status, 200)));
+      await createDrainer(deps()).drain();
+      assert.equal(await statusOf("PQ-D"), "ALLOTTED");
+      assert.equal(await statusOf("PQ-E"), "ALLOTTED");
+      assert.equal(await statusOf("PQ-POISON"), null);
+      assert.equal(await queued(), 0);
+      const jobs = await t.database.sql<{ task_identifier: string; payload: unknown }[]>`
+        select t.identifier as task_identifier, j.payload
+        from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+        where t.identifier = 'order__project'`;
+      const poisonSvc = String(svc - 1); // the callbacks were built in order D, POISON, E
+      assert.deepEqual(
+        jobs.map((j) => ({ ...j })),
+        [{ task_identifier: "order__project", payload: { svc_order_id: poisonSvc, client_order_id: "PQ-POISON" } }],
+      );
+      assert.ok(t.logLines.some((l) => l.includes("projection failed; the order is retried as its own job")));
+    } finally {
+      await t.database.sql.unsafe(`drop trigger pq_poison on orders; drop function pq_poison();`);
+    }
+    await t.runJobs();
+    assert.equal(await statusOf("PQ-POISON"), "ALLOTTED");
+  });
+});
