@@ -90,10 +90,16 @@ export function createDrainer(deps: DrainDeps, options: DrainOptions = DRAIN_DEF
     let taken: QueueRow[] = [];
     try {
       await sql.begin(async (tx) => {
+        // The rows are chosen once, in a materialised CTE: as `id in (select … limit …
+        // skip locked)` PostgreSQL may rescan the subquery once per row it deletes, and
+        // each rescan skips the rows already locked and returns new ones, so a "batch of
+        // 500" grew to thousands of rows in the benchmark, and the transactions to seconds.
         taken = await tx<QueueRow[]>`
-          delete from projection_queue
-          where id in (select id from projection_queue order by id limit ${options.batchMax} for update skip locked)
-          returning id::text, svc_order_id, client_order_id`;
+          with chosen as materialized (
+            select id from projection_queue order by id limit ${options.batchMax} for update skip locked
+          )
+          delete from projection_queue q using chosen where q.id = chosen.id
+          returning q.id::text, q.svc_order_id, q.client_order_id`;
         if (taken.length === 0) return;
         observeLag(await projectOrdersIn(tx, [...groupByOrder(taken).values()].map((o) => o.start)));
       });
@@ -115,9 +121,11 @@ export function createDrainer(deps: DrainDeps, options: DrainOptions = DRAIN_DEF
     for (const { start, ids } of groupByOrder(rows).values()) {
       await sql.begin(async (tx) => {
         const mine = await tx`
-          delete from projection_queue
-          where id in (select id from projection_queue where id = any(${ids}::bigint[]) for update skip locked)
-          returning id`;
+          with chosen as materialized (
+            select id from projection_queue where id = any(${ids}::bigint[]) for update skip locked
+          )
+          delete from projection_queue q using chosen where q.id = chosen.id
+          returning q.id`;
         if (mine.length === 0) return; // another drain has them
         try {
           observeLag(await tx.savepoint((sp: TransactionSql) => projectOrdersIn(sp, [start])));
