@@ -30,7 +30,7 @@ import { createLogger } from "../src/logger.ts";
 import { resolveDatabase } from "../src/runtime/database.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { CALLBACK_SECRET, ROOT, echoBaseline, insertBaseline, tracklanePhase } from "./lib/phases.ts";
-import { stopAllChildren } from "./lib/processes.ts";
+import { SERVICE_NODE_ARGS, stopAllChildren } from "./lib/processes.ts";
 import type { BenchOptions, HttpPhase, TracklanePhase } from "./lib/phases.ts";
 import { formatProfile, summariseProfile } from "./lib/profile.ts";
 import type { ProfileSummary } from "./lib/profile.ts";
@@ -50,6 +50,7 @@ const { values: args } = parseArgs({
     runs: { type: "string" },
     "cpu-prof": { type: "boolean", default: false },
     "only-tracklane": { type: "boolean", default: false },
+    "single-process": { type: "boolean", default: false },
   },
 });
 
@@ -80,6 +81,7 @@ const options: BenchOptions = {
   dupEvery: num(args["dup-every"], "BENCH_DUP_EVERY", 101),
   drainTimeoutS: 180,
   cpuProf: args["cpu-prof"],
+  singleProcess: args["single-process"] || process.env.BENCH_SINGLE_PROCESS === "1",
   resultsDir,
   stamp,
 };
@@ -101,6 +103,7 @@ function serviceSettings(): Record<string, unknown> {
     WORKER_CONCURRENCY: c.worker.concurrency,
     DB_POOL_MAX: c.db.poolMax,
     LOG_LEVEL: "info",
+    processes: options.singleProcess ? `one (npm start: ${SERVICE_NODE_ARGS.join(" ")} src/main.ts)` : `web + worker (${SERVICE_NODE_ARGS.join(" ")})`,
   };
 }
 

@@ -22,6 +22,7 @@ async function main() {
   const url = services.http!.url;
   // The emulator lives in this process: it reaches tracklane on loopback, whatever PUBLIC_URL says.
   builtIn?.register(`${url}/callbacks/${config.callbackSecret}`);
+  log.info({ url }, "tracklane running");
   // A generated secret already sits in a plain file under .data/ (a local setup): show the
   // full URL to register. A secret from the environment is never printed.
   const secretShown = config.secretSources.callbackSecret.startsWith("generated") ? config.callbackSecret : "<CALLBACK_SECRET>";

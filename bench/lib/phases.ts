@@ -9,7 +9,7 @@ import postgres from "postgres";
 import type { Sql } from "postgres";
 import type { InsertConfig, InsertResult } from "../insert-baseline.ts";
 import type { LoadConfig, LoadResult } from "../load.ts";
-import { ROOT, cpuSeconds, interruption, runForked, startForkedServer, startService } from "./processes.ts";
+import { ROOT, SERVICE_NODE_ARGS, cpuSeconds, interruption, runForked, startForkedServer, startService } from "./processes.ts";
 import type { ServiceProcess } from "./processes.ts";
 import { clientOrderId, expectedStatus, totalRequests } from "./scenario.ts";
 import type { Scenario } from "./scenario.ts";
@@ -29,6 +29,8 @@ export interface BenchOptions {
   dupEvery: number;
   drainTimeoutS: number;
   cpuProf: boolean;
+  /** tracklane as `npm start` runs it (web and worker in one process) instead of two processes. */
+  singleProcess: boolean;
   resultsDir: string;
   stamp: string;
 }
@@ -136,10 +138,10 @@ interface CpuSnapshot {
   backends: Map<number, { app: string; s: number }>;
 }
 
-async function cpuSnapshot(sql: Sql, web: number, worker: number): Promise<CpuSnapshot> {
+async function cpuSnapshot(sql: Sql, web: number, worker: number | undefined): Promise<CpuSnapshot> {
   const rows = await sql<{ pid: number; app: string }[]>`
     select pid, application_name as app from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`;
-  return { web: cpuSeconds(web), worker: cpuSeconds(worker), backends: new Map(rows.map(({ pid, app }) => [pid, { app, s: cpuSeconds(pid) }])) };
+  return { web: cpuSeconds(web), worker: worker === undefined ? 0 : cpuSeconds(worker), backends: new Map(rows.map(({ pid, app }) => [pid, { app, s: cpuSeconds(pid) }])) };
 }
 
 function cpuBetween(a: CpuSnapshot, b: CpuSnapshot, load: number): CpuSplit {
@@ -293,9 +295,13 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       return ["--cpu-prof", "--cpu-prof-dir", o.resultsDir, "--cpu-prof-name", file];
     };
     const logFile = join(dataDir, "services.log");
-    const worker = await startService({ name: "worker", script: "src/worker.ts", env, nodeArgs: prof("worker"), logFile, readyMsg: "worker running" });
-    services.push(worker);
-    const web = await startService({ name: "web", script: "src/web.ts", env, nodeArgs: prof("web"), logFile, readyMsg: "web listening" });
+    // Started with the node flags of the package's scripts (`npm run web`, …), as deployed.
+    const start = (name: string, script: string, readyMsg: string) =>
+      startService({ name, script, env, nodeArgs: [...SERVICE_NODE_ARGS, ...prof(name)], logFile, readyMsg });
+    // In one process (npm start) the "web" figures are the whole service's, the worker's 0.
+    const worker = o.singleProcess ? undefined : await start("worker", "src/worker.ts", "worker running");
+    if (worker) services.push(worker);
+    const web = o.singleProcess ? await start("tracklane", "src/main.ts", "tracklane running") : await start("web", "src/web.ts", "web listening");
     services.push(web);
     const webUrl = web.ready["url"] as string;
     const base = { url: webUrl, pathPrefix: `/callbacks/${CALLBACK_SECRET}`, connections: o.connections };
@@ -313,17 +319,17 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
     const before = await batchStats(webUrl);
     // Table statistics of this run only (needs the right to reset them; best effort).
     await sql`select pg_stat_reset()`.catch(() => undefined);
-    const cpu0 = await cpuSnapshot(sql, web.pid, worker.pid);
+    const cpu0 = await cpuSnapshot(sql, web.pid, worker?.pid);
     const load = await runForked<LoadResult>("bench/load.ts", {
       ...base,
       amount: totalRequests(scenario),
       scenario,
       record: true,
     } satisfies LoadConfig);
-    const cpu1 = await cpuSnapshot(sql, web.pid, worker.pid);
+    const cpu1 = await cpuSnapshot(sql, web.pid, worker?.pid);
     const after = await batchStats(webUrl);
     const drained = await waitForDrain(sql, o.drainTimeoutS);
-    const cpu2 = await cpuSnapshot(sql, web.pid, worker.pid);
+    const cpu2 = await cpuSnapshot(sql, web.pid, worker?.pid);
 
     const acks = new Map<string, number>();
     for (const a of load.acks) if (!a.duplicate) acks.set(a.eventId, a.at);
@@ -348,7 +354,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       from pg_stat_user_tables where relname not like 'bench_%' order by relname`;
     succeeded = true;
     const rssWebMiB = web.peakRssMiB();
-    const rssWorkerMiB = worker.peakRssMiB();
+    const rssWorkerMiB = worker?.peakRssMiB() ?? 0;
     return {
       ...httpSummary(load),
       requests: load.requests,

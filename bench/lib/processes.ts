@@ -60,6 +60,16 @@ export function cpuSeconds(pid: number): number {
   }
 }
 
+/**
+ * The node flags of the package's service scripts (`"web": "node <flags> src/web.ts"`), so
+ * that the benchmark runs the services exactly as `npm run web` and `npm start` do.
+ */
+export const SERVICE_NODE_ARGS: string[] = (() => {
+  const pkg = JSON.parse(readFileSync(resolve(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> };
+  const words = pkg.scripts["web"]!.split(/\s+/);
+  return words.slice(1, -1);
+})();
+
 /** USER_HZ: Linux reports process times in 1/100 s on every architecture Node runs on. */
 const CLOCK_TICKS = 100;
 
