@@ -99,7 +99,11 @@ function split(keys: Iterable<string>): { svcs: string[]; coids: string[] } {
   return { svcs, coids };
 }
 
-function toStored(r: EventDbRow): StoredEvent {
+/** The columns of an order_events row that the fold reads. */
+export type EventColumns = Pick<EventDbRow, "id" | "dedupe_key" | "kind" | "svc_order_id" | "client_order_id" | "provider_status" | "occurred_at" | "received_at">;
+
+/** An order_events row as the fold sees it; the payload is loaded only where needed. */
+export function toStored(r: EventColumns, payload: JsonObject = {}): StoredEvent {
   return {
     id: Number(r.id),
     dedupeKey: r.dedupe_key,
@@ -109,7 +113,7 @@ function toStored(r: EventDbRow): StoredEvent {
     providerStatus: r.provider_status,
     occurredAt: r.occurred_at,
     receivedAt: r.received_at,
-    payload: {},
+    payload,
   };
 }
 

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import type { Sql } from "postgres";
 import { isJsonObject } from "../../src/domain/normalise.ts";
 import { fold } from "../../src/domain/projection.ts";
-import type { StoredEvent } from "../../src/domain/projection.ts";
+import { toStored } from "../../src/projection/project.ts";
 
 export type CallbackBody = Record<string, unknown>;
 
@@ -398,20 +398,6 @@ function isDeepEqual(a: unknown, b: unknown): boolean {
   }
 }
 
-function toStored(r: EventRow): StoredEvent {
-  return {
-    id: Number(r.id),
-    dedupeKey: r.dedupe_key,
-    kind: r.kind === "location" ? "location" : "status",
-    svcOrderId: r.svc_order_id,
-    clientOrderId: r.client_order_id,
-    providerStatus: r.provider_status,
-    occurredAt: r.occurred_at,
-    receivedAt: r.received_at,
-    payload: isJsonObject(r.payload) ? r.payload : {},
-  };
-}
-
 export interface OrderRow {
   client_order_id: string | null;
   svc_order_id: string | null;
@@ -443,7 +429,7 @@ export async function readOrders(sql: Sql): Promise<OrderRow[]> {
  * plan says it must reach; one row per planned order.
  */
 export async function assertProjected(sql: Sql, plan: LoadPlan): Promise<number> {
-  const events = (await readEvents(sql)).map(toStored);
+  const events = (await readEvents(sql)).map((r) => toStored(r, isJsonObject(r.payload) ? r.payload : {}));
   const orders = await readOrders(sql);
   const problems: string[] = [];
   for (const row of orders) {

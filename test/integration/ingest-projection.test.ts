@@ -11,7 +11,7 @@ import { eventDetails, isJsonObject } from "../../src/domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../../src/domain/normalise.ts";
 import { DETAIL_NAMES, DETAIL_SOURCES, detailBit, detailMask, fold, latestFirst, payloadsNeeded } from "../../src/domain/projection.ts";
 import type { DetailName, StoredEvent } from "../../src/domain/projection.ts";
-import { projectOrders } from "../../src/projection/project.ts";
+import { projectOrders, toStored } from "../../src/projection/project.ts";
 import { rebuildAll } from "../../src/projection/rebuild.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
@@ -180,17 +180,7 @@ describe("projection: set-based projection in the database", () => {
     for (const r of stored) {
       const root = find(keysOf(r.svc_order_id, r.client_order_id)[0]!);
       if (!byOrder.has(root)) byOrder.set(root, []);
-      byOrder.get(root)!.push({
-        id: Number(r.id),
-        dedupeKey: r.dedupe_key,
-        kind: r.kind === "location" ? "location" : "status",
-        svcOrderId: r.svc_order_id,
-        clientOrderId: r.client_order_id,
-        providerStatus: r.provider_status,
-        occurredAt: r.occurred_at,
-        receivedAt: r.received_at,
-        payload: isJsonObject(r.payload) ? r.payload : {},
-      });
+      byOrder.get(root)!.push(toStored(r, isJsonObject(r.payload) ? r.payload : {}));
     }
     assert.equal(byOrder.size, 40);
     for (const row of rows) {

@@ -143,8 +143,9 @@ describe("SIGTERM under callback load", () => {
     const web = start("web", env);
     const worker = start("worker", env);
     await waitReady(base);
-    const plan = planCallbacks({ prefix: "TERM", orders: 60, svcBase: 7_300_000, duplicateRate: 0, seed: 3 });
-    const load = startLoad(plan.callbacks, { targets: () => [base], secret: CALLBACK_SECRET, concurrency: 8, ratePerSecond: 200, deadlineMs: 20_000 });
+    // About 15 s of load: still running when the worker has stopped, whatever that takes.
+    const plan = planCallbacks({ prefix: "TERM", orders: 200, svcBase: 7_300_000, duplicateRate: 0, seed: 3 });
+    const load = startLoad(plan.callbacks, { targets: () => [base], secret: CALLBACK_SECRET, concurrency: 8, ratePerSecond: 100, deadlineMs: 60_000 });
     cleanups.push(async () => load.stop());
 
     // Hold the projection lock of one order, so that the drain job projecting it is
