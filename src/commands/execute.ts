@@ -99,7 +99,12 @@ export function cancelledByEarlierAttempt(
   return refusal;
 }
 
-async function attempt(provider: ProviderClient, command: CommandRow, order: OrderState): Promise<Outcome> {
+/**
+ * `earlier`: attempts of this command that may have reached the provider: those recorded,
+ * plus runs of this job that ended without recording theirs (the worker died or the
+ * database went away during or after the call).
+ */
+async function attempt(provider: ProviderClient, command: CommandRow, order: OrderState, earlier: number): Promise<Outcome> {
   const svc = order.svc_order_id;
   const needsSvc = command.kind !== "place" && command.kind !== "dispatch_ready";
   if (needsSvc && svc === null) {
@@ -124,7 +129,7 @@ async function attempt(provider: ProviderClient, command: CommandRow, order: Ord
         try {
           return { type: "succeeded", response: await provider.cancelOrder(svc!, CancelOrderBodySchema.parse(command.request)) };
         } catch (err) {
-          const cancelled = cancelledByEarlierAttempt(err, svc!, command.attempts);
+          const cancelled = cancelledByEarlierAttempt(err, svc!, earlier);
           if (cancelled) {
             return { type: "succeeded", response: { message: "the provider had already cancelled the order: an earlier attempt's answer was lost", data: cancelled } };
           }
@@ -145,7 +150,8 @@ async function attempt(provider: ProviderClient, command: CommandRow, order: Ord
 
 const placedData = z.looseObject({ data: z.looseObject({ svc_order_id: z.coerce.string(), track_url: z.string().optional() }) });
 
-export async function executeCommand(deps: ExecuteDeps, commandId: number): Promise<void> {
+/** `jobRun`: which run of its graphile-worker job this is (1 the first time). */
+export async function executeCommand(deps: ExecuteDeps, commandId: number, jobRun = 1): Promise<void> {
   const loaded = await loadCommand(deps.sql, commandId);
   if (!loaded || loaded.command.state !== "pending") return;
   const { command, order } = loaded;
@@ -154,7 +160,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
     await finish(deps.sql, command, order, { type: "failed", error: "no provider configured (PROVIDER_BASE_URL)" });
     return;
   }
-  const outcome = await attempt(deps.provider, command, order);
+  const outcome = await attempt(deps.provider, command, order, command.attempts + Math.max(0, jobRun - 1));
   if (outcome.type === "wait") {
     await enqueueCommand(deps.sql, command.id, order.id, new Date(Date.now() + WAIT_MS));
     return;

@@ -22,6 +22,7 @@ export function commandExecute(deps: WorkerDeps): Task {
         retryBaseMs: deps.config.commands.retryBaseMs,
       },
       payload.data.command_id,
+      helpers.job.attempts,
     );
   };
 }

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { executeCommand } from "../../src/commands/execute.ts";
 import { canonicalJson } from "../../src/domain/canonical-json.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { placeOrderBody } from "../helpers/emulator.ts";
@@ -214,6 +215,28 @@ describe("lost answers on commands other than place", () => {
       assert.deepEqual(cancels, [500, 400], "the cancel was sent twice: carried out (answer lost), then refused");
       assert.equal((await s.pair.control.order(order.svc_order_id!)).status, "CANCELLED");
       assert.equal((await json<Order>(await s.t.request(`/v1/orders/${coid}`))).status, "CANCELLED");
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a cancel whose job died after the provider acted (no attempt recorded) ends succeeded on the job's next run", async () => {
+    const s = await setup();
+    try {
+      const order = await place(s);
+      const coid = order.client_order_id;
+      assert.equal((await s.t.request(`/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "changed mind", user: "Seller" } })).status, 202);
+      const [command] = await s.t.database.sql<{ id: number }[]>`
+        select c.id::int from commands c join orders o on o.id = c.order_id where o.client_order_id = ${coid} and c.kind = 'cancel'`;
+      // The job's first run sent the cancel, and the worker died before recording anything
+      // (the callback is lost with it).
+      await s.pair.control.addFault({ action: "drop", order_status: "CANCELLED", times: 1 });
+      await s.pair.client.cancelOrder(order.svc_order_id!, { reason: "changed mind", user: "Seller" });
+      // graphile-worker runs the job again: its second run.
+      const deps = { sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5 };
+      await executeCommand(deps, command!.id, 2);
+      const cancel = (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items.at(-1)!;
+      assert.deepEqual([cancel.kind, cancel.state, cancel.attempts, cancel.last_error], ["cancel", "succeeded", 1, null], JSON.stringify(cancel));
     } finally {
       await s.close();
     }
