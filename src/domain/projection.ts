@@ -3,6 +3,12 @@
  * (PRODUCT.md §5). Every choice below is a maximum under a total order on events, so the
  * result does not depend on arrival order or on duplicates: fold(permute(E ∪ dups)) =
  * fold(E). Property tests in test/unit/projection.test.ts hold it to that.
+ *
+ * The fold is kept as a `FoldState`: each part's winning value together with what
+ * decides its ties (event time and dedupe key), the latest event time and the count.
+ * States of disjoint sets of events merge: mergeStates(foldState(A), foldState(B)) =
+ * foldState(A ∪ B). An order row stores its state, so projecting a new event costs one
+ * merge instead of a re-read of the order's whole history (src/projection/project.ts).
  */
 import { LATITUDE_FIELDS, LONGITUDE_FIELDS, eventDetails } from "./normalise.ts";
 import type { EventDetails, EventKind, JsonObject } from "./normalise.ts";
@@ -43,24 +49,59 @@ export interface Projection {
   lastEventAt: Date | null;
 }
 
-/**
- * Later event time first; equal times are settled by the dedupe key (a hash of the
- * content), not by arrival, so the winner is a property of the set alone.
- */
-function later(a: StoredEvent, b: StoredEvent): boolean {
-  const dt = a.occurredAt.getTime() - b.occurredAt.getTime();
-  return dt !== 0 ? dt > 0 : a.dedupeKey > b.dedupeKey;
+/** What orders two events: event time (epoch ms), then dedupe key (a content hash). */
+export interface Stamp {
+  at: number;
+  key: string;
 }
 
+/** The value of the event that wins one part of the projection. */
+export interface Winner<T> extends Stamp {
+  value: T;
+}
+
+export interface StatusWinner extends Stamp {
+  status: CanonicalStatus;
+  /** The provider's string as sent (`provider_status`). */
+  raw: string;
+}
+
+export interface FoldState {
+  status: StatusWinner | null;
+  svcOrderId: Winner<string> | null;
+  clientOrderId: Winner<string> | null;
+  riderId: Winner<string> | null;
+  riderName: Winner<string> | null;
+  riderContact: Winner<string> | null;
+  location: Winner<{ latitude: number; longitude: number }> | null;
+  trackUrl: Winner<string> | null;
+  lastEventAt: number | null;
+  eventCount: number;
+}
+
+export const EMPTY_STATE: FoldState = {
+  status: null,
+  svcOrderId: null,
+  clientOrderId: null,
+  riderId: null,
+  riderName: null,
+  riderContact: null,
+  location: null,
+  trackUrl: null,
+  lastEventAt: null,
+  eventCount: 0,
+};
+
 /**
- * Does `a` beat `b` for the order's status? Higher rank wins. Among terminal events the
- * first one reached wins (once terminal, no later event changes the status); among
- * others the later one wins.
+ * Later event time first; equal times are settled by the dedupe key, not by arrival, so
+ * the winner is a property of the set alone.
  */
-function beatsForStatus(a: StoredEvent, rankA: number, b: StoredEvent, rankB: number): boolean {
-  if (rankA !== rankB) return rankA > rankB;
-  if (rankA === TERMINAL_RANK) return a.dedupeKey === b.dedupeKey ? false : !later(a, b);
-  return later(a, b);
+function laterStamp(a: Stamp, b: Stamp): boolean {
+  return a.at !== b.at ? a.at > b.at : a.key > b.key;
+}
+
+function later(a: StoredEvent, b: StoredEvent): boolean {
+  return laterStamp({ at: a.occurredAt.getTime(), key: a.dedupeKey }, { at: b.occurredAt.getTime(), key: b.dedupeKey });
 }
 
 /** Sort comparator: the fold's "later" events first (a total order on distinct events). */
@@ -69,64 +110,108 @@ export function latestFirst(a: StoredEvent, b: StoredEvent): number {
   return later(a, b) ? -1 : 1;
 }
 
-/** The latest (by event time) of the events for which `pick` finds a value. */
-function latestWith<T>(events: StoredEvent[], pick: (e: StoredEvent) => T | null): { value: T; at: Date } | null {
-  let best: { event: StoredEvent; value: T } | null = null;
-  for (const e of events) {
-    const value = pick(e);
-    if (value === null) continue;
-    if (best === null || later(e, best.event)) best = { event: e, value };
-  }
-  return best && { value: best.value, at: best.event.occurredAt };
+function latestOf<W extends Stamp>(a: W | null, b: W | null): W | null {
+  if (a === null) return b;
+  if (b === null) return a;
+  return laterStamp(b, a) ? b : a;
 }
 
-export function fold(input: readonly StoredEvent[]): Projection {
-  const events = [...new Map(input.map((e) => [e.dedupeKey, e])).values()];
-  let winner: { event: StoredEvent; status: CanonicalStatus; rank: number } | null = null;
-  let svcOrderId: StoredEvent | null = null;
-  let clientOrderId: StoredEvent | null = null;
-  let lastEventAt: Date | null = null;
-  for (const e of events) {
-    if (lastEventAt === null || e.occurredAt > lastEventAt) lastEventAt = e.occurredAt;
-    if (e.svcOrderId !== null && (svcOrderId === null || later(e, svcOrderId))) svcOrderId = e;
-    if (e.clientOrderId !== null && (clientOrderId === null || later(e, clientOrderId))) clientOrderId = e;
-    if (e.kind !== "status") continue;
-    const status = canonicalStatus(e.providerStatus);
-    if (status === null) continue; // unknown strings appear in the timeline only
-    const rank = STATUS_RANK[status];
-    if (winner === null || beatsForStatus(e, rank, winner.event, winner.rank)) winner = { event: e, status, rank };
+/**
+ * The status winner of two. Higher rank wins. Among terminal events the first one
+ * reached wins (once terminal, no later event changes the status); among others the
+ * later one wins.
+ */
+function statusOf(a: StatusWinner | null, b: StatusWinner | null): StatusWinner | null {
+  if (a === null) return b;
+  if (b === null) return a;
+  const rankA = STATUS_RANK[a.status];
+  const rankB = STATUS_RANK[b.status];
+  if (rankA !== rankB) return rankB > rankA ? b : a;
+  if (a.key === b.key) return a;
+  if (rankA === TERMINAL_RANK) return laterStamp(a, b) ? b : a;
+  return laterStamp(b, a) ? b : a;
+}
+
+const winner = <T>(value: T | null, stamp: Stamp): Winner<T> | null => (value === null ? null : { value, ...stamp });
+
+/** The state of a set holding just this event. `details` defaults to its payload's. */
+export function eventState(e: StoredEvent, details: EventDetails = eventDetails(e.payload)): FoldState {
+  const stamp: Stamp = { at: e.occurredAt.getTime(), key: e.dedupeKey };
+  // Unknown strings (and location events) never set the status: they appear in the timeline only.
+  const status = e.kind === "status" ? canonicalStatus(e.providerStatus) : null;
+  const { latitude, longitude } = details;
+  return {
+    status: status === null ? null : { status, raw: e.providerStatus!, ...stamp },
+    svcOrderId: winner(e.svcOrderId, stamp),
+    clientOrderId: winner(e.clientOrderId, stamp),
+    riderId: winner(details.riderId, stamp),
+    riderName: winner(details.riderName, stamp),
+    riderContact: winner(details.riderContact, stamp),
+    location: latitude !== null && longitude !== null ? { value: { latitude, longitude }, ...stamp } : null,
+    trackUrl: winner(details.trackUrl, stamp),
+    lastEventAt: stamp.at,
+    eventCount: 1,
+  };
+}
+
+/** The state of A ∪ B from the states of two DISJOINT sets of events A and B. */
+export function mergeStates(a: FoldState, b: FoldState): FoldState {
+  return {
+    status: statusOf(a.status, b.status),
+    svcOrderId: latestOf(a.svcOrderId, b.svcOrderId),
+    clientOrderId: latestOf(a.clientOrderId, b.clientOrderId),
+    riderId: latestOf(a.riderId, b.riderId),
+    riderName: latestOf(a.riderName, b.riderName),
+    riderContact: latestOf(a.riderContact, b.riderContact),
+    location: latestOf(a.location, b.location),
+    trackUrl: latestOf(a.trackUrl, b.trackUrl),
+    lastEventAt: a.lastEventAt === null ? b.lastEventAt : b.lastEventAt === null ? a.lastEventAt : Math.max(a.lastEventAt, b.lastEventAt),
+    eventCount: a.eventCount + b.eventCount,
+  };
+}
+
+/** The state of a set of events (duplicates, by dedupe key, count once). */
+export function foldState(input: readonly StoredEvent[]): FoldState {
+  let state = EMPTY_STATE;
+  const seen = new Set<string>();
+  for (const e of input) {
+    if (seen.has(e.dedupeKey)) continue;
+    seen.add(e.dedupeKey);
+    state = mergeStates(state, eventState(e));
   }
-  const details = new Map(events.map((e) => [e.dedupeKey, eventDetails(e.payload)]));
-  const d = (e: StoredEvent) => details.get(e.dedupeKey)!;
-  const riderId = latestWith(events, (e) => d(e).riderId);
-  const riderName = latestWith(events, (e) => d(e).riderName);
-  const riderContact = latestWith(events, (e) => d(e).riderContact);
-  const location = latestWith(events, (e) => {
-    const { latitude, longitude } = d(e);
-    return latitude !== null && longitude !== null ? { latitude, longitude } : null;
-  });
+  return state;
+}
+
+const date = (ms: number | undefined | null) => (ms === undefined || ms === null ? null : new Date(ms));
+
+/** What the order row shows of a state. */
+export function project(s: FoldState): Projection {
   const rider: Rider | null =
-    riderId || riderName || riderContact || location
+    s.riderId || s.riderName || s.riderContact || s.location
       ? {
-          id: riderId?.value ?? null,
-          name: riderName?.value ?? null,
-          contact: riderContact?.value ?? null,
-          latitude: location?.value.latitude ?? null,
-          longitude: location?.value.longitude ?? null,
-          locationAt: location?.at ?? null,
+          id: s.riderId?.value ?? null,
+          name: s.riderName?.value ?? null,
+          contact: s.riderContact?.value ?? null,
+          latitude: s.location?.value.latitude ?? null,
+          longitude: s.location?.value.longitude ?? null,
+          locationAt: date(s.location?.at),
         }
       : null;
   return {
-    svcOrderId: svcOrderId?.svcOrderId ?? null,
-    clientOrderId: clientOrderId?.clientOrderId ?? null,
-    status: winner?.status ?? null,
-    providerStatus: winner?.event.providerStatus ?? null,
-    statusAt: winner?.event.occurredAt ?? null,
-    trackUrl: latestWith(events, (e) => d(e).trackUrl)?.value ?? null,
+    svcOrderId: s.svcOrderId?.value ?? null,
+    clientOrderId: s.clientOrderId?.value ?? null,
+    status: s.status?.status ?? null,
+    providerStatus: s.status?.raw ?? null,
+    statusAt: date(s.status?.at),
+    trackUrl: s.trackUrl?.value ?? null,
     rider,
-    eventCount: events.length,
-    lastEventAt,
+    eventCount: s.eventCount,
+    lastEventAt: date(s.lastEventAt),
   };
+}
+
+export function fold(input: readonly StoredEvent[]): Projection {
+  return project(foldState(input));
 }
 
 /**
