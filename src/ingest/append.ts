@@ -1,6 +1,6 @@
 /**
  * Appending events: one statement for any number of events inserts them (duplicates
- * skipped by the unique dedupe key), queues the orders of the new ones for projection
+ * skipped by the unique dedupe key), queues the new ones for projection
  * (projection_queue) and adds one `projection__drain` job, in the caller's transaction, so
  * an event is never stored without the job that projects it. A flush costs one job
  * whatever the number of events or orders in it (src/projection/queue.ts).
@@ -56,11 +56,10 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
       select dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload
       from input order by dedupe_key
       on conflict (dedupe_key) do nothing
-      returning id, dedupe_key, svc_order_id, client_order_id
+      returning id, dedupe_key
     ),
     queued as (
-      insert into projection_queue (svc_order_id, client_order_id)
-      select distinct svc_order_id, client_order_id from inserted
+      insert into projection_queue (event_id) select id from inserted
       returning 1
     ),
     job as (

@@ -1,20 +1,30 @@
 /**
- * Applies the pure fold to the database, for many orders in one transaction: gathers
- * every event of each order (following the links between svc_order_id and
- * client_order_id), folds them, and writes the order rows, merging rows that turned out
- * to be the same order. Writes only when something changed, so re-projecting (or
- * `npm run rebuild`) leaves identical rows.
+ * Applies the pure fold to the database, for many orders in one transaction.
  *
- * Set-based, so that the cost per order is a share of one transaction's round trips
- * rather than a transaction of its own: one statement locks every identifier, one reads
- * the events (without payloads), one reads the few payloads the fold needs, one inserts
- * the new rows and one updates the changed ones, whatever the number of orders.
+ * Two paths. The drain's usual one (projectQueued): an order row stores the fold of the
+ * events merged into it so far (orders.projection_state), and new events are merged into
+ * that state, so projecting an event costs the same on an order with 3 events as on one
+ * with 3,000 rider locations. The full one (projectOrdersIn): gathers every event of an
+ * order (following the links between svc_order_id and client_order_id), folds them, and
+ * writes the row, merging rows that turned out to be the same order; it serves new
+ * orders, links, rows without a state, `npm run rebuild` and retries.
+ *
+ * Exactly once. An event is merged into a state by the transaction that deletes its
+ * projection_queue row, so each event is merged once. The full path therefore folds the
+ * events whose queue rows are gone (merged before) or deleted by its own transaction (it
+ * claims the queued ones no drain holds), and leaves the rest to whichever drain holds
+ * them: that drain merges them into the state written here. The full path reads an
+ * order's events only after locking its rows,
+ * so a merge that commits before it is seen, and one that commits after it builds on it.
+ * Writes happen only when something changed, so re-projecting (or `npm run rebuild`)
+ * leaves identical rows.
  */
 import type { Sql, TransactionSql } from "postgres";
-import { DETAIL_SOURCES, fold, latestFirst, payloadsNeeded } from "../domain/projection.ts";
-import type { Projection, StoredEvent } from "../domain/projection.ts";
+import { DETAIL_SOURCES, foldState, latestFirst, mergeStates, payloadsNeeded, project } from "../domain/projection.ts";
+import type { FoldState, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../domain/normalise.ts";
+import { decodeState, encodeState } from "./state.ts";
 
 export interface OrderIds {
   svcOrderId: string | null;
@@ -26,6 +36,16 @@ export interface ProjectResult {
   changed: boolean;
   /** Newest event's arrival time, for the projection-lag metric. */
   newestReceivedAt: Date | null;
+}
+
+/**
+ * Deadlock and serialisation failures: PostgreSQL rolled the transaction back, and the
+ * same work tried again succeeds. Projections of orders linked to each other lock their
+ * identifiers round by round, so two of them can meet in a cycle; callers retry.
+ */
+export function isConflict(err: unknown): boolean {
+  const code = typeof err === "object" && err !== null ? (err as { code?: unknown }).code : undefined;
+  return code === "40P01" || code === "40001";
 }
 
 /** Links between ids are followed at most this many hops (an order has two ids). */
@@ -51,6 +71,7 @@ interface OrderDbRow {
   placement_state: string;
   svc_order_id: string | null;
   client_order_id: string | null;
+  projection_state: string | null;
 }
 
 const svcKey = (s: string) => `svc:${s}`;
@@ -132,10 +153,12 @@ async function lockIds(tx: Tx, keys: string[]): Promise<void> {
 }
 
 /**
- * Events of these identifiers, without payloads: their mask says which details they may
- * hold. One branch per identifier column, each an index scan whatever the table's size
- * (an OR of the two made the planner pick sequential scans); an event found by both
- * comes back twice and is kept once.
+ * Merged events of these identifiers, without payloads: their mask says which details
+ * they may hold. An event whose queue row is still there belongs to the drain that will
+ * merge it (see the header); this transaction's own taken rows are already deleted. One
+ * branch per identifier column, each an index scan whatever the table's size (an OR of
+ * the two made the planner pick sequential scans); an event found by both comes back
+ * twice and is kept once.
  */
 function readEvents(tx: Tx, svcs: string[], coids: string[]) {
   const s = DETAIL_SOURCES;
@@ -146,16 +169,38 @@ function readEvents(tx: Tx, svcs: string[], coids: string[]) {
       + (payload ?| ${s.riderContact[0]}::text[])::int * 4
       + ((payload ?| ${s.location[0]}::text[]) and (payload ?| ${s.location[1]}::text[]))::int * 8
       + (payload ?| ${s.trackUrl[0]}::text[])::int * 16 as details`;
+  const merged = tx`not exists (select from projection_queue q where q.event_id = e.id)`;
   return tx<EventDbRow[]>`
-    select ${columns} from order_events where svc_order_id = any(${svcs}::text[])
+    select ${columns} from order_events e where svc_order_id = any(${svcs}::text[]) and ${merged}
     union all
-    select ${columns} from order_events where client_order_id = any(${coids}::text[])`;
+    select ${columns} from order_events e where client_order_id = any(${coids}::text[]) and ${merged}`;
+}
+
+/**
+ * Claims the queued events of these identifiers that no other drain holds: deleting
+ * their queue rows makes them this transaction's to fold (readEvents then includes
+ * them), so a full derivation, a rebuild above all, folds the whole log. Never waits:
+ * rows another drain holds stay with it.
+ */
+function claimQueued(tx: Tx, svcs: string[], coids: string[]) {
+  return tx`
+    with chosen as materialized (
+      select q.event_id from projection_queue q join order_events e on e.id = q.event_id
+      where e.svc_order_id = any(${svcs}::text[])
+      union
+      select q.event_id from projection_queue q join order_events e on e.id = q.event_id
+      where e.client_order_id = any(${coids}::text[])
+    ),
+    locked as materialized (
+      select q.event_id from projection_queue q join chosen using (event_id) for update of q skip locked
+    )
+    delete from projection_queue q using locked where q.event_id = locked.event_id`;
 }
 
 /** Order rows of these identifiers, locked (in id order, the order every projection locks them in). */
 function readOrders(tx: Tx, svcs: string[], coids: string[]) {
   return tx<OrderDbRow[]>`
-    select id::text, placement_state, svc_order_id, client_order_id from orders
+    select id::text, placement_state, svc_order_id, client_order_id, projection_state from orders
     where id in (
       select id from orders where svc_order_id = any(${svcs}::text[])
       union
@@ -173,7 +218,9 @@ interface Gathered {
 /**
  * Locks and reads, round by round, every identifier reachable from the starts through
  * events and order rows. Each round's lock and reads travel together (pipelined on the
- * transaction's connection, executed in order).
+ * transaction's connection, executed in order): identifiers, then rows, then events, so
+ * that no event is read before the rows it was merged into are locked, and queued events
+ * no other drain holds are claimed before the events are read.
  */
 async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
   const links = new Links();
@@ -186,7 +233,12 @@ async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
     if (keys.length === 0) break;
     keys.forEach((k) => locked.add(k));
     const { svcs, coids } = split(keys);
-    const [, rows, orderRows] = await Promise.all([lockIds(tx, keys), readEvents(tx, svcs, coids), readOrders(tx, svcs, coids)]);
+    const [, orderRows, , rows] = await Promise.all([
+      lockIds(tx, keys),
+      readOrders(tx, svcs, coids),
+      claimQueued(tx, svcs, coids),
+      readEvents(tx, svcs, coids),
+    ]);
     for (const r of rows) {
       if (!events.has(r.id)) events.set(r.id, { ...toStored(r), mask: r.details });
       links.link(r.svc_order_id, r.client_order_id);
@@ -202,9 +254,16 @@ async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
 interface OrderWork {
   events: StoredEvent[];
   rows: OrderDbRow[];
-  projection?: Projection;
+  state?: FoldState;
   orderId?: number;
   fresh?: boolean;
+}
+
+/** An order row to write: its new state, and whether it was inserted by this transaction. */
+interface Written {
+  orderId: number;
+  fresh: boolean;
+  state: FoldState;
 }
 
 /** Reads the payloads the fold needs (payloadsNeeded), in as few rounds as it takes. */
@@ -254,14 +313,14 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
 
   await loadPayloads(tx, work.values(), (e) => masks.get(e) ?? 0);
 
-  const inserts: { w: OrderWork; p: Projection; createdAt: Date }[] = [];
+  const inserts: { w: OrderWork; state: FoldState; createdAt: Date }[] = [];
   for (const w of work.values()) {
     if (w.events.length === 0 && w.rows.length === 0) continue;
-    w.projection = fold(w.events);
+    w.state = foldState(w.events);
     const [survivor, ...merged] = w.rows;
     if (survivor === undefined) {
       const firstReceivedAt = w.events.reduce<Date | null>((m, e) => (m === null || e.receivedAt < m ? e.receivedAt : m), null);
-      inserts.push({ w, p: w.projection, createdAt: firstReceivedAt ?? new Date() });
+      inserts.push({ w, state: w.state, createdAt: firstReceivedAt ?? new Date() });
     } else {
       w.orderId = Number(survivor.id);
       w.fresh = false;
@@ -269,7 +328,10 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
     }
   }
   await insertOrders(tx, inserts);
-  const changed = await writeProjections(tx, [...work.values()].filter((w) => w.projection !== undefined));
+  const changed = await writeProjections(
+    tx,
+    [...work.values()].flatMap((w) => (w.state === undefined || w.orderId === undefined ? [] : [{ orderId: w.orderId, fresh: w.fresh === true, state: w.state }])),
+  );
 
   return starts.map((s) => {
     if (s.svcOrderId === null && s.clientOrderId === null) return null;
@@ -286,10 +348,83 @@ export async function projectOrders(sql: Sql, starts: readonly OrderIds[]): Prom
   return await sql.begin((tx) => projectOrdersIn(tx, starts));
 }
 
+/** Events split by order, as far as the events themselves link their identifiers. */
+export function groupByOrder(events: readonly StoredEvent[]): StoredEvent[][] {
+  const links = new Links();
+  for (const e of events) links.link(e.svcOrderId, e.clientOrderId);
+  const groups = new Map<string, StoredEvent[]>();
+  for (const e of events) {
+    const root = links.rootOf(e.svcOrderId, e.clientOrderId);
+    const g = groups.get(root);
+    if (g) g.push(e);
+    else groups.set(root, [e]);
+  }
+  return [...groups.values()];
+}
+
+/**
+ * Does this order row already carry every identifier of the event? An event that would
+ * add one (a link, a changed provider id) is left to the full derivation: identity
+ * changes always go through the path that reads the log.
+ */
+const carries = (row: OrderDbRow, e: StoredEvent) =>
+  (e.svcOrderId === null || e.svcOrderId === row.svc_order_id) && (e.clientOrderId === null || e.clientOrderId === row.client_order_id);
+
+const newestReceived = (events: readonly StoredEvent[]) =>
+  events.reduce<Date | null>((m, e) => (m === null || e.receivedAt > m ? e.receivedAt : m), null);
+
+/**
+ * Projects events taken off the projection queue by this transaction (their queue rows
+ * already deleted in it). An order whose row has a state and already carries every
+ * identifier of its new events gets them merged into that state: one locked read and one
+ * write, whatever the order's history. Every other order (new, linked to another one by
+ * these events, or without a state yet) is derived in full (projectOrdersIn), after the
+ * merges, so that a derivation reaching a merged row recomputes it from the log. One
+ * result per order.
+ */
+export async function projectQueued(tx: Tx, events: readonly StoredEvent[]): Promise<ProjectResult[]> {
+  if (events.length === 0) return [];
+  const links = new Links();
+  for (const e of events) links.link(e.svcOrderId, e.clientOrderId);
+  const keys = links.keys();
+  const { svcs, coids } = split(keys);
+  const [, rows] = await Promise.all([lockIds(tx, keys), readOrders(tx, svcs, coids)]);
+  for (const o of rows) links.link(o.svc_order_id, o.client_order_id);
+
+  const groups = new Map<string, { events: StoredEvent[]; rows: OrderDbRow[] }>();
+  const groupOf = (root: string) => {
+    let g = groups.get(root);
+    if (!g) groups.set(root, (g = { events: [], rows: [] }));
+    return g;
+  };
+  for (const e of events) groupOf(links.rootOf(e.svcOrderId, e.clientOrderId)).events.push(e);
+  for (const o of rows) groupOf(links.rootOf(o.svc_order_id, o.client_order_id)).rows.push(o);
+
+  const merged: (Written & { newestReceivedAt: Date | null })[] = [];
+  const derive: OrderIds[] = [];
+  for (const g of groups.values()) {
+    const row = g.rows.length === 1 ? g.rows[0]! : null;
+    const state = row === null ? null : decodeState(row.projection_state);
+    if (row !== null && state !== null && g.events.every((e) => carries(row, e))) {
+      merged.push({ orderId: Number(row.id), fresh: false, state: mergeStates(state, foldState(g.events)), newestReceivedAt: newestReceived(g.events) });
+    } else {
+      for (const e of g.events) derive.push({ svcOrderId: e.svcOrderId, clientOrderId: e.clientOrderId });
+    }
+  }
+  const changed = await writeProjections(tx, merged);
+  const results = new Map<number, ProjectResult>(
+    merged.map((m) => [m.orderId, { orderId: m.orderId, changed: changed.has(m.orderId), newestReceivedAt: m.newestReceivedAt }]),
+  );
+  if (derive.length > 0) {
+    for (const r of await projectOrdersIn(tx, derive)) if (r !== null) results.set(r.orderId, r);
+  }
+  return [...results.values()];
+}
+
 /** New order rows, one statement; their ids go back into the work. */
-async function insertOrders(tx: Tx, inserts: { w: OrderWork; p: Projection; createdAt: Date }[]): Promise<void> {
+async function insertOrders(tx: Tx, inserts: { w: OrderWork; state: FoldState; createdAt: Date }[]): Promise<void> {
   if (inserts.length === 0) return;
-  const input = inserts.map((i) => ({ coid: i.p.clientOrderId, svc: i.p.svcOrderId, created_at: i.createdAt.toISOString() }));
+  const input = inserts.map((i) => ({ coid: i.state.clientOrderId?.value ?? null, svc: i.state.svcOrderId?.value ?? null, created_at: i.createdAt.toISOString() }));
   const rows = await tx<{ id: string; client_order_id: string | null; svc_order_id: string | null }[]>`
     insert into orders (client_order_id, svc_order_id, created_at, updated_at)
     select t.coid, t.svc, t.created_at, now()
@@ -299,7 +434,8 @@ async function insertOrders(tx: Tx, inserts: { w: OrderWork; p: Projection; crea
   const byCoid = new Map(rows.filter((r) => r.client_order_id !== null).map((r) => [r.client_order_id!, r.id]));
   const bySvc = new Map(rows.filter((r) => r.svc_order_id !== null).map((r) => [r.svc_order_id!, r.id]));
   for (const i of inserts) {
-    const id = i.p.clientOrderId !== null ? byCoid.get(i.p.clientOrderId) : bySvc.get(i.p.svcOrderId!);
+    const coid = i.state.clientOrderId?.value ?? null;
+    const id = coid !== null ? byCoid.get(coid) : bySvc.get(i.state.svcOrderId!.value);
     if (id === undefined) throw new Error("inserted order row not returned");
     i.w.orderId = Number(id);
     i.w.fresh = true;
@@ -330,18 +466,19 @@ async function mergeInto(tx: Tx, survivorId: number, otherIds: number[]): Promis
 }
 
 /**
- * Writes the projected columns of every order in one statement; returns the ids of the
- * rows that changed (updated_at moves only for them).
+ * Writes the state and the projected columns of every order in one statement; returns
+ * the ids of the rows that changed (updated_at moves only for them).
  */
-async function writeProjections(tx: Tx, work: OrderWork[]): Promise<Set<number>> {
-  if (work.length === 0) return new Set();
+async function writeProjections(tx: Tx, written: readonly Written[]): Promise<Set<number>> {
+  if (written.length === 0) return new Set();
   const iso = (d: Date | null) => (d === null ? null : d.toISOString());
-  const input = work.map((w) => {
-    const p = w.projection!;
+  const input = written.map((w) => {
+    const p = project(w.state);
     const r = p.rider;
     return {
       id: w.orderId,
-      fresh: w.fresh === true,
+      fresh: w.fresh,
+      state: encodeState(w.state),
       svc: p.svcOrderId,
       coid: p.clientOrderId,
       status: p.status,
@@ -368,21 +505,21 @@ async function writeProjections(tx: Tx, work: OrderWork[]): Promise<Set<number>>
       track_url = coalesce(v.track_url, o.track_url),
       rider_id = v.rider_id, rider_name = v.rider_name, rider_contact = v.rider_contact,
       rider_latitude = v.lat, rider_longitude = v.lng, rider_location_at = v.location_at,
-      event_count = v.count, last_event_at = v.last_event_at,
+      event_count = v.count, last_event_at = v.last_event_at, projection_state = v.state,
       updated_at = now()
     from json_to_recordset(${JSON.stringify(input)}::text::json) as v(
-      id bigint, fresh boolean, svc text, coid text, status text, provider_status text, status_at timestamptz,
+      id bigint, fresh boolean, state text, svc text, coid text, status text, provider_status text, status_at timestamptz,
       track_url text, rider_id text, rider_name text, rider_contact text, lat float8, lng float8,
       location_at timestamptz, count int, last_event_at timestamptz)
-    where o.id = v.id and o.id = any(${work.map((w) => w.orderId!)}::bigint[])
+    where o.id = v.id and o.id = any(${written.map((w) => w.orderId)}::bigint[])
       and (v.fresh or (
         o.svc_order_id, o.client_order_id, o.status, o.provider_status, o.status_at, o.track_url,
         o.rider_id, o.rider_name, o.rider_contact, o.rider_latitude, o.rider_longitude, o.rider_location_at,
-        o.event_count, o.last_event_at
+        o.event_count, o.last_event_at, o.projection_state
       ) is distinct from (
         coalesce(v.svc, o.svc_order_id), coalesce(v.coid, o.client_order_id), v.status, v.provider_status, v.status_at,
         coalesce(v.track_url, o.track_url), v.rider_id, v.rider_name, v.rider_contact, v.lat, v.lng, v.location_at,
-        v.count, v.last_event_at
+        v.count, v.last_event_at, v.state
       ))
     returning o.id::text`;
   return new Set(rows.map((r) => Number(r.id)));

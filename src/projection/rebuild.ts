@@ -1,9 +1,15 @@
 import type { Sql } from "postgres";
-import { projectOrders } from "./project.ts";
+import { isConflict, projectOrders } from "./project.ts";
+import type { ProjectResult } from "./project.ts";
+
+/** Attempts of one page before the rebuild gives up (conflicts with running drains). */
+const MAX_ATTEMPTS = 10;
 
 /**
- * Re-projects every order identity in the log (and every order row, so a row whose
- * events are gone is noticed). Rows that are already right are left untouched.
+ * Re-derives every order from the whole log (queued events no drain holds included) and
+ * checks every order row, so a row whose events are gone is noticed. Rows that are already
+ * right are left untouched. Safe while workers run: a page that meets a drain in a
+ * deadlock is rolled back by PostgreSQL and projected again.
  */
 export async function rebuildAll(sql: Sql, progress?: (done: number) => void): Promise<{ orders: number; changed: number }> {
   let done = 0;
@@ -14,10 +20,7 @@ export async function rebuildAll(sql: Sql, progress?: (done: number) => void): P
     select svc_order_id, client_order_id from orders`.cursor(500);
   for await (const batch of identities) {
     // One set-based projection per page of identities (the worker's own code path).
-    const results = await projectOrders(
-      sql,
-      batch.map((ids) => ({ svcOrderId: ids.svc_order_id, clientOrderId: ids.client_order_id })),
-    );
+    const results = await withRetry(() => projectOrders(sql, batch.map((ids) => ({ svcOrderId: ids.svc_order_id, clientOrderId: ids.client_order_id }))));
     // Identities of one order share its result: count each changed order once.
     changed += new Set(results.filter((r) => r?.changed).map((r) => r!.orderId)).size;
     const before = done;
@@ -25,4 +28,15 @@ export async function rebuildAll(sql: Sql, progress?: (done: number) => void): P
     if (Math.floor(done / 1000) > Math.floor(before / 1000)) progress?.(done);
   }
   return { orders: done, changed };
+}
+
+async function withRetry(project: () => Promise<(ProjectResult | null)[]>): Promise<(ProjectResult | null)[]> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await project();
+    } catch (err) {
+      if (!isConflict(err) || attempt >= MAX_ATTEMPTS) throw err;
+      await new Promise((r) => setTimeout(r, 10 * attempt));
+    }
+  }
 }

@@ -10,6 +10,7 @@ import type { Sql } from "postgres";
 import { isJsonObject } from "../../src/domain/normalise.ts";
 import { fold } from "../../src/domain/projection.ts";
 import { toStored } from "../../src/projection/project.ts";
+import { assertOrdersEqualLog, projectedColumns } from "./oracle.ts";
 
 export type CallbackBody = Record<string, unknown>;
 
@@ -326,7 +327,7 @@ export async function waitReady(baseUrl: string, ms = 30_000): Promise<void> {
 }
 
 /**
- * Projection work still to do: queued orders (a drain's uncommitted take still counts)
+ * Projection work still to do: queued events (a drain's uncommitted take still counts)
  * and order__project jobs of orders whose projection failed in a batch.
  */
 export async function projectionsLeft(sql: Sql): Promise<number> {
@@ -339,7 +340,7 @@ export async function projectionsLeft(sql: Sql): Promise<number> {
 /** Waits until no projection work is left; on timeout says what is left. */
 export async function waitProjectionsDrained(sql: Sql, ms: number, context: () => string = () => ""): Promise<void> {
   try {
-    await waitUntil("every queued order projected", async () => (await projectionsLeft(sql)) === 0, ms, 100);
+    await waitUntil("every queued event projected", async () => (await projectionsLeft(sql)) === 0, ms, 100);
   } catch (err) {
     const [queue] = await sql`select count(*)::int as rows, min(enqueued_at) as oldest from projection_queue`;
     const jobs = await sql`
@@ -425,8 +426,8 @@ export async function readOrders(sql: Sql): Promise<OrderRow[]> {
 }
 
 /**
- * Every order row equals fold() over the events read back from the log, and the state the
- * plan says it must reach; one row per planned order.
+ * Every order row equals fold() over the events read back from the log (its stored state
+ * too), and the state the plan says it must reach; one row per planned order.
  */
 export async function assertProjected(sql: Sql, plan: LoadPlan): Promise<number> {
   const events = (await readEvents(sql)).map((r) => toStored(r, isJsonObject(r.payload) ? r.payload : {}));
@@ -435,23 +436,7 @@ export async function assertProjected(sql: Sql, plan: LoadPlan): Promise<number>
   for (const row of orders) {
     const mine = events.filter((e) => (row.svc_order_id !== null && e.svcOrderId === row.svc_order_id) || (row.client_order_id !== null && e.clientOrderId === row.client_order_id));
     const p = fold(mine);
-    const fromFold = {
-      client_order_id: p.clientOrderId,
-      svc_order_id: p.svcOrderId,
-      status: p.status,
-      provider_status: p.providerStatus,
-      status_at: p.statusAt,
-      track_url: p.trackUrl,
-      rider_id: p.rider?.id ?? null,
-      rider_name: p.rider?.name ?? null,
-      rider_contact: p.rider?.contact ?? null,
-      rider_latitude: p.rider?.latitude ?? null,
-      rider_longitude: p.rider?.longitude ?? null,
-      rider_location_at: p.rider?.locationAt ?? null,
-      event_count: p.eventCount,
-      last_event_at: p.lastEventAt,
-      placement_state: "external",
-    };
+    const fromFold = { client_order_id: p.clientOrderId, svc_order_id: p.svcOrderId, ...projectedColumns(p), placement_state: "external" };
     if (!isDeepEqual(row, fromFold)) problems.push(`order ${row.client_order_id}/${row.svc_order_id}: row ${JSON.stringify(row)} but fold gives ${JSON.stringify(fromFold)}`);
     const want = row.client_order_id === null ? undefined : plan.orders.get(row.client_order_id);
     if (!want) {
@@ -464,5 +449,7 @@ export async function assertProjected(sql: Sql, plan: LoadPlan): Promise<number>
   }
   assert.deepEqual(problems.slice(0, 10), [], `${problems.length} orders wrong`);
   assert.equal(orders.length, plan.orders.size, "one row per order");
+  // And each row's stored fold state is exactly the fold of the log.
+  assert.equal(await assertOrdersEqualLog(sql), orders.length);
   return orders.length;
 }

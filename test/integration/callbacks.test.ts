@@ -78,27 +78,29 @@ describe("callbacks: happy path", () => {
     assert.equal(row!.kind, "location");
   });
 
-  it("queues the order for projection with one drain job per flush; a duplicate queues nothing", async () => {
+  it("queues each new event for projection with one drain job per flush; a duplicate queues nothing", async () => {
     const arrived = (i: number) => status(7, { order_status: "ARRIVED", arrival_time: `2026-11-22T10:0${i}:00Z` });
-    const queued = () => t.database.sql<{ svc_order_id: string; client_order_id: string }[]>`
-      select svc_order_id, client_order_id from projection_queue where svc_order_id = '9007'`;
+    const queued = () => t.database.sql<{ event_id: string; svc_order_id: string; client_order_id: string }[]>`
+      select q.event_id::text, e.svc_order_id, e.client_order_id
+      from projection_queue q join order_events e on e.id = q.event_id where e.svc_order_id = '9007'`;
     const drainJobs = async () => {
       const [row] = await t.database.sql<{ n: number }[]>`
         select count(*)::int as n from graphile_worker.jobs where task_identifier = 'projection__drain'`;
       return row!.n;
     };
     const jobsBefore = await drainJobs();
-    await Promise.all([1, 2, 3].map((i) => t.callback(arrived(i))));
+    const ids = await Promise.all([1, 2, 3].map(async (i) => ((await (await t.callback(arrived(i))).json()) as { event_id: string }).event_id));
     const rows = await queued();
-    // One row per flush that carried the order: 1 to 3, as the group commit batched them.
-    assert.ok(rows.length >= 1 && rows.length <= 3, `${rows.length} rows`);
-    for (const r of rows) assert.deepEqual({ ...r }, { svc_order_id: "9007", client_order_id: "CB-7" });
-    assert.equal((await drainJobs()) - jobsBefore, rows.length);
+    assert.deepEqual(rows.map((r) => r.event_id).sort(), [...ids].sort());
+    for (const r of rows) assert.deepEqual({ svc: r.svc_order_id, coid: r.client_order_id }, { svc: "9007", coid: "CB-7" });
+    // One job per flush: 1 to 3, as the group commit batched the three.
+    const jobs = (await drainJobs()) - jobsBefore;
+    assert.ok(jobs >= 1 && jobs <= 3, `${jobs} drain jobs`);
 
     const duplicate = await t.callback(arrived(2));
     assert.equal(((await duplicate.json()) as { duplicate: boolean }).duplicate, true);
-    assert.equal((await queued()).length, rows.length);
-    assert.equal((await drainJobs()) - jobsBefore, rows.length);
+    assert.equal((await queued()).length, 3);
+    assert.equal((await drainJobs()) - jobsBefore, jobs);
 
     await t.runJobs();
     assert.equal((await queued()).length, 0);

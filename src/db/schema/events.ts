@@ -53,15 +53,16 @@ export const rejectedCallbacks = pgTable(
 );
 
 /**
- * Orders with events not yet projected: one row per order per ingest flush, written in the
- * flush's transaction together with one `projection__drain` job. Drain jobs take rows
- * oldest first (`FOR UPDATE SKIP LOCKED`), project their orders and delete the rows in one
- * transaction, so a crash mid-projection leaves the rows for the next drain. Many events
- * of many orders thus cost one job, not one job per order (src/projection/queue.ts).
+ * Events not yet projected: one row per event, written in the ingest flush's transaction
+ * together with one `projection__drain` job. A drain takes rows oldest first (`FOR UPDATE
+ * SKIP LOCKED`), merges their events into their orders and deletes the rows, all in one
+ * transaction: each event is merged exactly once, and a crash mid-projection leaves the
+ * rows for the next drain (src/projection/queue.ts). A row's presence also tells a full
+ * re-derivation of an order which events some drain has still to merge
+ * (src/projection/project.ts). No foreign key: order_events is append-only, so the event
+ * always exists, and the check would cost every insert.
  */
 export const projectionQueue = pgTable("projection_queue", {
-  id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-  svcOrderId: text(),
-  clientOrderId: text(),
+  eventId: bigint({ mode: "number" }).primaryKey(),
   enqueuedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
 });

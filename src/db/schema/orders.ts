@@ -30,6 +30,14 @@ export const orders = pgTable(
     placementError: text(),
     eventCount: integer().notNull().default(0),
     lastEventAt: timestamp({ withTimezone: true }),
+    /**
+     * The fold of the order's merged events (src/domain/projection.ts FoldState, compact
+     * JSON text as src/projection/state.ts writes it): each winner with what decides its
+     * ties, so a new event is merged without re-reading the order's history. Null until
+     * the projection has derived it from the log (rows placed through tracklane, rows
+     * from before it).
+     */
+    projectionState: text(),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },

@@ -3,7 +3,7 @@ import { Hono } from "hono";
 import { Gauge } from "prom-client";
 import type { Sql } from "postgres";
 import { poolCounts } from "../../awb/pool.ts";
-import { migrationsApplied } from "../../db/migrate.ts";
+import { migrationsApplied } from "../../db/ready.ts";
 import type { Metrics } from "../../metrics.ts";
 import type { AppEnv } from "../types.ts";
 
@@ -13,7 +13,7 @@ export function opsRoutes(sql: Sql, metrics: Metrics) {
   // Read from the database at scrape time, so they are right whichever process did the work.
   const backlog = new Gauge({
     name: "tracklane_projection_backlog",
-    help: "Orders with events waiting to be projected (projection_queue rows)",
+    help: "Events waiting to be projected (projection_queue rows)",
     registers: [metrics.registry],
   });
   const oldest = new Gauge({

@@ -1,0 +1,98 @@
+/**
+ * How an order row stores its FoldState (orders.projection_state): compact JSON text,
+ * read back through zod, since a row outlives the code that wrote it. A state that does
+ * not parse (a future version, a damaged row) reads as null, and the projection then
+ * re-derives the order from the log.
+ *
+ * The state is rewritten with every event an order gets, so its size is paid in every
+ * update's WAL: each distinct winning event (its dedupe key and time) is stored once and
+ * winners point at it by index. An order's winners usually come from two or three
+ * events (its latest status, its latest location), so the text stays around 300 bytes
+ * instead of carrying eight 64-character keys. Text, not jsonb: PostgreSQL never looks
+ * inside, and the encoding is deterministic, so equal states are equal strings.
+ *
+ *   {"v":1,"n":count,"t":lastEventAt,"e":[[key,at],…],
+ *    "s":[status,raw,e],"i":[svc,e],"c":[coid,e],"r":[riderId,e],"m":[riderName,e],
+ *    "p":[riderContact,e],"l":[latitude,longitude,e],"u":[trackUrl,e]}   (absent: null)
+ */
+import { z } from "zod";
+import type { FoldState, Stamp, Winner } from "../domain/projection.ts";
+import { CANONICAL_STATUSES } from "../domain/statuses.ts";
+
+const VERSION = 1;
+
+const ref = z.number().int().nonnegative();
+const stored = z.object({
+  v: z.literal(VERSION),
+  n: z.number().int().nonnegative(),
+  t: z.number().nullable(),
+  e: z.array(z.tuple([z.string(), z.number()])),
+  s: z.tuple([z.enum(CANONICAL_STATUSES), z.string(), ref]).optional(),
+  i: z.tuple([z.string(), ref]).optional(),
+  c: z.tuple([z.string(), ref]).optional(),
+  r: z.tuple([z.string(), ref]).optional(),
+  m: z.tuple([z.string(), ref]).optional(),
+  p: z.tuple([z.string(), ref]).optional(),
+  l: z.tuple([z.number(), z.number(), ref]).optional(),
+  u: z.tuple([z.string(), ref]).optional(),
+});
+type Stored = z.infer<typeof stored>;
+
+const TEXT_PARTS = [
+  ["i", "svcOrderId"],
+  ["c", "clientOrderId"],
+  ["r", "riderId"],
+  ["m", "riderName"],
+  ["p", "riderContact"],
+  ["u", "trackUrl"],
+] as const;
+
+export function encodeState(state: FoldState): string {
+  const events: [string, number][] = [];
+  const index = new Map<string, number>();
+  const ref = (s: Stamp) => {
+    let i = index.get(s.key);
+    if (i === undefined) {
+      index.set(s.key, (i = events.length));
+      events.push([s.key, s.at]);
+    }
+    return i;
+  };
+  const out: Record<string, unknown> = { v: VERSION, n: state.eventCount, t: state.lastEventAt, e: events };
+  if (state.status) out.s = [state.status.status, state.status.raw, ref(state.status)];
+  for (const [short, name] of TEXT_PARTS) {
+    const w = state[name];
+    if (w) out[short] = [w.value, ref(w)];
+  }
+  if (state.location) out.l = [state.location.value.latitude, state.location.value.longitude, ref(state.location)];
+  return JSON.stringify(out);
+}
+
+export function decodeState(encoded: string | null): FoldState | null {
+  if (encoded === null) return null;
+  let json: unknown;
+  try {
+    json = JSON.parse(encoded);
+  } catch {
+    return null;
+  }
+  const parsed = stored.safeParse(json);
+  if (!parsed.success) return null;
+  const s: Stored = parsed.data;
+  const stamps = s.e.map(([key, at]) => ({ key, at }));
+  if ([s.s?.[2], s.i?.[1], s.c?.[1], s.r?.[1], s.m?.[1], s.p?.[1], s.l?.[2], s.u?.[1]].some((i) => i !== undefined && i >= stamps.length)) return null;
+  const at = (i: number) => stamps[i]!;
+  const winner = <T>(part: [T, number] | undefined): Winner<T> | null => (part === undefined ? null : { value: part[0], ...at(part[1]) });
+  return {
+    status: s.s === undefined ? null : { status: s.s[0], raw: s.s[1], ...at(s.s[2]) },
+    svcOrderId: winner(s.i),
+    clientOrderId: winner(s.c),
+    riderId: winner(s.r),
+    riderName: winner(s.m),
+    riderContact: winner(s.p),
+    location: s.l === undefined ? null : { value: { latitude: s.l[0], longitude: s.l[1] }, ...at(s.l[2]) },
+    trackUrl: winner(s.u),
+    lastEventAt: s.t,
+    eventCount: s.n,
+  };
+}
