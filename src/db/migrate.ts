@@ -1,7 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { migrate } from "./drizzle.ts";
 import { runMigrations as runWorkerMigrations } from "graphile-worker";
-import type { Sql } from "postgres";
 import { createDatabase } from "./client.ts";
 import type { Logger } from "../logger.ts";
 import { graphileLogger } from "../tasks/logger.ts";
@@ -29,12 +28,4 @@ export async function runMigrations(url: string, log: Logger): Promise<void> {
     await close();
   }
   log.info("migrations applied");
-}
-
-/** True when both schemas are in place (used by /readyz). */
-export async function migrationsApplied(sql: Sql): Promise<boolean> {
-  const rows = await sql<{ ok: boolean }[]>`
-    select to_regclass('public.order_events') is not null
-       and to_regclass('graphile_worker.jobs') is not null as ok`;
-  return rows[0]?.ok === true;
 }
