@@ -1,7 +1,7 @@
 /**
  * Appending events: one statement for any number of events inserts them (duplicates
  * skipped by the unique dedupe key), queues the new ones for projection
- * (projection_queue) and adds one `projection__drain` job, in the caller's transaction, so
+ * (projection_queue) and adds one `projection__drain` job, all in that one statement, so
  * an event is never stored without the job that projects it. A flush costs one job
  * whatever the number of events or orders in it (src/projection/queue.ts).
  */
@@ -24,7 +24,13 @@ export interface Appended {
 
 type Tx = Sql | TransactionSql;
 
-/** Appends events (in the caller's transaction) and answers each input in order. */
+/**
+ * Appends events and answers each input in order. The insert, the queue rows and the job
+ * are one statement, so this is atomic without a transaction of its own (the batcher
+ * runs it in autocommit); inside a caller's transaction it commits with the caller. The
+ * ids of duplicates are read afterwards: stored events never change, so that read needs
+ * no transaction either.
+ */
 export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promise<Appended[]> {
   // Duplicates inside one batch collapse to the first occurrence. Sorted by dedupe key, so
   // that concurrent batches take the unique-index locks they share in the same order and

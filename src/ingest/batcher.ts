@@ -21,6 +21,12 @@ export interface BatcherOptions {
   maxInFlight: number;
   /** Events buffered or in flight beyond which new ones are refused (backpressure). */
   maxPending: number;
+  /**
+   * Body bytes buffered or in flight beyond which new events are refused: bounds the
+   * memory a burst of large callbacks can hold while the database is slow. An event
+   * arriving at an empty buffer is always taken.
+   */
+  maxPendingBytes: number;
 }
 
 export class OverloadedError extends Error {
@@ -32,12 +38,14 @@ export class OverloadedError extends Error {
 
 interface Pending {
   input: EventInput;
+  bytes: number;
   resolve: (result: Appended) => void;
   reject: (err: unknown) => void;
 }
 
 export interface Ingestor {
-  submit(input: EventInput): Promise<Appended>;
+  /** Stores the event; `bytes`, the size of its body, counts against maxPendingBytes. */
+  submit(input: EventInput, bytes?: number): Promise<Appended>;
   /** Flushes what is buffered and waits for every flush in flight. */
   close(): Promise<void>;
 }
@@ -46,12 +54,16 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
   let buffer: Pending[] = [];
   let inFlight = 0;
   let pendingCount = 0;
+  let pendingBytes = 0;
   let timer: NodeJS.Timeout | undefined;
   let scheduled = false;
   let idle: (() => void) | undefined;
 
   const commit = async (batch: Pending[]) => {
-    const results = await sql.begin((tx) => appendEvents(tx, batch.map((p) => p.input)));
+    // One statement inserts the events, queues them and adds the drain job: atomic on
+    // its own, and in autocommit PostgreSQL answers only once it has committed (flushed
+    // to disk: synchronous_commit stays on). No BEGIN and COMMIT round trips per flush.
+    const results = await appendEvents(sql, batch.map((p) => p.input));
     batch.forEach((p, i) => p.resolve(results[i]!));
   };
 
@@ -71,6 +83,7 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
     } finally {
       inFlight--;
       pendingCount -= batch.length;
+      for (const p of batch) pendingBytes -= p.bytes;
       if (buffer.length > 0) schedule();
       else if (inFlight === 0) idle?.();
     }
@@ -112,11 +125,14 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
   };
 
   return {
-    submit(input) {
-      if (pendingCount >= options.maxPending) return Promise.reject(new OverloadedError());
+    submit(input, bytes = 0) {
+      if (pendingCount >= options.maxPending || (pendingCount > 0 && pendingBytes + bytes > options.maxPendingBytes)) {
+        return Promise.reject(new OverloadedError());
+      }
       pendingCount++;
+      pendingBytes += bytes;
       return new Promise<Appended>((resolve, reject) => {
-        buffer.push({ input, resolve, reject });
+        buffer.push({ input, bytes, resolve, reject });
         schedule();
       });
     },

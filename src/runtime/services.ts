@@ -43,6 +43,8 @@ export function ingestorFor(config: Config, database: Database, log: Logger, met
       // Unbatched, every request is its own transaction: allow as many as connections.
       maxInFlight: batchMax === 1 ? config.db.poolMax : Math.max(1, Math.min(4, config.db.poolMax - 2)),
       maxPending: Math.max(1024, batchMax * 16),
+      // 128 full-size (256 KiB) callbacks; thousands of real ones (a few hundred bytes).
+      maxPendingBytes: 32 * 1024 * 1024,
     },
     log,
     metrics,

@@ -20,7 +20,7 @@ before(async () => {
   const database = createDatabase(`postgres://postgres@127.0.0.1:${port}/nothing`, { max: 2 });
   const log = createLogger({ level: "silent" });
   const metrics = createMetrics();
-  const ingestor = createIngestor(database.sql, { batchMax: 64, batchWaitMs: 0, maxInFlight: 2, maxPending: 1000 }, log, metrics);
+  const ingestor = createIngestor(database.sql, { batchMax: 64, batchWaitMs: 0, maxInFlight: 2, maxPending: 1000, maxPendingBytes: 1 << 20 }, log, metrics);
   const config = loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-unavailable-")), API_TOKEN, CALLBACK_SECRET });
   app = createApp({ config, sql: database.sql, db: database.db, ingestor, log, metrics });
   close = async () => {

@@ -66,6 +66,10 @@ function secretMatcher(expected: string): (given: string) => boolean {
   return (given) => timingSafeEqual(digest(given), expectedDigest) && given.length === expected.length;
 }
 
+// Decoding holds no state between calls (no `stream` option): one of each serves all.
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+const lenientUtf8 = new TextDecoder("utf-8", { fatal: false });
+
 export function callbackRoutes(deps: CallbackDeps) {
   const app = new Hono<AppEnv>();
   const { metrics } = deps;
@@ -73,7 +77,7 @@ export function callbackRoutes(deps: CallbackDeps) {
 
   const reject = async (c: Context, reason: RejectReason, message: string, raw: Uint8Array) => {
     metrics.callbacks.inc({ result: `rejected_${reason}` });
-    const text = new TextDecoder("utf-8", { fatal: false }).decode(raw).replaceAll("\u0000", "\uFFFD");
+    const text = lenientUtf8.decode(raw).replaceAll("\u0000", "\uFFFD");
     try {
       await deps.sql`
         insert into rejected_callbacks (reason, content_type, body, body_bytes, truncated)
@@ -99,7 +103,7 @@ export function callbackRoutes(deps: CallbackDeps) {
     }
     let text: string;
     try {
-      text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
+      text = strictUtf8.decode(raw);
     } catch {
       return reject(c, "invalid_json", "body is not valid UTF-8", raw);
     }
@@ -112,7 +116,7 @@ export function callbackRoutes(deps: CallbackDeps) {
     const normalised = normaliseCallback(body, { forceLocation: location, receivedAt: new Date() });
     if (!normalised.ok) return reject(c, normalised.reason, normalised.message, raw);
     try {
-      const result = await deps.ingestor.submit({ event: normalised.event, payload: body as Record<string, unknown> });
+      const result = await deps.ingestor.submit({ event: normalised.event, payload: body as Record<string, unknown> }, raw.byteLength);
       metrics.callbacks.inc({ result: result.duplicate ? "duplicate" : "stored" });
       return c.json({ ok: true, event_id: result.eventId, duplicate: result.duplicate });
     } catch (err) {
