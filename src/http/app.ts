@@ -46,18 +46,13 @@ export function createApp(deps: AppDeps) {
   app.use(requestId());
   app.use(async (c, next) => {
     const started = performance.now();
-    const log = deps.log.child({ requestId: c.get("requestId") });
-    c.set("log", log);
     await next();
-    const line = {
-      method: c.req.method,
-      path: redactPath(c.req.path),
-      status: c.res.status,
-      ms: Math.round((performance.now() - started) * 10) / 10,
-    };
+    const status = c.res.status;
     // Accepted callbacks are the hot path: one info line each would dominate the log.
-    if (c.res.status < 400 && c.req.path.startsWith("/callbacks")) log.debug(line, "request");
-    else log.info(line, "request");
+    const level = status < 400 && c.req.path.startsWith("/callbacks") ? "debug" : "info";
+    if (!deps.log.isLevelEnabled(level)) return;
+    const ms = Math.round((performance.now() - started) * 10) / 10;
+    deps.log[level]({ requestId: c.get("requestId"), method: c.req.method, path: redactPath(c.req.path), status, ms }, "request");
   });
 
   app.route("/callbacks", callbackRoutes({ secret: deps.config.callbackSecret, sql: deps.sql, ingestor: deps.ingestor, log: deps.log, metrics: deps.metrics }));
