@@ -65,9 +65,15 @@ const envSchema = z.object({
   AWB_MODE: z.preprocess(emptyToUndefined, z.enum(["pool", "fresh"]).default("pool")),
   DATA_DIR: z.preprocess(emptyToUndefined, z.string().default(".data")),
   // Jobs at once per worker process (provider commands, AWB top-ups). Projection needs
-  // few: each process runs at most two drain loops and folds further drain jobs into them
+  // one: each process runs one drain loop and folds further drain jobs into it
   // (src/projection/queue.ts).
   WORKER_CONCURRENCY: positiveInt(8, 64),
+  /**
+   * While the projection keeps up, it lets events gather this long between its batches
+   * instead of paying a transaction for every handful (src/projection/queue.ts): the
+   * most it adds to projection lag. 0: project as soon as events arrive.
+   */
+  PROJECTION_INTERVAL_MS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(10_000).default(50)),
   INGEST_BATCH_MAX: positiveInt(256, 5000),
   INGEST_BATCH_WAIT_MS: z.preprocess(emptyToUndefined, z.coerce.number().min(0).max(1000).default(2)),
   DB_POOL_MAX: positiveInt(10, 200),
@@ -103,6 +109,7 @@ export interface Config {
   provider: ProviderConfig;
   awb: { lowWatermark: number; target: number; mode: "pool" | "fresh" };
   worker: { concurrency: number };
+  projection: { intervalMs: number };
   ingest: { batchMax: number; batchWaitMs: number };
   db: { poolMax: number };
   /** Provider calls for order commands: attempts, and the first retry delay (doubling, capped at 10 min). */
@@ -227,6 +234,7 @@ export function loadConfig(env: Env = readProcessEnv()): Config {
     provider,
     awb: { lowWatermark: e.AWB_POOL_LOW_WATERMARK, target: e.AWB_POOL_TARGET, mode: e.AWB_MODE },
     worker: { concurrency: e.WORKER_CONCURRENCY },
+    projection: { intervalMs: e.PROJECTION_INTERVAL_MS },
     ingest: { batchMax: e.INGEST_BATCH_MAX, batchWaitMs: e.INGEST_BATCH_WAIT_MS },
     db: { poolMax: e.DB_POOL_MAX },
     commands: { maxAttempts: e.COMMAND_MAX_ATTEMPTS, retryBaseMs: e.COMMAND_RETRY_BASE_MS },

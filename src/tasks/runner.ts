@@ -31,7 +31,7 @@ export interface WorkerDeps {
 
 export function taskList(deps: WorkerDeps): TaskList {
   return {
-    [DRAIN_TASK]: projectionDrain(createDrainer(deps)),
+    [DRAIN_TASK]: projectionDrain(createDrainer(deps, { intervalMs: deps.config.projection.intervalMs })),
     order__project: orderProject(deps),
     command__execute: commandExecute(deps),
     awb__replenish: awbReplenish(deps),
