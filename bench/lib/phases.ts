@@ -1,6 +1,7 @@
 /**
  * The three measurements of one run, on one database: (a) raw single-row inserts, (b) a
- * bare Hono echo server, (c, d, e) tracklane itself as separate web and worker processes.
+ * bare Hono echo server, (c, d, e) tracklane itself as separate web and worker processes,
+ * projecting as it ingests and then draining a backlog left while its worker was stopped.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,7 +10,7 @@ import postgres from "postgres";
 import type { Sql } from "postgres";
 import type { InsertConfig, InsertResult } from "../insert-baseline.ts";
 import type { LoadConfig, LoadResult } from "../load.ts";
-import { ROOT, SERVICE_NODE_ARGS, cpuSeconds, interruption, runForked, startForkedServer, startService } from "./processes.ts";
+import { ROOT, SERVICE_NODE_ARGS, cpuSeconds, interruption, procMemMiB, procPssMiB, runForked, startForkedServer, startService } from "./processes.ts";
 import type { ServiceProcess } from "./processes.ts";
 import { clientOrderId, expectedStatus, totalRequests } from "./scenario.ts";
 import type { Scenario } from "./scenario.ts";
@@ -111,6 +112,10 @@ export interface TracklanePhase extends HttpPhase {
   drained: boolean;
   rssWebMiB: number;
   rssWorkerMiB: number;
+  /** Peaks of the service processes' memory taken together (sampled at the same instants). */
+  together: { rssMiB: number; pssMiB: number };
+  /** The same load again with the worker stopped, then a fresh worker drains it (two-process runs only). */
+  backlog: BacklogPhase | undefined;
   /** CPU seconds used while ingesting (load start to last ack) and while draining after it. */
   cpu: { ingest: CpuSplit; drain: CpuSplit };
   checks: { ordersProjected: number; wrongStatus: number; wrongCount: number; ackedButMissing: number; storedEvents: number };
@@ -119,6 +124,21 @@ export interface TracklanePhase extends HttpPhase {
   logFile: string;
   /** pg_stat_user_tables over the measured load and drain: scans and row churn per table. */
   tables: Record<string, unknown>[];
+}
+
+export interface BacklogPhase {
+  /** Callbacks acknowledged per second while no worker runs (nothing competes with ingestion). */
+  ackedPerS: number;
+  ackP99Ms: number;
+  /** Events queued for projection when the worker starts. */
+  queued: number;
+  /** From starting the worker process to every queued event merged into its order. */
+  drainS: number;
+  /** Of which the worker's start (node, modules, connections) until it runs jobs. */
+  startS: number;
+  drained: boolean;
+  cpu: CpuSplit;
+  checks: { ordersProjected: number; wrongStatus: number; wrongCount: number };
 }
 
 export interface CpuSplit {
@@ -200,7 +220,7 @@ async function seedHistory(sql: Sql, events: number): Promise<void> {
   await sql`analyze`;
 }
 
-/** Projection work not yet done: queued orders and single-order retry jobs. */
+/** Projection work not yet done: queued events and single-order retry jobs. */
 async function pendingProjections(sql: Sql): Promise<number> {
   const [row] = await sql<{ n: number }[]>`
     select (select count(*) from projection_queue)::int
@@ -267,6 +287,42 @@ async function projectionLag(sql: Sql, prefix: string, acks: Map<string, number>
   return { lags, allProjectedAt };
 }
 
+/** Peak memory of the service processes together: RSS and PSS summed at the same instants. */
+function sampleTogether(processes: () => readonly ServiceProcess[]) {
+  const peak = { rssMiB: 0, pssMiB: 0 };
+  const timer = setInterval(() => {
+    let rss = 0;
+    let pss = 0;
+    for (const p of processes()) {
+      const r = procMemMiB(p.pid, "VmRSS");
+      const q = procPssMiB(p.pid);
+      if (Number.isFinite(r)) rss += r;
+      if (Number.isFinite(q)) pss += q;
+    }
+    peak.rssMiB = Math.max(peak.rssMiB, rss);
+    peak.pssMiB = Math.max(peak.pssMiB, pss);
+  }, 250);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    return peak;
+  };
+}
+
+/** Orders of a scenario in their expected end state, and how many are not. */
+async function checkOrders(sql: Sql, scenario: Scenario, eventsPerOrder: number) {
+  const orders = await sql<{ coid: string; status: string | null; event_count: number }[]>`
+    select client_order_id as coid, status, event_count from orders where client_order_id like ${`${scenario.prefix}-%`}`;
+  let wrongStatus = 0;
+  let wrongCount = 0;
+  for (const row of orders) {
+    const n = Number(row.coid.slice(scenario.prefix.length + 1));
+    if (row.coid !== clientOrderId(scenario, n) || row.status !== expectedStatus(n)) wrongStatus++;
+    if (row.event_count !== eventsPerOrder) wrongCount++;
+  }
+  return { ordersProjected: orders.length, wrongStatus, wrongCount };
+}
+
 /** (c, d, e): tracklane's web and worker processes under the scenario's load. */
 export async function tracklanePhase(url: string, o: BenchOptions, run: number): Promise<TracklanePhase> {
   const sql = postgres(url, { max: 2, onnotice: () => {} });
@@ -303,6 +359,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
     if (worker) services.push(worker);
     const web = o.singleProcess ? await start("tracklane", "src/main.ts", "tracklane running") : await start("web", "src/web.ts", "web listening");
     services.push(web);
+    const stopSampling = sampleTogether(() => services);
     const webUrl = web.ready["url"] as string;
     const base = { url: webUrl, pathPrefix: `/callbacks/${CALLBACK_SECRET}`, connections: o.connections };
 
@@ -335,15 +392,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
     for (const a of load.acks) if (!a.duplicate) acks.set(a.eventId, a.at);
     const lag = await projectionLag(sql, scenario.prefix, acks);
 
-    const orders = await sql<{ coid: string; status: string | null; event_count: number }[]>`
-      select client_order_id as coid, status, event_count from orders where client_order_id like ${`${scenario.prefix}-%`}`;
-    let wrongStatus = 0;
-    let wrongCount = 0;
-    for (const row of orders) {
-      const n = Number(row.coid.slice(scenario.prefix.length + 1));
-      if (row.coid !== clientOrderId(scenario, n) || row.status !== expectedStatus(n)) wrongStatus++;
-      if (row.event_count !== o.eventsPerOrder) wrongCount++;
-    }
+    const projected = await checkOrders(sql, scenario, o.eventsPerOrder);
     const ackedIds = [...acks.keys()];
     const [found] = await sql<{ n: number }[]>`select count(*)::int as n from order_events where id = any(${ackedIds}::bigint[])`;
     const [stored] = await sql<{ n: number }[]>`select count(*)::int as n from order_events where client_order_id like ${`${scenario.prefix}-%`}`;
@@ -352,9 +401,45 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       select relname, seq_scan, seq_tup_read, idx_scan, idx_tup_fetch, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del,
              n_live_tup, n_dead_tup, autovacuum_count, autoanalyze_count
       from pg_stat_user_tables where relname not like 'bench_%' order by relname`;
+
+    // A backlog: the same load again while no worker runs, then a fresh worker process
+    // drains it (what a worker outage, a deploy or a burst beyond the projection's pace
+    // leaves behind).
+    let backlog: BacklogPhase | undefined;
+    let rssWorkerMiB = worker?.peakRssMiB() ?? 0;
+    if (worker) {
+      await worker.stop();
+      const backlogScenario: Scenario = { ...scenario, prefix: "K", svcBase: 8_000_000 };
+      const ingested = await runForked<LoadResult>("bench/load.ts", {
+        ...base,
+        amount: totalRequests(backlogScenario),
+        scenario: backlogScenario,
+        record: false,
+      } satisfies LoadConfig);
+      const queued = await pendingProjections(sql);
+      const before = await cpuSnapshot(sql, web.pid, undefined);
+      const startedAt = Date.now();
+      const fresh = await start("worker", "src/worker.ts", "worker running");
+      services.push(fresh);
+      const readyAt = Date.now();
+      const backlogDrained = await waitForDrain(sql, o.drainTimeoutS);
+      const doneAt = Date.now();
+      const after = await cpuSnapshot(sql, web.pid, fresh.pid);
+      backlog = {
+        ackedPerS: ingested.ok / ingested.elapsedS,
+        ackP99Ms: ingested.latency.p99,
+        queued,
+        drainS: (doneAt - startedAt) / 1000,
+        startS: (readyAt - startedAt) / 1000,
+        drained: backlogDrained,
+        cpu: cpuBetween(before, after, 0),
+        checks: await checkOrders(sql, backlogScenario, o.eventsPerOrder),
+      };
+      rssWorkerMiB = Math.max(rssWorkerMiB, fresh.peakRssMiB());
+    }
     succeeded = true;
     const rssWebMiB = web.peakRssMiB();
-    const rssWorkerMiB = worker?.peakRssMiB() ?? 0;
+    const together = stopSampling();
     return {
       ...httpSummary(load),
       requests: load.requests,
@@ -369,11 +454,11 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       drained,
       rssWebMiB,
       rssWorkerMiB,
+      together,
+      backlog,
       cpu: { ingest: cpuBetween(cpu0, cpu1, load.cpuS), drain: cpuBetween(cpu1, cpu2, 0) },
       checks: {
-        ordersProjected: orders.length,
-        wrongStatus,
-        wrongCount,
+        ...projected,
         ackedButMissing: ackedIds.length - found!.n,
         storedEvents: stored!.n,
       },

@@ -48,6 +48,20 @@ export function procMemMiB(pid: number, field: "VmRSS" | "VmHWM"): number {
   }
 }
 
+/**
+ * Proportional set size of a process, in MiB (NaN once it is gone): its private memory
+ * plus its share of pages it shares with others (the node binary and libraries, ~30 MiB
+ * of each node process's RSS). The sum over processes is what they take together.
+ */
+export function procPssMiB(pid: number): number {
+  try {
+    const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"));
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
 /** CPU time (user + system) a process has used, in seconds (0 once it is gone). */
 export function cpuSeconds(pid: number): number {
   try {

@@ -40,6 +40,12 @@ const ROWS: Row[] = [
   { label: "(d) projection lag p50 ms", key: "lagP50Ms", pick: (r) => r.tracklane.lagP50Ms, digits: 0 },
   { label: "    projection lag p99 ms", key: "lagP99Ms", pick: (r) => r.tracklane.lagP99Ms, digits: 0 },
   { label: "    drain after ingestion s", key: "drainS", pick: (r) => r.tracklane.drainS, digits: 2, target: { op: "<=", value: 15 } },
+  { label: "    backlog: acked/s, no worker", key: "backlogAckedPerS", pick: (r) => r.tracklane.backlog?.ackedPerS, digits: 0 },
+  { label: "    backlog: events queued", key: "backlogQueued", pick: (r) => r.tracklane.backlog?.queued, digits: 0 },
+  { label: "    backlog: drained in s", key: "backlogDrainS", pick: (r) => r.tracklane.backlog?.drainS, digits: 2, target: { op: "<=", value: 15 } },
+  { label: "      of which worker start s", key: "backlogStartS", pick: (r) => r.tracklane.backlog?.startS, digits: 2 },
+  { label: "    backlog: CPU us/event worker", key: "backlogCpuWorkerUs", pick: (r) => backlogPerEvent(r, "worker"), digits: 0 },
+  { label: "    backlog: CPU us/event postgres", key: "backlogCpuPgUs", pick: (r) => backlogPerEvent(r, "postgres"), digits: 0 },
   { label: "(e) peak RSS web MiB", key: "rssWebMiB", pick: (r) => r.tracklane.rssWebMiB, digits: 0 },
   { label: "    peak RSS worker MiB", key: "rssWorkerMiB", pick: (r) => r.tracklane.rssWorkerMiB, digits: 0 },
   {
@@ -49,6 +55,7 @@ const ROWS: Row[] = [
     digits: 0,
     target: { op: "<=", value: 300 },
   },
+  { label: "    peak PSS web+worker MiB", key: "pssTogetherMiB", pick: (r) => r.tracklane.together.pssMiB, digits: 0 },
   {
     label: "c/a",
     key: "cOverA",
@@ -69,6 +76,12 @@ const ROWS: Row[] = [
 function perEvent(r: RunResult, who: "web" | "postgres" | "worker" | "load"): number {
   const t = r.tracklane;
   return ((t.cpu.ingest[who] + t.cpu.drain[who]) * 1e6) / t.acked;
+}
+
+/** CPU per queued event while the fresh worker drained the backlog, in microseconds. */
+function backlogPerEvent(r: RunResult, who: "postgres" | "worker"): number | undefined {
+  const b = r.tracklane.backlog;
+  return b && b.queued > 0 ? (b.cpu[who] * 1e6) / b.queued : undefined;
 }
 
 /** PostgreSQL CPU per acknowledged callback spent for one client (by application_name). */
@@ -116,7 +129,11 @@ export function formatReport(
       `run ${i + 1} checks: ${t.requests} requests, ${t.acked} acknowledged (${t.duplicatesAcked} as duplicates), ${t.non2xx} non-2xx, ${t.errors} errors; ` +
         `${t.checks.storedEvents} events stored, ${t.checks.ackedButMissing} acknowledged but missing; ` +
         `${t.checks.ordersProjected} orders projected, ${t.checks.wrongStatus} with a wrong status, ${t.checks.wrongCount} with a wrong event_count; ` +
-        `${t.drained ? "drained" : "NOT DRAINED within the timeout"}`,
+        `${t.drained ? "drained" : "NOT DRAINED within the timeout"}` +
+        (t.backlog
+          ? `; backlog: ${t.backlog.checks.ordersProjected} orders projected, ${t.backlog.checks.wrongStatus} with a wrong status, ` +
+            `${t.backlog.checks.wrongCount} with a wrong event_count, ${t.backlog.drained ? "drained" : "NOT DRAINED within the timeout"}`
+          : ""),
     );
   });
   return { text: lines.join("\n"), median: med, targets };
