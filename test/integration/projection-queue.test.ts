@@ -89,6 +89,35 @@ describe("projection queue", () => {
     assert.equal(await queued(), 0);
   });
 
+  it("while keeping up, batches are spaced intervalMs apart; a backlog drains in full batches without pause", async () => {
+    const intervalMs = 3000;
+    const drainer = createDrainer(deps(), { batchMax: 3, intervalMs });
+    // A lone event: one short batch, nothing arrived meanwhile, no wait.
+    assert.equal((await t.callback(allotted("PQ-I1"))).status, 200);
+    let started = Date.now();
+    await drainer.drain();
+    assert.ok(Date.now() - started < intervalMs, "a drain with nothing more to do returns at once");
+    assert.equal(await statusOf("PQ-I1"), "ALLOTTED");
+
+    // Another drain job arrives while the loop runs: the loop takes one more batch, but
+    // only intervalMs after the last one started, so that it gathers what came meanwhile.
+    assert.equal((await t.callback(allotted("PQ-I2"))).status, 200);
+    started = Date.now();
+    const first = drainer.drain();
+    await drainer.drain(); // coalesced into the running loop
+    assert.equal((await t.callback(allotted("PQ-I3"))).status, 200);
+    await first;
+    assert.ok(Date.now() - started >= intervalMs, `the second batch waited (${Date.now() - started} ms)`);
+    assert.equal(await statusOf("PQ-I3"), "ALLOTTED");
+
+    // A backlog of three full batches: no waiting between them.
+    for (let i = 0; i < 9; i++) assert.equal((await t.callback(allotted(`PQ-IB${i}`))).status, 200);
+    started = Date.now();
+    await drainer.drain();
+    assert.ok(Date.now() - started < intervalMs, `full batches follow at once (${Date.now() - started} ms)`);
+    assert.equal(await queued(), 0);
+  });
+
   it("rows taken by a drain that dies mid-projection stay queued and are projected by the next", async () => {
     assert.equal((await t.callback(allotted("PQ-C"))).status, 200);
     // A "drain" takes the row (deletes it, uncommitted) and then dies.
