@@ -419,7 +419,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       const queued = await pendingProjections(sql);
       const before = await cpuSnapshot(sql, web.pid, undefined);
       const startedAt = Date.now();
-      const fresh = await start("worker", "src/worker.ts", "worker running");
+      const fresh = await start("backlog-worker", "src/worker.ts", "worker running");
       services.push(fresh);
       const readyAt = Date.now();
       const backlogDrained = await waitForDrain(sql, o.drainTimeoutS);
