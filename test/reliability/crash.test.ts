@@ -123,7 +123,7 @@ describe("kill -9 under callback load", () => {
     console.log(
       `kill -9: web x${webKills} and worker x${workerKills}, each worker while running jobs; ` +
         `${s.attempts} attempts, ${s.ok} 200s (${s.duplicates} duplicate), ${s.connectionErrors} connection errors, ${s.unavailable} 503s; ` +
-        `acknowledged ${acknowledged} distinct events, stored ${stored}; ${orders} orders equal fold(events) ` +
+        `acknowledged ${acknowledged} distinct events, stored ${stored}; ${orders} orders (rows and stored fold states) equal the fold of their events ` +
         `[load ${loadSeconds.toFixed(1)} s, total ${((Date.now() - started) / 1000).toFixed(1)} s]`,
     );
     assert.equal(await web.kill("SIGTERM"), 0);
@@ -256,7 +256,7 @@ describe("PostgreSQL stopped and started mid-load", () => {
       `PostgreSQL down ${restartedAt.getTime() - stoppedAt} ms: ${unavailableWhileDown} 503s while down (slowest ${load.stats.slowest503Ms} ms), ${okWhileDown} 200s while down; ` +
         `worker ${replaced ? "replaced its job runner" : "kept its job runner"}; ` +
         `total ${load.stats.ok} 200s, ${load.stats.unavailable} 503s; acknowledged ${acknowledged} distinct events, stored ${stored}; ` +
-        `${projectedAfter!.n} orders projected after the restart by the same worker, ${orders} orders equal fold(events) ` +
+        `${projectedAfter!.n} orders projected after the restart by the same worker, ${orders} orders (rows and stored fold states) equal the fold of their events ` +
         `[${((Date.now() - started) / 1000).toFixed(1)} s]`,
     );
     assert.equal(await web.kill("SIGTERM"), 0);
