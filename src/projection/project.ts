@@ -13,11 +13,11 @@
  * projection_queue row, so each event is merged once. The full path therefore folds the
  * events whose queue rows are gone (merged before) or deleted by its own transaction (it
  * claims the queued ones no drain holds), and leaves the rest to whichever drain holds
- * them: that drain merges them into the state written here. The full path reads an
- * order's events only after locking its rows,
- * so a merge that commits before it is seen, and one that commits after it builds on it.
- * Writes happen only when something changed, so re-projecting (or `npm run rebuild`)
- * leaves identical rows.
+ * them: that drain merges them into the state written here. Both paths lock an event's
+ * identifiers before touching its order, and the full path reads an order's events only
+ * after locking its rows, so a merge that commits before it is seen, and one that commits
+ * after it builds on what it wrote. Writes happen only when something changed, so
+ * re-projecting (or `npm run rebuild`) leaves identical rows.
  */
 import type { Sql, TransactionSql } from "postgres";
 import { DETAIL_SOURCES, foldState, latestFirst, mergeStates, payloadsNeeded, project } from "../domain/projection.ts";
