@@ -134,8 +134,9 @@ function statusOf(a: StatusWinner | null, b: StatusWinner | null): StatusWinner 
 
 const winner = <T>(value: T | null, stamp: Stamp): Winner<T> | null => (value === null ? null : { value, ...stamp });
 
-/** The state of a set holding just this event. `details` defaults to its payload's. */
-export function eventState(e: StoredEvent, details: EventDetails = eventDetails(e.payload)): FoldState {
+/** The state of a set holding just this event. */
+function eventState(e: StoredEvent): FoldState {
+  const details = eventDetails(e.payload);
   const stamp: Stamp = { at: e.occurredAt.getTime(), key: e.dedupeKey };
   // Unknown strings (and location events) never set the status: they appear in the timeline only.
   const status = e.kind === "status" ? canonicalStatus(e.providerStatus) : null;

@@ -1,7 +1,8 @@
 /**
- * Group commit. Concurrent callbacks are gathered into one multi-row insert and one
- * add_jobs per flush; each caller's promise settles only after that transaction has
- * committed, so a 200 still means "durably stored". While a flush is in flight, new
+ * Group commit. Concurrent callbacks are gathered into one statement per flush (the
+ * events, their queue rows and one drain job: src/ingest/append.ts); each caller's
+ * promise settles only after that statement has committed, so a 200 still means
+ * "durably stored". While a flush is in flight, new
  * events wait for the next one, so batches grow exactly as fast as load does and an idle
  * service pays no added latency.
  */

@@ -286,6 +286,10 @@ async function loadPayloads(tx: Tx, work: Iterable<OrderWork>, mask: (e: StoredE
   }
 }
 
+/** The latest arrival among these events, for the projection-lag metric. */
+const newestReceived = (events: readonly StoredEvent[]) =>
+  events.reduce<Date | null>((m, e) => (m === null || e.receivedAt > m ? e.receivedAt : m), null);
+
 /**
  * Projects the orders of `starts` in the caller's transaction; one result per start
  * (null when the order has neither events nor a row). Starts that are the same order
@@ -338,8 +342,7 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
     const root = links.rootOf(s.svcOrderId, s.clientOrderId);
     const w = work.get(root);
     if (!w || w.orderId === undefined) return null;
-    const newestReceivedAt = w.events.reduce<Date | null>((m, e) => (m === null || e.receivedAt > m ? e.receivedAt : m), null);
-    return { orderId: w.orderId, changed: changed.has(w.orderId), newestReceivedAt };
+    return { orderId: w.orderId, changed: changed.has(w.orderId), newestReceivedAt: newestReceived(w.events) };
   });
 }
 
@@ -369,9 +372,6 @@ export function groupByOrder(events: readonly StoredEvent[]): StoredEvent[][] {
  */
 const carries = (row: OrderDbRow, e: StoredEvent) =>
   (e.svcOrderId === null || e.svcOrderId === row.svc_order_id) && (e.clientOrderId === null || e.clientOrderId === row.client_order_id);
-
-const newestReceived = (events: readonly StoredEvent[]) =>
-  events.reduce<Date | null>((m, e) => (m === null || e.receivedAt > m ? e.receivedAt : m), null);
 
 /**
  * Projects events taken off the projection queue by this transaction (their queue rows

@@ -8,15 +8,18 @@
  *
  * Jobs coalesce in each worker process: at most `loops` drain loops run at once; a job
  * arriving while they all run completes at once, and the running loops take one more
- * batch that starts after its arrival. While the projection keeps up, a loop spaces its
- * batches `intervalMs` apart, so one transaction carries many flushes' events: measured
- * on the benchmark, a batch of 500 costs half the CPU per event of a batch of 40. A loop (and its job) ends only after a short
+ * batch that starts after its arrival. A loop (and its job) ends only after a short
  * batch that started after the last arrival, so at every moment each queued row is
  * covered by a job that is not yet complete: if the process dies, graphile-worker runs
  * that job again.
+ *
+ * While the projection keeps up, a loop spaces its batches `intervalMs` apart, so one
+ * transaction carries many flushes' events: measured on the benchmark, a batch of 500
+ * costs half the CPU per event of a batch of 40.
  */
 import type { Sql, TransactionSql } from "postgres";
 import { isDatabaseUnavailable } from "../db/client.ts";
+import { isJsonObject } from "../domain/normalise.ts";
 import type { StoredEvent } from "../domain/projection.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
@@ -24,7 +27,6 @@ import { projectionJob } from "../tasks/jobs.ts";
 import { groupByOrder, isConflict, projectQueued, toStored } from "./project.ts";
 import type { EventColumns, ProjectResult } from "./project.ts";
 import { createQueueVacuum } from "./queue-vacuum.ts";
-import { isJsonObject } from "../domain/normalise.ts";
 
 export const DRAIN_TASK = "projection__drain";
 
