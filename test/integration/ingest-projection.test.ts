@@ -7,13 +7,14 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
-import { eventDetails, isJsonObject } from "../../src/domain/normalise.ts";
+import { eventDetails } from "../../src/domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../../src/domain/normalise.ts";
 import { DETAIL_NAMES, DETAIL_SOURCES, detailBit, detailMask, fold, latestFirst, payloadsNeeded } from "../../src/domain/projection.ts";
 import type { DetailName, StoredEvent } from "../../src/domain/projection.ts";
-import { projectOrders, toStored } from "../../src/projection/project.ts";
+import { projectOrders } from "../../src/projection/project.ts";
 import { rebuildAll } from "../../src/projection/rebuild.ts";
 import { createTestApp } from "../helpers/app.ts";
+import { ordersOfLog } from "../helpers/oracle.ts";
 import type { TestApp } from "../helpers/app.ts";
 
 const sourceKeys = new Set(Object.values(DETAIL_SOURCES).flatMap((groups) => groups.flat()));
@@ -161,30 +162,15 @@ describe("projection: set-based projection in the database", () => {
     assert.equal(rows.length, 40, "one row per order, the split one merged");
 
     // The oracle: every stored event, grouped into orders by shared ids, folded in full.
-    const stored = await t.database.sql<{ id: string; dedupe_key: string; kind: string; svc_order_id: string | null; client_order_id: string | null; provider_status: string | null; occurred_at: Date; received_at: Date; payload: unknown }[]>`
-      select id::text, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload
-      from order_events where coalesce(svc_order_id, client_order_id) like 'IP-%'`;
-    const parent = new Map<string, string>();
-    const find = (k: string): string => {
-      if (!parent.has(k)) parent.set(k, k);
-      const p = parent.get(k)!;
-      return p === k ? k : find(p);
-    };
-    const keysOf = (svc: string | null, coid: string | null) => [svc && `s:${svc}`, coid && `c:${coid}`].filter((k): k is string => !!k);
-    for (const e of stored) {
-      const [a, b] = keysOf(e.svc_order_id, e.client_order_id);
-      if (b) parent.set(find(a!), find(b));
-      else find(a!);
-    }
-    const byOrder = new Map<string, StoredEvent[]>();
-    for (const r of stored) {
-      const root = find(keysOf(r.svc_order_id, r.client_order_id)[0]!);
-      if (!byOrder.has(root)) byOrder.set(root, []);
-      byOrder.get(root)!.push(toStored(r, isJsonObject(r.payload) ? r.payload : {}));
-    }
-    assert.equal(byOrder.size, 40);
+    const isOurs = (id: string | null) => id !== null && id.startsWith("IP-");
+    const byOrder = (await ordersOfLog(t.database.sql)).filter((events) => events.some((e) => isOurs(e.svcOrderId) || isOurs(e.clientOrderId)));
+    assert.equal(byOrder.length, 40);
     for (const row of rows) {
-      const { svcOrderId, clientOrderId, ...p } = fold(byOrder.get(find(keysOf(row.svc_order_id, row.client_order_id)[0]!))!);
+      const mine = byOrder.find((events) =>
+        events.some((e) => (row.svc_order_id !== null && e.svcOrderId === row.svc_order_id) || (row.client_order_id !== null && e.clientOrderId === row.client_order_id)),
+      );
+      assert.ok(mine, `no events for the row ${row.client_order_id ?? row.svc_order_id}`);
+      const { svcOrderId, clientOrderId, ...p } = fold(mine);
       const label = String(row.client_order_id ?? row.svc_order_id);
       assert.deepEqual(
         {
