@@ -83,7 +83,32 @@ const envSchema = z.object({
   HTTP_REQUEST_TIMEOUT_MS: httpTimeout(30_000),
   /** ...and its headers within this (at most HTTP_REQUEST_TIMEOUT_MS). */
   HTTP_HEADERS_TIMEOUT_MS: httpTimeout(10_000),
+  /** The provider refuses a repeated client_order_id, so a place whose outcome is unknown may be sent again. */
+  PROVIDER_DEDUPES_ORDERS: z.preprocess(
+    emptyToUndefined,
+    z.enum(["true", "false"], { error: 'must be "true" or "false"' }).default("false").transform((v) => v === "true"),
+  ),
+  /** Zone of provider times that carry no offset ("2026-11-23 14:05:00"). */
+  PROVIDER_TIMEZONE: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .refine(isTimeZone, { error: "must be an IANA time zone name, e.g. Asia/Kolkata or UTC" })
+      .default("UTC"),
+  ),
+  /** Poll the provider for active orders silent this long (minutes, fractions allowed); 0 turns it off. */
+  RECONCILE_AFTER_MIN: z.preprocess(emptyToUndefined, z.coerce.number().min(0).max(10_080).default(15)),
 });
+
+/** Whether Intl knows this IANA zone name (the only zones tracklane accepts). */
+function isTimeZone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 export interface ProviderConfig {
   env: "staging" | "production";
@@ -93,6 +118,12 @@ export interface ProviderConfig {
   gatewayUrl: string | undefined;
   auth: ProviderAuthConfig | undefined;
   timeoutMs: number;
+  /** The provider refuses a repeated client_order_id (PROVIDER_DEDUPES_ORDERS). */
+  dedupesOrders: boolean;
+  /** IANA zone of provider times without an offset. */
+  timezone: string;
+  /** Minutes of silence before an active order's status is polled; 0: never. */
+  reconcileAfterMin: number;
 }
 
 export interface Config {
@@ -166,6 +197,9 @@ function providerConfig(e: z.infer<typeof envSchema>): ProviderConfig {
     gatewayUrl: e.PROVIDER_GATEWAY_URL ?? e.PROVIDER_BASE_URL,
     auth,
     timeoutMs: e.PROVIDER_TIMEOUT_MS,
+    dedupesOrders: e.PROVIDER_DEDUPES_ORDERS,
+    timezone: e.PROVIDER_TIMEZONE,
+    reconcileAfterMin: e.RECONCILE_AFTER_MIN,
   };
 }
 
