@@ -4,11 +4,19 @@
  * (and the provider's Retry-After when it gives one); permanent ones end the command
  * `failed` with the provider's message.
  *
- * No double placement: the provider refuses a second order with the same
- * (store_code, client_order_id) and names the existing one; a place retried after a lost
- * answer therefore adopts that order instead of creating another. Likewise a cancel retried
- * after a lost answer is refused because the order is already cancelled, and that refusal
- * is its success (`cancelledByEarlierAttempt`).
+ * No double placement (PRODUCT.md §10). Every provider order dispatches a paid rider, and
+ * the real provider does not refuse a repeated client_order_id. So a place is re-sent only
+ * when the provider cannot have acted on the earlier attempt (not sent, or refused). When
+ * it may have (ProviderError.delivery "ambiguous": a timeout, a connection closed after the
+ * request was written, a 500/502/504, an unreadable 2xx, or a run that died mid-call), the
+ * placement becomes `unconfirmed` and stays so until evidence arrives (a callback naming
+ * both ids, projection/project.ts) or a person confirms or retries it (commands/service.ts).
+ * With PROVIDER_DEDUPES_ORDERS the provider refuses a second order and names the first,
+ * so an ambiguous place is re-sent and that refusal adopts the order.
+ *
+ * Edit, cancel, dispatch-ready and stop-reattempt are harmless to repeat: ambiguous
+ * failures retry. A refusal that says the wanted state already holds (a cancel of an order
+ * already cancelled) ends the command `succeeded`.
  */
 import type { Sql } from "postgres";
 import { z } from "zod";
@@ -31,6 +39,8 @@ export interface ExecuteDeps {
   log: Logger;
   maxAttempts: number;
   retryBaseMs: number;
+  /** PROVIDER_DEDUPES_ORDERS: an ambiguous place may be sent again. */
+  dedupesOrders: boolean;
 }
 
 interface CommandRow {
@@ -40,12 +50,16 @@ interface CommandRow {
   state: string;
   request: unknown;
   attempts: number;
+  outcome_unknown: boolean;
 }
 
 type Outcome =
   | { type: "succeeded"; response: unknown }
   | { type: "failed"; error: string }
-  | { type: "retry"; error: string; afterMs?: number | undefined }
+  /** `unknown`: this attempt may have reached the provider (ProviderError.delivery ambiguous). */
+  | { type: "retry"; error: string; afterMs?: number | undefined; unknown: boolean }
+  /** A place that may have created an order: not re-sent; a person or evidence decides. */
+  | { type: "unconfirmed"; error: string }
   /** Not attempted yet (the order has no provider id yet): check again later. */
   | { type: "wait"; reason: string };
 
@@ -59,52 +73,66 @@ export function backoffMs(attempt: number, baseMs: number): number {
 
 async function loadCommand(sql: Sql, id: number): Promise<{ command: CommandRow; order: OrderState } | null> {
   const [row] = await sql<(CommandRow & { o_id: string; client_order_id: string | null; svc_order_id: string | null; status: string | null; placement_state: string })[]>`
-    select c.id::int, c.order_id::int, c.kind, c.state, c.request, c.attempts,
+    select c.id::int, c.order_id::int, c.kind, c.state, c.request, c.attempts, c.outcome_unknown,
            o.id::text as o_id, o.client_order_id, o.svc_order_id, o.status, o.placement_state
     from commands c join orders o on o.id = c.order_id
     where c.id = ${id}`;
   if (!row) return null;
   return {
-    command: { id: row.id, order_id: row.order_id, kind: row.kind, state: row.state, request: row.request, attempts: row.attempts },
+    command: { id: row.id, order_id: row.order_id, kind: row.kind, state: row.state, request: row.request, attempts: row.attempts, outcome_unknown: row.outcome_unknown },
     order: { id: Number(row.o_id), client_order_id: row.client_order_id, svc_order_id: row.svc_order_id, status: row.status, placement_state: row.placement_state },
   };
 }
 
+const describe = (err: ProviderError) => `${err.kind}${err.status ? ` ${err.status}` : ""}: ${err.providerMessage || err.message}`;
+
+/**
+ * A failed call's outcome for a command that is safe to repeat. Errors that are not the
+ * provider's doing are thrown: graphile-worker retries the job.
+ */
 function classify(err: unknown): Outcome {
-  if (err instanceof ProviderError) {
-    const message = `${err.kind}${err.status ? ` ${err.status}` : ""}: ${err.providerMessage || err.message}`;
-    return err.retryable ? { type: "retry", error: message, afterMs: err.retryAfterMs } : { type: "failed", error: message };
+  if (!(err instanceof ProviderError)) throw err;
+  const error = describe(err);
+  return err.retryable ? { type: "retry", error, afterMs: err.retryAfterMs, unknown: err.delivery === "ambiguous" } : { type: "failed", error };
+}
+
+/**
+ * A failed place: re-sent only when the provider cannot have acted, or when it refuses
+ * duplicates (then a repeat is answered with the first order, which is adopted).
+ */
+function classifyPlace(err: unknown, dedupesOrders: boolean): Outcome {
+  if (!(err instanceof ProviderError)) throw err;
+  if (err.delivery === "ambiguous" && !dedupesOrders) {
+    return { type: "unconfirmed", error: `outcome unknown, not re-sent: ${describe(err)}` };
   }
-  throw err; // not the provider's doing: let graphile-worker retry the job
+  return classify(err);
 }
 
 /**
- * A cancel refused because the order is already CANCELLED is this command's own success when
- * an earlier attempt may have reached the provider, which cancelled and then lost the
- * answer: the returned refusal (the order's id and status as the provider states them).
- * Earlier attempts all ended in a retryable failure (any other outcome ends the command),
- * and all of those but a 429 can hide a cancel carried out: a timeout, a dropped connection,
- * a 5xx or a malformed answer after the provider acted. (Only their count is kept, so a
- * history of 429s alone counts too; the order is cancelled either way.) On the first attempt
- * the same refusal means the order was cancelled by someone else: null, the command fails.
+ * A cancel refused because the order is already cancelled: the state the command wants
+ * holds, whoever got there first (an earlier attempt of ours whose answer was lost, or
+ * someone else). Recognised from the refusal's data (the order's id and a cancelled
+ * status) or, when it carries none, from its words ("already cancelled").
  */
-export function cancelledByEarlierAttempt(
-  err: unknown,
-  svcOrderId: string,
-  earlierAttempts: number,
-): { svc_order_id: string; status: string } | null {
-  if (earlierAttempts === 0) return null;
+export function alreadyCancelled(err: unknown, svcOrderId: string): { svc_order_id: string; status: string } | null {
   const refusal = cancelRefusalFromError(err);
-  if (!refusal || refusal.svc_order_id !== svcOrderId || canonicalStatus(refusal.status) !== "CANCELLED") return null;
-  return refusal;
+  if (refusal) {
+    const status = canonicalStatus(refusal.status);
+    const cancelled = status === "CANCELLED" || status === "CANCELLED_BY_CUSTOMER";
+    return refusal.svc_order_id === svcOrderId && cancelled ? refusal : null;
+  }
+  if (err instanceof ProviderError && err.delivery === "refused" && /\balready\s+(been\s+)?cancell?ed\b/i.test(err.providerMessage)) {
+    return { svc_order_id: svcOrderId, status: "CANCELLED" };
+  }
+  return null;
 }
 
 /**
- * `earlier`: attempts of this command that may have reached the provider: those recorded,
- * plus runs of this job that ended without recording theirs (the worker died or the
- * database went away during or after the call).
+ * `unknownBefore`: an earlier attempt may have reached the provider without our learning
+ * what it did (one recorded as ambiguous, or a run of this job that ended without
+ * recording its attempt: the worker died or the database went away during the call).
  */
-async function attempt(provider: ProviderClient, command: CommandRow, order: OrderState, earlier: number): Promise<Outcome> {
+async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: CommandRow, order: OrderState, unknownBefore: boolean): Promise<Outcome> {
   const svc = order.svc_order_id;
   const needsSvc = command.kind !== "place" && command.kind !== "dispatch_ready";
   if (needsSvc && svc === null) {
@@ -112,43 +140,48 @@ async function attempt(provider: ProviderClient, command: CommandRow, order: Ord
       ? { type: "wait", reason: "waiting for the order to be placed" }
       : { type: "failed", error: "the order has no svc_order_id: the provider never confirmed it" };
   }
-  try {
-    switch (command.kind) {
-      case "place": {
-        try {
-          return { type: "succeeded", response: await provider.placeOrder(PlaceOrderBodySchema.parse(command.request)) };
-        } catch (err) {
-          const existing = existingOrderFromError(err);
-          if (existing) return { type: "succeeded", response: { message: "adopted the order the provider already had", data: existing } };
-          throw err;
-        }
+  switch (command.kind) {
+    case "place": {
+      if (unknownBefore && !deps.dedupesOrders) {
+        return { type: "unconfirmed", error: "outcome unknown, not re-sent: an earlier attempt ended without an answer" };
       }
-      case "edit":
-        return { type: "succeeded", response: await provider.editOrder(EditOrderBodySchema.parse({ ...(command.request as object), svc_order_id: svc })) };
-      case "cancel": {
-        try {
-          return { type: "succeeded", response: await provider.cancelOrder(svc!, CancelOrderBodySchema.parse(command.request)) };
-        } catch (err) {
-          const cancelled = cancelledByEarlierAttempt(err, svc!, earlier);
-          if (cancelled) {
-            return { type: "succeeded", response: { message: "the provider had already cancelled the order: an earlier attempt's answer was lost", data: cancelled } };
-          }
-          throw err;
-        }
+      try {
+        return { type: "succeeded", response: await provider.placeOrder(PlaceOrderBodySchema.parse(command.request)) };
+      } catch (err) {
+        const existing = existingOrderFromError(err);
+        if (existing) return { type: "succeeded", response: { message: "adopted the order the provider already had", data: existing } };
+        return classifyPlace(err, deps.dedupesOrders);
       }
-      case "dispatch_ready":
-        return { type: "succeeded", response: await provider.dispatchReady(order.client_order_id!, DispatchReadyBodySchema.parse(command.request)) };
-      case "stop_reattempt":
-        return { type: "succeeded", response: await provider.stopReattempt({ svc_order_id: svc! }) };
-      default:
-        return { type: "failed", error: `unknown command kind ${command.kind}` };
     }
+    case "edit":
+      return await settle(provider.editOrder(EditOrderBodySchema.parse({ ...(command.request as object), svc_order_id: svc })));
+    case "cancel": {
+      try {
+        return { type: "succeeded", response: await provider.cancelOrder(svc!, CancelOrderBodySchema.parse(command.request)) };
+      } catch (err) {
+        const cancelled = alreadyCancelled(err, svc!);
+        if (cancelled) return { type: "succeeded", response: { message: "the order was already cancelled at the provider", data: cancelled } };
+        return classify(err);
+      }
+    }
+    case "dispatch_ready":
+      return await settle(provider.dispatchReady(order.client_order_id!, DispatchReadyBodySchema.parse(command.request)));
+    case "stop_reattempt":
+      return await settle(provider.stopReattempt({ svc_order_id: svc! }));
+    default:
+      return { type: "failed", error: `unknown command kind ${command.kind}` };
+  }
+}
+
+async function settle(call: Promise<unknown>): Promise<Outcome> {
+  try {
+    return { type: "succeeded", response: await call };
   } catch (err) {
     return classify(err);
   }
 }
 
-const placedData = z.looseObject({ data: z.looseObject({ svc_order_id: z.coerce.string(), track_url: z.string().optional() }) });
+const placedData = z.looseObject({ data: z.looseObject({ svc_order_id: z.coerce.string(), track_url: z.string().nullish() }) });
 
 /** `jobRun`: which run of its graphile-worker job this is (1 the first time). */
 export async function executeCommand(deps: ExecuteDeps, commandId: number, jobRun = 1): Promise<void> {
@@ -160,25 +193,37 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobRu
     await finish(deps.sql, command, order, { type: "failed", error: "no provider configured (PROVIDER_BASE_URL)" });
     return;
   }
-  const outcome = await attempt(deps.provider, command, order, command.attempts + Math.max(0, jobRun - 1));
+  // Each recorded attempt schedules a fresh job; a run of this same job before this one
+  // ended without recording its attempt (the worker died, or the database went away
+  // during or after the call), so it may have reached the provider.
+  const unknownBefore = command.outcome_unknown || jobRun > 1;
+  const outcome = await attempt(deps, deps.provider, command, order, unknownBefore);
   if (outcome.type === "wait") {
     await enqueueCommand(deps.sql, command.id, order.id, new Date(Date.now() + WAIT_MS));
     return;
   }
   const attempts = command.attempts + 1;
+  const outcomeUnknown = unknownBefore || (outcome.type === "retry" && outcome.unknown) || outcome.type === "unconfirmed";
   if (outcome.type === "retry" && attempts < deps.maxAttempts) {
     const delay = Math.max(outcome.afterMs ?? 0, backoffMs(attempts, deps.retryBaseMs));
     log.warn({ attempts, delayMs: delay, error: outcome.error }, "provider call failed; will retry");
     await deps.sql.begin(async (tx) => {
-      await tx`update commands set attempts = ${attempts}, last_error = ${outcome.error}, updated_at = now() where id = ${command.id}`;
+      await tx`update commands set attempts = ${attempts}, last_error = ${outcome.error}, outcome_unknown = ${outcomeUnknown}, updated_at = now()
+        where id = ${command.id}`;
       await enqueueCommand(tx, command.id, order.id, new Date(Date.now() + delay));
     });
     return;
   }
-  const final: Outcome =
-    outcome.type === "retry" ? { type: "failed", error: `gave up after ${attempts} attempts: ${outcome.error}` } : outcome;
-  await finish(deps.sql, { ...command, attempts }, order, final);
+  let final: Outcome = outcome;
+  if (outcome.type === "retry") {
+    const error = `gave up after ${attempts} attempts: ${outcome.error}`;
+    // A place that gave up after an attempt that may have reached the provider may have
+    // created the order all the same.
+    final = command.kind === "place" && outcomeUnknown ? { type: "unconfirmed", error } : { type: "failed", error };
+  }
+  await finish(deps.sql, { ...command, attempts, outcome_unknown: outcomeUnknown }, order, final);
   if (final.type === "failed") log.warn({ attempts, error: final.error }, "command failed");
+  else if (final.type === "unconfirmed") log.warn({ attempts, error: final.error }, "placement unconfirmed: the provider may have created the order");
   else log.info({ attempts }, "command succeeded");
 }
 
@@ -204,13 +249,17 @@ async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome:
           new Date(),
         );
       }
-    } else if (outcome.type === "failed") {
+    } else if (outcome.type === "failed" || outcome.type === "unconfirmed") {
       await tx`
         update commands set state = 'failed', attempts = ${command.attempts}, last_error = ${outcome.error},
-          completed_at = now(), updated_at = now()
+          outcome_unknown = ${command.outcome_unknown}, completed_at = now(), updated_at = now()
         where id = ${command.id}`;
       if (command.kind === "place") {
-        await tx`update orders set placement_state = 'failed', placement_error = ${outcome.error}, updated_at = now() where id = ${order.id}`;
+        // Evidence may have confirmed the order while this attempt was out (the provider's
+        // callback names both ids): a placed order stays placed.
+        await tx`
+          update orders set placement_state = ${outcome.type}, placement_error = ${outcome.error}, updated_at = now()
+          where id = ${order.id} and placement_state = 'pending'`;
       }
     }
   });

@@ -39,6 +39,8 @@ export interface Rider {
 
 export interface Projection {
   svcOrderId: string | null;
+  /** Every provider id seen, sorted; two or more: the provider made several orders of one. */
+  svcOrderIds: string[];
   clientOrderId: string | null;
   status: CanonicalStatus | null;
   providerStatus: string | null;
@@ -69,6 +71,8 @@ export interface StatusWinner extends Stamp {
 export interface FoldState {
   status: StatusWinner | null;
   svcOrderId: Winner<string> | null;
+  /** The set of provider ids (sorted, at most MAX_SVC_IDS): a union, so it merges like the rest. */
+  svcOrderIds: string[];
   clientOrderId: Winner<string> | null;
   riderId: Winner<string> | null;
   riderName: Winner<string> | null;
@@ -79,9 +83,13 @@ export interface FoldState {
   eventCount: number;
 }
 
+/** An order has one provider id, two when the provider duplicated it; more is noise kept short. */
+export const MAX_SVC_IDS = 8;
+
 export const EMPTY_STATE: FoldState = {
   status: null,
   svcOrderId: null,
+  svcOrderIds: [],
   clientOrderId: null,
   riderId: null,
   riderName: null,
@@ -144,6 +152,7 @@ function eventState(e: StoredEvent): FoldState {
   return {
     status: status === null ? null : { status, raw: e.providerStatus!, ...stamp },
     svcOrderId: winner(e.svcOrderId, stamp),
+    svcOrderIds: e.svcOrderId === null ? [] : [e.svcOrderId],
     clientOrderId: winner(e.clientOrderId, stamp),
     riderId: winner(details.riderId, stamp),
     riderName: winner(details.riderName, stamp),
@@ -155,11 +164,19 @@ function eventState(e: StoredEvent): FoldState {
   };
 }
 
+/** Sorted union, cut to the smallest MAX_SVC_IDS: the same set whatever the merge order. */
+function unionOf(a: readonly string[], b: readonly string[]): string[] {
+  if (b.length === 0 || (a.length === 1 && b.length === 1 && a[0] === b[0])) return a as string[];
+  if (a.length === 0) return b as string[];
+  return [...new Set([...a, ...b])].sort().slice(0, MAX_SVC_IDS);
+}
+
 /** The state of A ∪ B from the states of two DISJOINT sets of events A and B. */
 export function mergeStates(a: FoldState, b: FoldState): FoldState {
   return {
     status: statusOf(a.status, b.status),
     svcOrderId: latestOf(a.svcOrderId, b.svcOrderId),
+    svcOrderIds: unionOf(a.svcOrderIds, b.svcOrderIds),
     clientOrderId: latestOf(a.clientOrderId, b.clientOrderId),
     riderId: latestOf(a.riderId, b.riderId),
     riderName: latestOf(a.riderName, b.riderName),
@@ -200,6 +217,7 @@ export function project(s: FoldState): Projection {
       : null;
   return {
     svcOrderId: s.svcOrderId?.value ?? null,
+    svcOrderIds: s.svcOrderIds,
     clientOrderId: s.clientOrderId?.value ?? null,
     status: s.status?.status ?? null,
     providerStatus: s.status?.raw ?? null,

@@ -13,7 +13,9 @@
  *
  *   {"v":1,"n":count,"t":lastEventAt,"e":[[key,at],…],
  *    "s":[status,raw,e],"i":[svc,e],"c":[coid,e],"r":[riderId,e],"m":[riderName,e],
- *    "p":[riderContact,e],"l":[latitude,longitude,e],"u":[trackUrl,e]}   (absent: null)
+ *    "p":[riderContact,e],"l":[latitude,longitude,e],"u":[trackUrl,e],
+ *    "a":[svc,…]}   (absent: null; "a" only when there are several provider ids, else
+ *    it is the one of "i")
  */
 import { z } from "zod";
 import type { FoldState, Stamp, Winner } from "../domain/projection.ts";
@@ -35,6 +37,7 @@ const stored = z.object({
   p: z.tuple([z.string(), ref]).optional(),
   l: z.tuple([z.number(), z.number(), ref]).optional(),
   u: z.tuple([z.string(), ref]).optional(),
+  a: z.array(z.string()).optional(),
 });
 type Stored = z.infer<typeof stored>;
 
@@ -64,6 +67,7 @@ export function encodeState(state: FoldState): string {
     const w = state[name];
     if (w) out[short] = [w.value, ref(w)];
   }
+  if (state.svcOrderIds.length > 1) out.a = state.svcOrderIds;
   if (state.location) out.l = [state.location.value.latitude, state.location.value.longitude, ref(state.location)];
   return JSON.stringify(out);
 }
@@ -86,6 +90,7 @@ export function decodeState(encoded: string | null): FoldState | null {
   return {
     status: s.s === undefined ? null : { status: s.s[0], raw: s.s[1], ...at(s.s[2]) },
     svcOrderId: winner(s.i),
+    svcOrderIds: s.a ?? (s.i === undefined ? [] : [s.i[0]]),
     clientOrderId: winner(s.c),
     riderId: winner(s.r),
     riderName: winner(s.m),

@@ -25,8 +25,8 @@ export type ProviderErrorKind =
 
 /**
  * The one place that decides whether a failed call may succeed when sent again (STYLE.md
- * example 5). Retrying is safe for every provider call tracklane makes: place-order is
- * protected by the provider's client_order_id uniqueness (see `existingOrderFromError`).
+ * example 5). Whether it is SAFE to send again is the other question, answered by
+ * `deliveryOf`: for a place it is not when the provider may already have acted.
  */
 export function isRetryable(kind: ProviderErrorKind): boolean {
   switch (kind) {
@@ -41,6 +41,76 @@ export function isRetryable(kind: ProviderErrorKind): boolean {
     case "failure":
     case "invalid_request":
       return false;
+  }
+}
+
+/**
+ * What a failed call may have done at the provider (PRODUCT.md §10):
+ * - not_sent: the request never reached it (connection refused, DNS, TLS, refused by
+ *   our own schema);
+ * - refused: it answered that it did not act (429, 503, any other 4xx, a 2xx that names
+ *   no order or says "Failure");
+ * - ambiguous: it may have acted and the answer was lost (timeout, connection closed
+ *   after the request was written, 500/502/504 and other 5xx, an unreadable 2xx).
+ * Only an ambiguous place can have created an order; it is never re-sent automatically
+ * unless the provider refuses duplicates (PROVIDER_DEDUPES_ORDERS).
+ */
+export type Delivery = "not_sent" | "refused" | "ambiguous";
+
+/** 5xx answers that say the server did not act on the request. */
+const REFUSING_5XX: ReadonlySet<number> = new Set([501, 503, 505]);
+
+/**
+ * Error codes of a connection that never carried the request: refused, unreachable, no
+ * such host, TLS handshake failures, a connect timeout. Anything else that breaks a
+ * connection (reset, "other side closed") may have come after the request was written.
+ */
+const NOT_SENT_CODES: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EAI_NONAME",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EADDRNOTAVAIL",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "CERT_HAS_EXPIRED",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+  "ERR_SSL_WRONG_VERSION_NUMBER",
+]);
+
+/** The error codes along an error's cause chain (fetch wraps the socket's error). */
+export function errorCodes(err: unknown): string[] {
+  const codes: string[] = [];
+  for (let e: unknown = err, depth = 0; e !== null && typeof e === "object" && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string") codes.push(code);
+    e = (e as { cause?: unknown }).cause;
+  }
+  return codes;
+}
+
+export function deliveryOf(kind: ProviderErrorKind, status: number | undefined, cause: unknown): Delivery {
+  switch (kind) {
+    case "invalid_request":
+      return "not_sent";
+    case "network":
+      return errorCodes(cause).some((c) => NOT_SENT_CODES.has(c)) ? "not_sent" : "ambiguous";
+    case "timeout":
+      return status === 408 ? "refused" : "ambiguous";
+    case "server":
+      return status !== undefined && REFUSING_5XX.has(status) ? "refused" : "ambiguous";
+    case "invalid_response":
+      return "ambiguous";
+    case "rate_limited":
+    case "client":
+    case "auth":
+    case "failure":
+      return "refused";
   }
 }
 
@@ -79,6 +149,8 @@ export class ProviderError extends Error {
   readonly providerMessage: string;
   /** Parsed JSON body (or the raw text when not JSON) of the failed answer. */
   readonly body?: unknown;
+  /** Whether the provider may have acted on the call (see `deliveryOf`). */
+  readonly delivery: Delivery;
 
   constructor(init: ProviderErrorInit) {
     const providerMessage = truncate(init.providerMessage ?? "");
@@ -88,16 +160,13 @@ export class ProviderError extends Error {
     });
     this.kind = init.kind;
     this.retryable = isRetryable(init.kind);
+    this.delivery = deliveryOf(init.kind, init.status, init.cause);
     this.operation = init.operation;
     this.status = init.status;
     this.retryAfterMs = init.retryAfterMs;
     this.providerMessage = providerMessage;
     this.body = init.body;
   }
-}
-
-export function isProviderError(err: unknown): err is ProviderError {
-  return err instanceof ProviderError;
 }
 
 /**
@@ -114,30 +183,58 @@ export function parseRetryAfter(value: string | null | undefined, now: number): 
   return Math.max(0, at - now);
 }
 
+/** Keys the provider's own words come under, in the order they are quoted. */
+const MESSAGE_KEYS = ["message", "error", "detail", "reason", "error_description"] as const;
+/** How much of a body that is not JSON (an HTML error page, plain text) is kept. */
+const EXCERPT_LENGTH = 200;
+
 /**
- * The provider's error text from a body shaped `{message, errors}`, `{detail}` or an OAuth
- * `{error, error_description}`; for a non-JSON body, its start.
+ * The provider's words from any body it sends, as one readable sentence: `message`,
+ * `error`, `detail`, `reason` (strings, or objects and arrays of them) and `errors`
+ * (a string, an array, or fields with their complaints), joined with ": ". A body that is
+ * not JSON gives its text (HTML without its tags), cut short; an empty one, "".
  */
 export function providerMessageOf(body: unknown): string {
-  if (typeof body === "string") return body.trim();
-  if (body === null || typeof body !== "object") return "";
+  if (typeof body === "string") return excerpt(body);
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return describeErrors(body);
   const record = body as Record<string, unknown>;
   const parts: string[] = [];
-  for (const key of ["message", "detail", "error", "error_description"]) {
+  for (const key of MESSAGE_KEYS) {
     const value = record[key];
-    if (typeof value === "string" && value !== "") parts.push(value);
+    if (value === undefined || value === null || value === "") continue;
+    const text = describeErrors(value);
+    if (text !== "" && !parts.includes(text)) parts.push(text);
   }
   const errors = record["errors"];
-  if (errors !== undefined && errors !== null) parts.push(describeErrors(errors));
+  if (errors !== undefined && errors !== null) {
+    const text = describeErrors(errors);
+    if (text !== "") parts.push(text);
+  }
   return parts.join(": ");
 }
 
+/** The readable start of a body that is not JSON: tags and runs of white space removed. */
+export function excerpt(text: string): string {
+  const plain = text
+    .replace(/<(script|style)[^>]*>[\s\S]*?<\/\1>/gi, " ")
+    .replace(/<[^>]*>/g, " ")
+    .replace(/&nbsp;/g, " ")
+    .replace(/\s+/g, " ")
+    .trim();
+  return plain.length > EXCERPT_LENGTH ? `${plain.slice(0, EXCERPT_LENGTH - 1)}…` : plain;
+}
+
 function describeErrors(errors: unknown): string {
-  if (typeof errors === "string") return errors;
-  if (Array.isArray(errors)) return errors.map(describeErrors).join("; ");
-  if (typeof errors === "object" && errors !== null) {
+  if (errors === null || errors === undefined) return "";
+  if (typeof errors === "string") return errors.trim();
+  if (Array.isArray(errors)) return errors.map(describeErrors).filter((t) => t !== "").join("; ");
+  if (typeof errors === "object") {
     return Object.entries(errors)
-      .map(([field, value]) => `${field}: ${describeErrors(value)}`)
+      .map(([field, value]) => {
+        const text = describeErrors(value);
+        return text === "" ? "" : `${field}: ${text}`;
+      })
+      .filter((t) => t !== "")
       .join("; ");
   }
   return String(errors);
@@ -148,26 +245,25 @@ function truncate(text: string): string {
 }
 
 /**
- * When a place-order failed because the (store_code, client_order_id) pair already has an
- * order, the existing order's ids; else null. A place whose answer was lost (timeout) is
- * retried, and this turns the provider's refusal into "already placed" instead of a second
- * order or a failure.
+ * When a place was refused because the (store_code, client_order_id) pair already has an
+ * order and the refusal names it (`errors.client_order_id` with the order under `data`):
+ * the existing order, which the place then adopts instead of failing. This is the
+ * evidence a provider that refuses duplicates gives for a place whose answer was lost.
  */
-export function existingOrderFromError(err: unknown): { svc_order_id: string; track_url: string } | null {
-  if (!(err instanceof ProviderError) || err.kind !== "client") return null;
+export function existingOrderFromError(err: unknown): { svc_order_id: string; track_url: string | null } | null {
+  if (!(err instanceof ProviderError) || err.delivery !== "refused") return null;
   const parsed = DuplicateOrderErrorSchema.safeParse(err.body);
   if (!parsed.success) return null;
   return { svc_order_id: parsed.data.data.svc_order_id, track_url: parsed.data.data.track_url };
 }
 
 /**
- * When a cancel was refused because the order is already finished, the order's id and
- * status as the provider states them; else null. Whether that refusal means the cancel is
- * done is the command's decision (see `cancelledByEarlierAttempt` in commands/execute.ts).
- * Either refusal form counts: a 4xx, or a 200 whose body says "Failure".
+ * When a cancel was refused and the refusal names the order with its status (`data`),
+ * that id and status; else null. Whether it means the cancel is done is the command's
+ * decision (commands/execute.ts). Either refusal form counts: a 4xx, or a 2xx refusal.
  */
 export function cancelRefusalFromError(err: unknown): { svc_order_id: string; status: string } | null {
-  if (!(err instanceof ProviderError) || (err.kind !== "client" && err.kind !== "failure")) return null;
+  if (!(err instanceof ProviderError) || err.delivery !== "refused") return null;
   const parsed = NotCancellableErrorSchema.safeParse(err.body);
   if (!parsed.success) return null;
   return { svc_order_id: parsed.data.data.svc_order_id, status: parsed.data.data.status };

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { Logger } from "../logger.ts";
-import { kindForStatus, parseRetryAfter, ProviderError, providerMessageOf } from "./errors.ts";
+import { excerpt, kindForStatus, parseRetryAfter, ProviderError, providerMessageOf } from "./errors.ts";
 
 /**
  * One HTTP exchange with the provider and the mapping of its outcome to a parsed value or a
@@ -71,9 +71,14 @@ export async function send(deps: HttpDeps, req: HttpRequest): Promise<RawRespons
 }
 
 /**
- * Turns an HTTP answer into the schema's output, or throws the matching ProviderError:
- * non-2xx by status; 2xx with `message: "Failure"` -> failure; 2xx that is not JSON or not
- * the expected shape -> invalid_response.
+ * The one reading of every provider answer (PRODUCT.md §10), shared by all commands:
+ * - not 2xx: an error by status, with the provider's words (JSON in any of its shapes,
+ *   or an excerpt of an HTML or text body; "empty body" when there is none);
+ * - 2xx whose body says `message: "Failure"`: a refusal (`failure`);
+ * - 2xx that is JSON but not the expected shape: a refusal with the provider's text when
+ *   it gives one that does not read as a success ("Order in non-serviceable area"), else
+ *   `invalid_response`, an answer that may hide an action (so is ambiguous);
+ * - 2xx that is not JSON: `invalid_response`, with an excerpt.
  */
 export function interpret<S extends z.ZodType>(
   deps: Pick<HttpDeps, "now" | "logger">,
@@ -82,12 +87,13 @@ export function interpret<S extends z.ZodType>(
   schema: S,
 ): z.output<S> {
   const operation = operationOf(req);
+  const blank = res.text.trim() === "";
+  const is2xx = res.status >= 200 && res.status <= 299;
   // An empty 2xx (e.g. 204) reads as {}: schemas of responses the spec does not show accept
   // it, schemas that need fields still reject it.
-  const empty2xx = res.text.trim() === "" && res.status >= 200 && res.status <= 299;
-  const json: ReturnType<typeof parseJson> = empty2xx ? { ok: true, value: {} } : parseJson(res.text);
+  const json: ReturnType<typeof parseJson> = blank && is2xx ? { ok: true, value: {} } : parseJson(res.text);
   const body = json.ok ? json.value : res.text;
-  if (res.status < 200 || res.status > 299) {
+  if (!is2xx) {
     const kind = kindForStatus(res.status);
     deps.logger?.warn({ method: req.method, path: req.path, status: res.status, kind }, "provider refused call");
     throw new ProviderError({
@@ -95,7 +101,7 @@ export function interpret<S extends z.ZodType>(
       operation,
       status: res.status,
       retryAfterMs: parseRetryAfter(res.headers.get("retry-after"), deps.now()),
-      providerMessage: providerMessageOf(body),
+      providerMessage: blank ? "empty body" : providerMessageOf(body) || excerpt(res.text),
       body,
     });
   }
@@ -104,7 +110,7 @@ export function interpret<S extends z.ZodType>(
       kind: "invalid_response",
       operation,
       status: res.status,
-      providerMessage: `response is not JSON: ${res.text.slice(0, 100)}`,
+      providerMessage: `response is not JSON: ${excerpt(res.text)}`,
       body,
     });
   }
@@ -113,17 +119,27 @@ export function interpret<S extends z.ZodType>(
   }
   const parsed = schema.safeParse(json.value);
   if (!parsed.success) {
+    const said = providerMessageOf(json.value);
+    if (said !== "" && !SUCCESS_WORDS.test(said)) {
+      throw new ProviderError({ kind: "failure", operation, status: res.status, providerMessage: said, body });
+    }
     const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
     throw new ProviderError({
       kind: "invalid_response",
       operation,
       status: res.status,
-      providerMessage: `unexpected response shape: ${issues}`,
+      providerMessage: `unexpected response shape: ${issues}${said === "" ? "" : ` (provider said: ${said})`}`,
       body,
     });
   }
   return parsed.data;
 }
+
+/**
+ * Words with which a provider announces that it did act. A 2xx saying one of them but
+ * missing what we need may still have created an order: ambiguous, never a refusal.
+ */
+const SUCCESS_WORDS = /\b(success|successful|successfully|placed|created|accepted|ok|done|updated|cancelled)\b/i;
 
 function isFailureBody(value: unknown): boolean {
   return typeof value === "object" && value !== null && (value as Record<string, unknown>)["message"] === "Failure";

@@ -33,31 +33,66 @@ export const ProviderIdSchema = z
 
 // ---------------------------------------------------------------- place order (§4.2)
 
-export const StoreOrderDetailsSchema = z.object({
+/**
+ * Merchant code sends numbers as JSON numbers or as numeric strings ("250.00"), and the
+ * flag as a boolean or "true"/"false" (PRODUCT.md §10). Both read as what they mean, so a
+ * body is the same order whichever way it spells them, and the provider gets numbers and
+ * booleans.
+ */
+const NUMERIC = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+const numberish = z.union([
+  z.number(),
+  z
+    .string()
+    .trim()
+    .regex(NUMERIC, "must be a number or a numeric string")
+    .transform(Number),
+]);
+const tolerantLatitude = numberish.pipe(z.number().min(-90, "must be between -90 and 90").max(90, "must be between -90 and 90"));
+const tolerantLongitude = numberish.pipe(z.number().min(-180, "must be between -180 and 180").max(180, "must be between -180 and 180"));
+const tolerantAmount = numberish.pipe(z.number().nonnegative("must not be negative"));
+const tolerantQuantity = numberish.pipe(z.number().int("must be a whole number").positive("must be at least 1"));
+const booleanish = z.union([
+  z.boolean(),
+  z
+    .string()
+    .trim()
+    .toLowerCase()
+    .pipe(z.enum(["true", "false"], { error: 'must be true, false, "true" or "false"' }))
+    .transform((v) => v === "true"),
+]);
+
+/**
+ * Only what PRODUCT.md §10 lists is required; a field we know is checked when present;
+ * every other field, at any depth, is kept as sent (loose objects), so nothing a merchant
+ * adds (scheduled_time, delivery_instruction, landmark...) is dropped on its way to the
+ * provider.
+ */
+export const StoreOrderDetailsSchema = z.looseObject({
   client_order_id: text,
-  order_value: amount,
-  paid: z.boolean(),
-  payment_mode: text,
+  order_value: tolerantAmount.optional(),
+  paid: booleanish.optional(),
+  payment_mode: text.optional(),
 });
 
-export const CustomerDetailsSchema = z.object({
+export const CustomerDetailsSchema = z.looseObject({
   name: text,
   contact_number: text,
   address_line_1: text,
   address_line_2: optionalText,
-  city: text,
-  latitude,
-  longitude,
+  city: text.optional(),
+  latitude: tolerantLatitude,
+  longitude: tolerantLongitude,
 });
 
-export const ProductDetailSchema = z.object({
-  id: z.union([text, z.number().int()]),
-  name: text,
-  price: amount,
-  quantity: z.number().int().positive(),
+export const ProductDetailSchema = z.looseObject({
+  id: z.union([text, z.number().int()]).optional(),
+  name: text.optional(),
+  price: tolerantAmount.optional(),
+  quantity: tolerantQuantity.optional(),
 });
 
-export const PlaceOrderBodySchema = z.object({
+export const PlaceOrderBodySchema = z.looseObject({
   store_code: text,
   order_details: StoreOrderDetailsSchema,
   customer_details: CustomerDetailsSchema,
@@ -67,10 +102,28 @@ export const PlaceOrderBodySchema = z.object({
 });
 export type PlaceOrderBody = z.input<typeof PlaceOrderBodySchema>;
 
-export const PlaceOrderResponseSchema = z.looseObject({
-  message: z.string(),
-  data: z.looseObject({ svc_order_id: ProviderIdSchema, track_url: z.string() }),
+/** Where an answer may name the order's id, first found wins (PRODUCT.md §10). */
+export const ORDER_ID_KEYS = ["svc_order_id", "sfx_order_id", "id"] as const;
+
+/**
+ * The order an answer's `data` names, read tolerantly: the id from `svc_order_id`,
+ * `sfx_order_id` or `id`, as a number or a string; `track_url` when present. Fails when
+ * no id is there, so a 2xx that names no order never passes for a placed one.
+ */
+export type NamedOrder = Record<string, unknown> & { svc_order_id: string; track_url: string | null };
+export const NamedOrderSchema = z.looseObject({}).transform((data, ctx): NamedOrder => {
+  for (const key of ORDER_ID_KEYS) {
+    const id = ProviderIdSchema.safeParse(data[key]);
+    if (id.success) {
+      const track = data["track_url"];
+      return { ...data, svc_order_id: id.data, track_url: typeof track === "string" && track.trim() !== "" ? track : null };
+    }
+  }
+  ctx.addIssue({ code: "custom", message: `names no order: expected one of ${ORDER_ID_KEYS.join(", ")}` });
+  return z.NEVER;
 });
+
+export const PlaceOrderResponseSchema = z.looseObject({ message: z.string().optional(), data: NamedOrderSchema });
 export type PlaceOrderResponse = z.output<typeof PlaceOrderResponseSchema>;
 
 /**
@@ -85,10 +138,10 @@ export function pickupOtp(body: Pick<PlaceOrderBody, "order_details" | "misc">):
 
 // ---------------------------------------------------------------- edit order (§4.2)
 
-export const EditOrderBodySchema = z.object({
+export const EditOrderBodySchema = z.looseObject({
   svc_order_id: ProviderIdSchema,
   order_details: z
-    .object({ payment_mode: text.optional(), order_value: amount.optional() })
+    .looseObject({ payment_mode: text.optional(), order_value: tolerantAmount.optional() })
     .optional(),
   product_details: z.array(ProductDetailSchema).min(1, "at least one product").optional(),
 });
@@ -267,9 +320,8 @@ export type OAuthTokenResponse = z.output<typeof OAuthTokenResponseSchema>;
  * place twice (see `existingOrderFromError`).
  */
 export const DuplicateOrderErrorSchema = z.looseObject({
-  message: z.literal("Failure"),
-  errors: z.looseObject({ client_order_id: z.array(z.string()).min(1) }),
-  data: z.looseObject({ svc_order_id: ProviderIdSchema, track_url: z.string() }),
+  errors: z.looseObject({ client_order_id: z.union([z.array(z.string()).min(1), z.string().min(1)]) }),
+  data: NamedOrderSchema,
 });
 
 /**
@@ -279,7 +331,5 @@ export const DuplicateOrderErrorSchema = z.looseObject({
  * answer was lost (see `cancelRefusalFromError`).
  */
 export const NotCancellableErrorSchema = z.looseObject({
-  message: z.literal("Failure"),
-  errors: z.looseObject({ svc_order_id: z.array(z.string()).min(1) }),
-  data: z.looseObject({ svc_order_id: ProviderIdSchema, status: z.string().min(1) }),
+  data: NamedOrderSchema.pipe(z.looseObject({ svc_order_id: z.string(), track_url: z.string().nullable(), status: z.string().min(1) })),
 });

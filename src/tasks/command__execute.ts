@@ -20,6 +20,7 @@ export function commandExecute(deps: WorkerDeps): Task {
         log: deps.log,
         maxAttempts: deps.config.commands.maxAttempts,
         retryBaseMs: deps.config.commands.retryBaseMs,
+        dedupesOrders: deps.config.provider.dedupesOrders,
       },
       payload.data.command_id,
       helpers.job.attempts,

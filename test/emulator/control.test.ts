@@ -108,6 +108,7 @@ describe("control endpoints (/__emulator/)", () => {
 
   it("serves the track_url", async () => {
     const { data } = await pair.client.placeOrder(placeOrderBody());
+    assert.ok(data.track_url !== null, "the strict emulator returns a track_url");
     const res = await fetch(data.track_url);
     assert.equal(res.status, 200);
     assert.equal(((await res.json()) as Record<string, unknown>)["status"], "CREATED");

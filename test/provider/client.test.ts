@@ -22,7 +22,7 @@ describe("provider client against the emulator: every endpoint", () => {
     const { body, svc, res } = await place();
     assert.equal(typeof svc, "string");
     assert.match(svc, /^\d+$/);
-    assert.match(res.data.track_url, /^http:\/\/127\.0\.0\.1:\d+\/track\/\d+$/);
+    assert.match(res.data.track_url ?? "", /^http:\/\/127\.0\.0\.1:\d+\/track\/\d+$/);
     const order = await pair.control.order(svc);
     assert.equal(order["client_order_id"], body.order_details.client_order_id);
     assert.equal(order["status"], "CREATED");

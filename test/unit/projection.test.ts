@@ -198,6 +198,7 @@ function modelProjection(items: readonly Item[]): Projection {
     : null;
   return {
     svcOrderId: all.some((i) => i.spec.svc !== 0) ? "77" : null,
+    svcOrderIds: all.some((i) => i.spec.svc !== 0) ? ["77"] : [],
     clientOrderId: all.some((i) => i.spec.client || i.spec.svc === 0) ? "C-77" : null,
     status: (w?.status ?? null) as Projection["status"],
     providerStatus: w ? modelStatusText(w.item.spec) : null,

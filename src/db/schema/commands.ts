@@ -1,9 +1,11 @@
-import { bigint, check, index, integer, jsonb, pgTable, text, timestamp, sql } from "../drizzle.ts";
+import { bigint, boolean, check, index, integer, jsonb, pgTable, text, timestamp, sql } from "../drizzle.ts";
 import { orders } from "./orders.ts";
 
 /**
  * Every call tracklane makes to the provider on a merchant's behalf (place, edit,
  * cancel, dispatch-ready, stop-reattempt): recorded first, then carried out by a job.
+ * A placement confirmed by hand (`confirm_placement`) is recorded here too, as a command
+ * that succeeds when it is made: every decision about an order has one audit trail.
  */
 export const commands = pgTable(
   "commands",
@@ -21,6 +23,12 @@ export const commands = pgTable(
     requestHash: text().notNull(),
     response: jsonb(),
     attempts: integer().notNull().default(0),
+    /**
+     * An attempt may have reached the provider without our learning its outcome (a
+     * timeout, a dropped connection, a 5xx, a run that died mid-call). For a place this
+     * decides between `failed` and `unconfirmed` when the command ends.
+     */
+    outcomeUnknown: boolean().notNull().default(false),
     lastError: text(),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
@@ -29,7 +37,7 @@ export const commands = pgTable(
   (t) => [
     // Serves GET /v1/orders/{order}/commands.
     index("commands_order_id_idx").on(t.orderId, t.id),
-    check("commands_kind", sql`${t.kind} in ('place', 'edit', 'cancel', 'dispatch_ready', 'stop_reattempt')`),
+    check("commands_kind", sql`${t.kind} in ('place', 'edit', 'cancel', 'dispatch_ready', 'stop_reattempt', 'confirm_placement')`),
     check("commands_state", sql`${t.state} in ('pending', 'succeeded', 'failed')`),
   ],
 );

@@ -25,7 +25,11 @@ export const orders = pgTable(
     riderLatitude: doublePrecision(),
     riderLongitude: doublePrecision(),
     riderLocationAt: timestamp({ withTimezone: true }),
-    /** pending | placed | failed (placed through tracklane) or external (seen only in callbacks). */
+    /**
+     * pending | placed | unconfirmed | failed (placed through tracklane) or external (seen
+     * only in callbacks). unconfirmed: the provider may have created the order but its
+     * answer was lost; a callback naming both ids or a confirmation by hand makes it placed.
+     */
     placementState: text().notNull().default("external"),
     placementError: text(),
     eventCount: integer().notNull().default(0),
@@ -38,6 +42,13 @@ export const orders = pgTable(
      * from before it).
      */
     projectionState: text(),
+    /**
+     * Every provider id seen for this order, sorted. More than one means the provider
+     * created a second order for the same client_order_id: both stay visible.
+     */
+    svcOrderIds: text().array().notNull().default(sql`'{}'::text[]`),
+    /** When the reconciliation job last asked the provider for this order's status. */
+    reconciledAt: timestamp({ withTimezone: true }),
     createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
@@ -49,5 +60,7 @@ export const orders = pgTable(
     index("orders_status_idx").on(t.status, t.id.desc()),
     index("orders_store_code_idx").on(t.storeCode, t.id.desc()).where(sql`${t.storeCode} is not null`),
     index("orders_updated_at_idx").on(t.updatedAt),
+    // Serves GET /v1/orders?placement= and the placement gauge (unconfirmed orders are few).
+    index("orders_placement_state_idx").on(t.placementState, t.id.desc().nullsFirst()).where(sql`${t.placementState} <> 'external'`),
   ],
 );
