@@ -30,6 +30,12 @@ export function createMetrics() {
       labelNames: ["task", "outcome"] as const,
       registers: [registry],
     }),
+    placements: new Gauge({
+      name: "tracklane_orders_placement",
+      help: "Orders placed through tracklane that are not (yet) placed, by placement state (pending, unconfirmed, failed)",
+      labelNames: ["state"] as const,
+      registers: [registry],
+    }),
     awbPool: new Gauge({
       name: "tracklane_awb_pool",
       help: "AWB numbers in the pool, by state (available, allocated)",

@@ -14,7 +14,7 @@ import { pickupOtp } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
 import { ApiError } from "../http/errors.ts";
 
-export const COMMAND_KINDS = ["place", "edit", "cancel", "dispatch_ready", "stop_reattempt"] as const;
+export const COMMAND_KINDS = ["place", "edit", "cancel", "dispatch_ready", "stop_reattempt", "confirm_placement"] as const;
 export type CommandKind = (typeof COMMAND_KINDS)[number];
 
 export interface OrderState {
@@ -114,7 +114,7 @@ export async function appendTracklaneEvent(tx: TransactionSql, payload: JsonObje
 }
 
 /** The state checks of PRODUCT.md §6, before anything is recorded. */
-export function checkCommandAllowed(kind: Exclude<CommandKind, "place">, order: OrderState): void {
+export function checkCommandAllowed(kind: OrderCommandKind, order: OrderState): void {
   const status = canonicalStatus(order.status);
   if (order.placement_state === "failed") {
     throw new ApiError("conflict", `order ${order.client_order_id ?? order.svc_order_id} was never placed with the provider (placement failed)`);
@@ -130,7 +130,107 @@ export function checkCommandAllowed(kind: Exclude<CommandKind, "place">, order: 
   }
 }
 
-export async function createCommand(sql: Sql, order: OrderState, kind: Exclude<CommandKind, "place">, request: JsonObject): Promise<number> {
+/** Commands a merchant queues for the provider on an existing order. */
+export type OrderCommandKind = Exclude<CommandKind, "place" | "confirm_placement">;
+
+export async function createCommand(sql: Sql, order: OrderState, kind: OrderCommandKind, request: JsonObject): Promise<number> {
   checkCommandAllowed(kind, order);
   return await sql.begin((tx) => insertCommand(tx, order.id, kind, request));
+}
+
+// ---------------------------------------------------------------- placement resolved by hand
+
+/** Placements a person may resolve: the outcome is unknown, or the place gave up. */
+const RESOLVABLE = new Set(["unconfirmed", "failed"]);
+
+interface LockedOrder {
+  id: string;
+  client_order_id: string | null;
+  svc_order_id: string | null;
+  placement_state: string;
+}
+
+async function lockOrder(tx: TransactionSql, orderId: number): Promise<LockedOrder> {
+  const [row] = await tx<LockedOrder[]>`
+    select id::text, client_order_id, svc_order_id, placement_state from orders where id = ${orderId} for update`;
+  if (!row) throw new ApiError("order_not_found", "order not found");
+  return row;
+}
+
+function refuseUnresolvable(row: LockedOrder): never {
+  const name = row.client_order_id ?? row.svc_order_id;
+  if (row.placement_state === "external") {
+    throw new ApiError("conflict", `order ${name} was not placed through tracklane: there is no placement to resolve`);
+  }
+  if (row.placement_state === "pending") {
+    throw new ApiError("conflict", `order ${name} is being placed right now: wait for the place command to end`);
+  }
+  throw new ApiError("conflict", `order ${name} is already placed${row.svc_order_id ? ` as ${row.svc_order_id}` : ""}`);
+}
+
+/**
+ * `POST …/placement/confirm`: a person found the order at the provider (its id
+ * `svcOrderId`) and adopts it. Recorded as a `confirm_placement` command that succeeds at
+ * once; the order is placed, and tracklane's own event links the two ids so that the
+ * provider's callbacks for `svcOrderId` land on this order. Confirming the id the order
+ * already has is answered again (idempotent), not refused.
+ */
+export async function confirmPlacement(sql: Sql, orderId: number, svcOrderId: string): Promise<{ commandId: number; created: boolean }> {
+  return await sql.begin(async (tx) => {
+    const row = await lockOrder(tx, orderId);
+    if (row.placement_state === "placed" && row.svc_order_id === svcOrderId) {
+      const [last] = await tx<{ id: string }[]>`
+        select id::text from commands where order_id = ${orderId} and kind in ('place', 'confirm_placement') and state = 'succeeded'
+        order by id desc limit 1`;
+      if (last) return { commandId: Number(last.id), created: false };
+    }
+    if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
+    const [owner] = await tx<{ client_order_id: string | null; placement_state: string }[]>`
+      select client_order_id, placement_state from orders where svc_order_id = ${svcOrderId} and id <> ${orderId}`;
+    if (owner && owner.placement_state !== "external") {
+      throw new ApiError("conflict", `provider order ${svcOrderId} already belongs to order ${owner.client_order_id ?? "(unknown)"}`);
+    }
+    const request = { svc_order_id: svcOrderId };
+    const response = { message: "placement confirmed by hand", data: request };
+    const [command] = await tx<{ id: string }[]>`
+      insert into commands (order_id, kind, state, request, request_hash, response, completed_at)
+      values (${orderId}, 'confirm_placement', 'succeeded', ${JSON.stringify(request)}::text::jsonb,
+              ${sha256Hex(canonicalJson(request))}, ${JSON.stringify(response)}::text::jsonb, now())
+      returning id::text`;
+    const commandId = Number(command!.id);
+    // The place commands whose outcome was unknown did create this order.
+    await tx`
+      update commands set state = 'succeeded', last_error = null, updated_at = now(), completed_at = now(),
+        response = ${JSON.stringify({ message: `confirmed by hand (command ${commandId})`, data: request })}::text::jsonb
+      where order_id = ${orderId} and kind = 'place' and state = 'failed' and outcome_unknown`;
+    // An external row already holding the id (its callbacks came first) is merged into
+    // this one by the projection, through the link event below.
+    await tx`
+      update orders set placement_state = 'placed', placement_error = null, updated_at = now(),
+        svc_order_id = case when ${owner === undefined} then ${svcOrderId} else svc_order_id end
+      where id = ${orderId}`;
+    await appendTracklaneEvent(
+      tx,
+      { client_order_id: row.client_order_id, svc_order_id: svcOrderId, tracklane: "placement confirmed by hand", command_id: commandId },
+      new Date(),
+    );
+    return { commandId, created: true };
+  });
+}
+
+/**
+ * `POST …/placement/retry`: a person decided the provider has no order for this one, and
+ * sends the place again: a new `place` command with the original body. Unlike an automatic
+ * retry it is sent whatever happened before, since a person took that decision.
+ */
+export async function retryPlacement(sql: Sql, orderId: number): Promise<number> {
+  return await sql.begin(async (tx) => {
+    const row = await lockOrder(tx, orderId);
+    if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
+    const [first] = await tx<{ request: JsonObject }[]>`
+      select request from commands where order_id = ${orderId} and kind = 'place' order by id limit 1`;
+    if (!first) throw new ApiError("conflict", "the order has no place command to send again");
+    await tx`update orders set placement_state = 'pending', placement_error = null, updated_at = now() where id = ${orderId}`;
+    return await insertCommand(tx, orderId, "place", first.request);
+  });
 }

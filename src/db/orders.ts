@@ -22,6 +22,7 @@ export async function findOrder(db: Db, ref: OrderRef): Promise<OrderRow | undef
 export interface OrderFilter {
   status?: string | undefined;
   storeCode?: string | undefined;
+  placement?: string | undefined;
   updatedAfter?: Date | undefined;
   limit: number;
   /** Keyset cursor: the last id of the previous page. */
@@ -33,6 +34,7 @@ export async function listOrders(db: Db, f: OrderFilter): Promise<{ rows: OrderR
   const conditions = [
     f.status !== undefined ? eq(orders.status, f.status) : undefined,
     f.storeCode !== undefined ? eq(orders.storeCode, f.storeCode) : undefined,
+    f.placement !== undefined ? eq(orders.placementState, f.placement) : undefined,
     f.updatedAfter !== undefined ? gt(orders.updatedAt, f.updatedAfter) : undefined,
     f.beforeId !== undefined ? lt(orders.id, f.beforeId) : undefined,
   ];

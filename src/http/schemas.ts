@@ -19,6 +19,8 @@ export const ErrorSchema = z
   })
   .openapi("Error");
 
+export const PLACEMENT_STATES = ["pending", "placed", "unconfirmed", "failed", "external"] as const;
+
 export const RiderSchema = z
   .object({
     id: z.string().nullable(),
@@ -42,8 +44,13 @@ export const OrderSchema = z
     awb_number: z.string().nullable(),
     pickup_otp: z.string().nullable(),
     rider: RiderSchema.nullable(),
+    svc_order_ids: z.array(z.string()).openapi({
+      description: "Every provider id seen for this order. Two or more: the provider created several orders for one client_order_id.",
+    }),
     placement: z.object({
-      state: z.enum(["pending", "placed", "failed", "external"]),
+      state: z.enum(PLACEMENT_STATES).openapi({
+        description: "unconfirmed: the provider may have created the order but its answer was lost; confirm or retry it (POST …/placement/confirm, …/placement/retry)",
+      }),
       error: z.string().nullable(),
     }),
     event_count: z.number().int(),
@@ -61,6 +68,7 @@ export function orderJson(row: OrderRow): OrderJson {
   return {
     client_order_id: row.clientOrderId,
     svc_order_id: row.svcOrderId,
+    svc_order_ids: row.svcOrderIds.length > 0 ? row.svcOrderIds : row.svcOrderId === null ? [] : [row.svcOrderId],
     store_code: row.storeCode,
     status: canonicalStatus(row.status),
     provider_status: row.providerStatus,
@@ -79,7 +87,7 @@ export function orderJson(row: OrderRow): OrderJson {
         }
       : null,
     placement: {
-      state: z.enum(["pending", "placed", "failed", "external"]).catch("external").parse(row.placementState),
+      state: z.enum(PLACEMENT_STATES).catch("external").parse(row.placementState),
       error: row.placementError,
     },
     event_count: row.eventCount,
@@ -93,7 +101,7 @@ export const EventSchema = z
   .object({
     id: z.string(),
     kind: z.enum(["status", "location"]),
-    source: z.enum(["provider", "tracklane"]),
+    source: z.enum(["provider", "tracklane", "poll"]),
     status: z.enum(CANONICAL_STATUSES).nullable(),
     provider_status: z.string().nullable(),
     occurred_at: z.string(),
@@ -106,7 +114,7 @@ export function eventJson(row: EventRow): z.infer<typeof EventSchema> {
   return {
     id: String(row.id),
     kind: row.kind === "location" ? "location" : "status",
-    source: row.source === "tracklane" ? "tracklane" : "provider",
+    source: z.enum(["provider", "tracklane", "poll"]).catch("provider").parse(row.source),
     status: row.kind === "status" ? canonicalStatus(row.providerStatus) : null,
     provider_status: row.providerStatus,
     occurred_at: row.occurredAt.toISOString(),

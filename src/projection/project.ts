@@ -24,6 +24,7 @@ import { DETAIL_SOURCES, foldState, latestFirst, mergeStates, payloadsNeeded, pr
 import type { FoldState, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../domain/normalise.ts";
+import type { Logger } from "../logger.ts";
 import { decodeState, encodeState } from "./state.ts";
 
 export interface OrderIds {
@@ -36,6 +37,10 @@ export interface ProjectResult {
   changed: boolean;
   /** Newest event's arrival time, for the projection-lag metric. */
   newestReceivedAt: Date | null;
+  /** An unconfirmed placement was confirmed by these events. */
+  placementConfirmed?: true;
+  /** The order now has several provider ids, for the first time (a duplicate at the provider). */
+  duplicatedAs?: string[];
 }
 
 /**
@@ -332,18 +337,60 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
     }
   }
   await insertOrders(tx, inserts);
+  const notes: WriteNotes = { confirmed: [], duplicated: [] };
   const changed = await writeProjections(
     tx,
     [...work.values()].flatMap((w) => (w.state === undefined || w.orderId === undefined ? [] : [{ orderId: w.orderId, fresh: w.fresh === true, state: w.state }])),
+    notes,
   );
+  await recordConfirmations(tx, notes.confirmed);
 
   return starts.map((s) => {
     if (s.svcOrderId === null && s.clientOrderId === null) return null;
     const root = links.rootOf(s.svcOrderId, s.clientOrderId);
     const w = work.get(root);
     if (!w || w.orderId === undefined) return null;
-    return { orderId: w.orderId, changed: changed.has(w.orderId), newestReceivedAt: newestReceived(w.events) };
+    return withNotes({ orderId: w.orderId, changed: changed.has(w.orderId), newestReceivedAt: newestReceived(w.events) }, notes);
   });
+}
+
+/**
+ * Logs what the projection found about placements, once: it is found by the transaction
+ * that makes the change, so call this after that transaction committed.
+ */
+export function reportPlacements(log: Logger, results: readonly ProjectResult[]): void {
+  for (const r of results) {
+    if (r.placementConfirmed) log.info({ orderId: r.orderId }, "unconfirmed placement confirmed by the provider's event");
+    if (r.duplicatedAs) {
+      log.warn(
+        { orderId: r.orderId, svcOrderIds: r.duplicatedAs },
+        "the provider has several orders for one client_order_id: cancel the extra one at the provider",
+      );
+    }
+  }
+}
+
+function withNotes(result: ProjectResult, notes: WriteNotes): ProjectResult {
+  if (notes.confirmed.includes(result.orderId)) result.placementConfirmed = true;
+  const duplicated = notes.duplicated.find((d) => d.orderId === result.orderId);
+  if (duplicated) result.duplicatedAs = duplicated.svcOrderIds;
+  return result;
+}
+
+/**
+ * The place commands whose outcome was unknown, of orders an event has just confirmed:
+ * they did create the order, so they end `succeeded`, in the projection's transaction.
+ */
+async function recordConfirmations(tx: Tx, orderIds: readonly number[]): Promise<void> {
+  if (orderIds.length === 0) return;
+  await tx`
+    update commands c set state = 'succeeded', last_error = null, completed_at = now(), updated_at = now(),
+      response = jsonb_build_object(
+        'message', 'confirmed: an event from the provider named the order''s provider id',
+        'data', jsonb_build_object('svc_order_id', o.svc_order_id, 'track_url', o.track_url))
+    from orders o
+    where o.id = c.order_id and c.order_id = any(${orderIds}::bigint[])
+      and c.kind = 'place' and c.state = 'failed' and c.outcome_unknown`;
 }
 
 /** Several orders: one transaction, one result per start (see projectOrdersIn). */
@@ -411,9 +458,11 @@ export async function projectQueued(tx: Tx, events: readonly StoredEvent[]): Pro
       for (const e of g.events) derive.push({ svcOrderId: e.svcOrderId, clientOrderId: e.clientOrderId });
     }
   }
-  const changed = await writeProjections(tx, merged);
+  const notes: WriteNotes = { confirmed: [], duplicated: [] };
+  const changed = await writeProjections(tx, merged, notes);
+  await recordConfirmations(tx, notes.confirmed);
   const results = new Map<number, ProjectResult>(
-    merged.map((m) => [m.orderId, { orderId: m.orderId, changed: changed.has(m.orderId), newestReceivedAt: m.newestReceivedAt }]),
+    merged.map((m) => [m.orderId, withNotes({ orderId: m.orderId, changed: changed.has(m.orderId), newestReceivedAt: m.newestReceivedAt }, notes)]),
   );
   if (derive.length > 0) {
     for (const r of await projectOrdersIn(tx, derive)) if (r !== null) results.set(r.orderId, r);
@@ -465,11 +514,21 @@ async function mergeInto(tx: Tx, survivorId: number, otherIds: number[]): Promis
     where id = ${survivorId}`;
 }
 
+/** What writing the projections found beyond the changed rows. */
+export interface WriteNotes {
+  /** Orders whose placement was unconfirmed and is now placed: a callback named both ids. */
+  confirmed: number[];
+  /** Orders that now carry several provider ids for the first time. */
+  duplicated: { orderId: number; svcOrderIds: string[] }[];
+}
+
 /**
  * Writes the state and the projected columns of every order in one statement; returns
- * the ids of the rows that changed (updated_at moves only for them).
+ * the ids of the rows that changed (updated_at moves only for them) and what the write
+ * found (see WriteNotes), read against the rows as they were before it (the `old` join
+ * sees the statement's starting snapshot).
  */
-async function writeProjections(tx: Tx, written: readonly Written[]): Promise<Set<number>> {
+async function writeProjections(tx: Tx, written: readonly Written[], notes: WriteNotes): Promise<Set<number>> {
   if (written.length === 0) return new Set();
   const iso = (d: Date | null) => (d === null ? null : d.toISOString());
   const input = written.map((w) => {
@@ -480,6 +539,7 @@ async function writeProjections(tx: Tx, written: readonly Written[]): Promise<Se
       fresh: w.fresh,
       state: encodeState(w.state),
       svc: p.svcOrderId,
+      svcs: p.svcOrderIds,
       coid: p.clientOrderId,
       status: p.status,
       provider_status: p.providerStatus,
@@ -496,31 +556,42 @@ async function writeProjections(tx: Tx, written: readonly Written[]): Promise<Se
     };
   });
   // Identifiers and track_url are only ever filled in, never blanked: an order placed
-  // through tracklane knows them before any event does.
-  const rows = await tx<{ id: string }[]>`
+  // through tracklane knows them before any event does. An unconfirmed placement becomes
+  // placed once an event names a provider id for the order (PRODUCT.md §10's evidence):
+  // the order's events are the provider's callbacks, tracklane's own record of an answer
+  // or of a confirmation by hand.
+  const rows = await tx<{ id: string; old_placement: string; placement: string; old_svcs: number; svcs: string[] }[]>`
     update orders o set
       svc_order_id = coalesce(v.svc, o.svc_order_id),
+      svc_order_ids = v.svcs,
       client_order_id = coalesce(v.coid, o.client_order_id),
       status = v.status, provider_status = v.provider_status, status_at = v.status_at,
       track_url = coalesce(v.track_url, o.track_url),
       rider_id = v.rider_id, rider_name = v.rider_name, rider_contact = v.rider_contact,
       rider_latitude = v.lat, rider_longitude = v.lng, rider_location_at = v.location_at,
       event_count = v.count, last_event_at = v.last_event_at, projection_state = v.state,
+      placement_state = case when o.placement_state = 'unconfirmed' and v.svc is not null then 'placed' else o.placement_state end,
+      placement_error = case when o.placement_state = 'unconfirmed' and v.svc is not null then null else o.placement_error end,
       updated_at = now()
     from json_to_recordset(${JSON.stringify(input)}::text::json) as v(
-      id bigint, fresh boolean, state text, svc text, coid text, status text, provider_status text, status_at timestamptz,
+      id bigint, fresh boolean, state text, svc text, svcs text[], coid text, status text, provider_status text, status_at timestamptz,
       track_url text, rider_id text, rider_name text, rider_contact text, lat float8, lng float8,
-      location_at timestamptz, count int, last_event_at timestamptz)
-    where o.id = v.id and o.id = any(${written.map((w) => w.orderId)}::bigint[])
-      and (v.fresh or (
-        o.svc_order_id, o.client_order_id, o.status, o.provider_status, o.status_at, o.track_url,
+      location_at timestamptz, count int, last_event_at timestamptz),
+      (select id, placement_state, cardinality(svc_order_ids) as n from orders where id = any(${written.map((w) => w.orderId)}::bigint[])) as old
+    where o.id = v.id and old.id = o.id and o.id = any(${written.map((w) => w.orderId)}::bigint[])
+      and (v.fresh or (o.placement_state = 'unconfirmed' and v.svc is not null) or (
+        o.svc_order_id, o.svc_order_ids, o.client_order_id, o.status, o.provider_status, o.status_at, o.track_url,
         o.rider_id, o.rider_name, o.rider_contact, o.rider_latitude, o.rider_longitude, o.rider_location_at,
         o.event_count, o.last_event_at, o.projection_state
       ) is distinct from (
-        coalesce(v.svc, o.svc_order_id), coalesce(v.coid, o.client_order_id), v.status, v.provider_status, v.status_at,
+        coalesce(v.svc, o.svc_order_id), v.svcs, coalesce(v.coid, o.client_order_id), v.status, v.provider_status, v.status_at,
         coalesce(v.track_url, o.track_url), v.rider_id, v.rider_name, v.rider_contact, v.lat, v.lng, v.location_at,
         v.count, v.last_event_at, v.state
       ))
-    returning o.id::text`;
+    returning o.id::text, old.placement_state as old_placement, o.placement_state as placement, old.n as old_svcs, o.svc_order_ids as svcs`;
+  for (const r of rows) {
+    if (r.old_placement === "unconfirmed" && r.placement === "placed") notes.confirmed.push(Number(r.id));
+    if (r.svcs.length > 1 && r.old_svcs <= 1) notes.duplicated.push({ orderId: Number(r.id), svcOrderIds: r.svcs });
+  }
   return new Set(rows.map((r) => Number(r.id)));
 }

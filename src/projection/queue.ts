@@ -24,7 +24,7 @@ import type { StoredEvent } from "../domain/projection.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { projectionJob } from "../tasks/jobs.ts";
-import { groupByOrder, isConflict, projectQueued, toStored } from "./project.ts";
+import { groupByOrder, isConflict, projectQueued, reportPlacements, toStored } from "./project.ts";
 import type { EventColumns, ProjectResult } from "./project.ts";
 import { createQueueVacuum } from "./queue-vacuum.ts";
 
@@ -78,16 +78,19 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
   let arrivals = 0;
   const vacuum = createQueueVacuum(sql, { everyRows: 2000, minIntervalMs: 2000 });
 
-  const observeLag = (results: readonly ProjectResult[]) => {
+  /** After the batch's commit: the lag metric, and what people must hear about. */
+  const observe = (results: readonly ProjectResult[]) => {
     const now = Date.now();
     for (const r of results) {
       if (r.changed && r.newestReceivedAt) metrics.projectionLag.observe(Math.max(0, now - r.newestReceivedAt.getTime()) / 1000);
     }
+    reportPlacements(log, results);
   };
 
   /** One batch in one transaction; the events it took, also when the projection failed. */
   const batch = async (): Promise<{ taken: StoredEvent[]; error?: unknown }> => {
     let taken: StoredEvent[] = [];
+    let results: ProjectResult[] = [];
     try {
       await sql.begin(async (tx) => {
         // The rows are chosen once, in a materialised CTE: as `id in (select … limit …
@@ -106,8 +109,9 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
           from order_events e join taken t on t.event_id = e.id`;
         taken = rows.map(stored);
         if (taken.length === 0) return;
-        observeLag(await projectQueued(tx, taken));
+        results = await projectQueued(tx, taken);
       });
+      observe(results);
       vacuum.rowsDone(taken.length);
       return { taken };
     } catch (error) {
@@ -125,6 +129,7 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
    */
   const isolate = async (events: readonly StoredEvent[], cause: unknown) => {
     for (const group of groupByOrder(events)) {
+      let results: ProjectResult[] = [];
       await sql.begin(async (tx) => {
         const mine = await tx<{ event_id: string }[]>`
           with chosen as materialized (
@@ -136,7 +141,7 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
         const own = group.filter((e) => taken.has(e.id));
         if (own.length === 0) return; // another drain has them
         try {
-          observeLag(await tx.savepoint((sp: TransactionSql) => projectQueued(sp, own)));
+          results = await tx.savepoint((sp: TransactionSql) => projectQueued(sp, own));
         } catch (err) {
           if (isDatabaseUnavailable(err)) throw err;
           const order = { svcOrderId: own[0]!.svcOrderId, clientOrderId: own[0]!.clientOrderId };
@@ -145,6 +150,7 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
           await tx`select graphile_worker.add_job('order__project', ${JSON.stringify(job.payload)}::text::json, job_key := ${job.key})`;
         }
       });
+      observe(results);
     }
   };
 

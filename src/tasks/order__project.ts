@@ -1,6 +1,7 @@
 import type { Task } from "graphile-worker";
 import type { Sql } from "postgres";
-import { projectOrders } from "../projection/project.ts";
+import type { Logger } from "../logger.ts";
+import { projectOrders, reportPlacements } from "../projection/project.ts";
 import type { Metrics } from "../metrics.ts";
 import { projectPayload } from "./jobs.ts";
 
@@ -9,7 +10,7 @@ import { projectPayload } from "./jobs.ts";
  * (projection__drain); an order whose projection failed inside a batch is retried alone
  * here, with graphile-worker's backoff.
  */
-export function orderProject(deps: { sql: Sql; metrics: Metrics }): Task {
+export function orderProject(deps: { sql: Sql; metrics: Metrics; log: Logger }): Task {
   return async (raw, helpers) => {
     const payload = projectPayload.safeParse(raw);
     if (!payload.success) {
@@ -23,5 +24,6 @@ export function orderProject(deps: { sql: Sql; metrics: Metrics }): Task {
     if (result?.changed && result.newestReceivedAt) {
       deps.metrics.projectionLag.observe(Math.max(0, Date.now() - result.newestReceivedAt.getTime()) / 1000);
     }
+    if (result) reportPlacements(deps.log, [result]);
   };
 }

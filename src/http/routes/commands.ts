@@ -6,8 +6,8 @@
  */
 import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { Sql } from "postgres";
-import { createCommand, placeOrder } from "../../commands/service.ts";
-import type { CommandKind, OrderState } from "../../commands/service.ts";
+import { COMMAND_KINDS, confirmPlacement, createCommand, placeOrder, retryPlacement } from "../../commands/service.ts";
+import type { OrderCommandKind, OrderState } from "../../commands/service.ts";
 import type { Db } from "../../db/client.ts";
 import type { OrderRef } from "../../db/orders.ts";
 import type { JsonObject } from "../../domain/normalise.ts";
@@ -25,7 +25,7 @@ import { ORDER_PATHS, errors, orderParams, refFrom, requireOrder } from "./order
 const CommandSchema = z
   .object({
     id: z.string(),
-    kind: z.enum(["place", "edit", "cancel", "dispatch_ready", "stop_reattempt"]),
+    kind: z.enum(COMMAND_KINDS),
     state: z.enum(["pending", "succeeded", "failed"]),
     attempts: z.number().int(),
     last_error: z.string().nullable(),
@@ -46,6 +46,13 @@ const EditBodySchema = EditOrderBodySchema.omit({ svc_order_id: true }).refine(
   (b) => b.order_details !== undefined || b.product_details !== undefined,
   { message: "nothing to edit: send order_details and/or product_details" },
 );
+
+const ConfirmBodySchema = z.object({
+  svc_order_id: z
+    .union([z.string().trim().min(1).max(128), z.number().int().nonnegative()])
+    .transform(String)
+    .openapi({ type: "string", example: "31000001", description: "The provider's id of the order found at the provider" }),
+});
 
 interface CommandDbRow {
   id: string;
@@ -109,7 +116,7 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
     const params = orderParams(param);
     const ref = (p: Record<string, string>) => refFrom(by, p, param);
     const accepted = { 202: { description: "Recorded and queued", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors };
-    const queue = async (r: OrderRef, kind: Exclude<CommandKind, "place">, request: JsonObject) =>
+    const queue = async (r: OrderRef, kind: OrderCommandKind, request: JsonObject) =>
       commandById(sql, await createCommand(sql, await orderState(db, r), kind, request));
 
     app.openapi(
@@ -167,6 +174,43 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
         responses: accepted,
       }),
       async (c) => c.json(await queue(ref(c.req.valid("param") as Record<string, string>), "stop_reattempt", {}), 202),
+    );
+
+    app.openapi(
+      createRoute({
+        method: "post",
+        path: `${prefix}/placement/confirm`,
+        tags: ["commands"],
+        summary: "Adopt the order found at the provider for an unconfirmed (or failed) placement",
+        description:
+          "For a placement whose outcome is unknown (`unconfirmed`): a person found the order at the provider and gives its id. The order becomes placed; recorded as a `confirm_placement` command. The same id again: 200 with the same command. 409 when the placement is pending, already placed with another id, or the order was not placed through tracklane.",
+        security,
+        request: { params, body: { required: true, content: { "application/json": { schema: ConfirmBodySchema } } } },
+        responses: { 200: { description: "Placement confirmed", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors },
+      }),
+      async (c) => {
+        const order = await orderState(db, ref(c.req.valid("param") as Record<string, string>));
+        const { commandId } = await confirmPlacement(sql, order.id, c.req.valid("json").svc_order_id);
+        return c.json(await commandById(sql, commandId), 200);
+      },
+    );
+
+    app.openapi(
+      createRoute({
+        method: "post",
+        path: `${prefix}/placement/retry`,
+        tags: ["commands"],
+        summary: "Send an unconfirmed (or failed) placement to the provider again",
+        description:
+          "A person decided the provider has no order for this one: the original place body is sent again as a new `place` command. With a provider that does not refuse duplicates, check first: if the earlier attempt did create an order, this creates a second one.",
+        security,
+        request: { params },
+        responses: { 202: { description: "Recorded and queued", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors },
+      }),
+      async (c) => {
+        const order = await orderState(db, ref(c.req.valid("param") as Record<string, string>));
+        return c.json(await commandById(sql, await retryPlacement(sql, order.id)), 202);
+      },
     );
 
     app.openapi(

@@ -51,6 +51,14 @@ export function opsRoutes(sql: Sql, metrics: Metrics) {
         select task_identifier as task, count(*)::int as n from graphile_worker.jobs
         where attempts >= max_attempts group by 1`;
       for (const row of failed) failedJobs.set({ task: row.task }, row.n);
+      // Placed and external orders are most of the table and are left out: counting them
+      // would read it all at every scrape. These three states are few, and need a person.
+      const placements = await sql<{ state: string; n: number }[]>`
+        select placement_state as state, count(*)::int as n from orders
+        where placement_state in ('pending', 'unconfirmed', 'failed') group by 1`;
+      for (const state of ["pending", "unconfirmed", "failed"]) {
+        metrics.placements.set({ state }, placements.find((p) => p.state === state)?.n ?? 0);
+      }
       const awb = await poolCounts(sql);
       metrics.awbPool.set({ state: "available" }, awb.available);
       metrics.awbPool.set({ state: "allocated" }, awb.allocated);

@@ -10,6 +10,7 @@ import type { OrderRef, OrderRow } from "../../db/orders.ts";
 import { CANONICAL_STATUSES } from "../../domain/statuses.ts";
 import { ApiError } from "../errors.ts";
 import {
+  PLACEMENT_STATES,
   ErrorSchema,
   EventSchema,
   OrderSchema,
@@ -131,6 +132,7 @@ export function orderReadRoutes(db: Db) {
         query: z.object({
           status: z.enum(CANONICAL_STATUSES).optional(),
           store_code: z.string().min(1).max(128).optional(),
+          placement: z.enum(PLACEMENT_STATES).optional(),
           updated_after: z.iso.datetime({ offset: true }).optional().openapi({ example: "2026-11-01T00:00:00Z" }),
           limit: limitParam(500, 50),
           cursor: z.string().max(200).optional(),
@@ -156,6 +158,7 @@ export function orderReadRoutes(db: Db) {
       const page = await listOrders(db, {
         status: q.status,
         storeCode: q.store_code,
+        placement: q.placement,
         updatedAfter: q.updated_after === undefined ? undefined : new Date(q.updated_after),
         limit: q.limit,
         beforeId: before?.id,
