@@ -26,6 +26,7 @@ import {
   FreshAwbBodySchema,
   FreshAwbPollSchema,
   MessageResponseSchema,
+  OrderStatusResponseSchema,
   PlaceOrderBodySchema,
   PlaceOrderResponseSchema,
   PoolAwbBodySchema,
@@ -54,6 +55,7 @@ import type {
   FreshAwbPoll,
   MessageResponse,
   OAuthTokenResponse,
+  OrderStatusResponse,
   PlaceOrderBody,
   PlaceOrderResponse,
   PoolAwbResponse,
@@ -95,6 +97,8 @@ export interface ProviderClient {
   cancelOrder(svcOrderId: string, body: CancelOrderBody): Promise<CancelOrderResponse>;
   dispatchReady(clientOrderId: string, body: DispatchReadyBody): Promise<AnyObjectResponse>;
   stopReattempt(body: StopReattemptBody): Promise<MessageResponse>;
+  /** The order's current status at the provider (PRODUCT.md §10; used by reconciliation). */
+  orderStatus(svcOrderId: string): Promise<OrderStatusResponse>;
   // staging sandbox
   allot(svcOrderId: string, body: AllotBody): Promise<MessageResponse>;
   riderArrival(svcOrderId: string, body?: FreeBody): Promise<AnyObjectResponse>;
@@ -220,6 +224,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
         json: body(StopReattemptBodySchema, b, "POST", "stopReattempt"),
         schema: MessageResponseSchema,
       }),
+    orderStatus: async (id) => call({ method: "GET", path: "orderStatus", params: svc(id), schema: OrderStatusResponseSchema }),
     allot: async (id, b) =>
       call({ method: "PUT", path: "sandboxAllot", params: svc(id), json: body(AllotBodySchema, b, "PUT", "sandboxAllot"), schema: MessageResponseSchema }),
     riderArrival: async (id, b = {}) =>

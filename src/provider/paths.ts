@@ -13,6 +13,8 @@ export const PATHS = {
   cancelOrder: "/api/v2/orders/:svc_order_id/cancel/",
   dispatchReady: "/api/v2/orders/:coid/dispatch-ready/",
   stopReattempt: "/api/v2/orders/stop-reattempt/",
+  /** Not in provider-api.md: the status endpoint public integrations use (PRODUCT.md §10). */
+  orderStatus: "/api/v2/orders/:svc_order_id/status/",
   // {base_url}: staging sandbox (§4.1)
   sandboxAllot: "/app/v3/sandbox/clusters/orders/:svc_order_id/allot/",
   sandboxRiderArrival: "/app/v3/sandbox/order/:svc_order_id/update-rider-arrival/",

@@ -183,6 +183,15 @@ export type MessageResponse = z.output<typeof MessageResponseSchema>;
 export const AnyObjectResponseSchema = z.looseObject({ message: z.string().optional() });
 export type AnyObjectResponse = z.output<typeof AnyObjectResponseSchema>;
 
+/**
+ * The order-status answer (not in provider-api.md; PRODUCT.md §10): `{message, data:
+ * {status, sfx_order_id, track_url, rider_details{…}, order_details{allot_time, …}}}`,
+ * shaped like a callback. Only `data` being an object is required: it is stored as an
+ * event, read by the same normalisation as callbacks.
+ */
+export const OrderStatusResponseSchema = z.looseObject({ message: z.string().optional(), data: z.looseObject({}) });
+export type OrderStatusResponse = z.output<typeof OrderStatusResponseSchema>;
+
 // ---------------------------------------------------------------- sandbox (§4.1)
 
 const flag = z.union([z.literal(0), z.literal(1), z.boolean()]);

@@ -15,6 +15,7 @@ import { awbPoll } from "./awb__poll.ts";
 import { awbReplenish } from "./awb__replenish.ts";
 import { commandExecute } from "./command__execute.ts";
 import { orderProject } from "./order__project.ts";
+import { orderReconcile, RECONCILE_CRONTAB, RECONCILE_TASK } from "./order__reconcile.ts";
 import { projectionDrain } from "./projection__drain.ts";
 import { createDrainer, DRAIN_CRONTAB, DRAIN_TASK } from "../projection/queue.ts";
 
@@ -36,6 +37,7 @@ export function taskList(deps: WorkerDeps): TaskList {
     command__execute: commandExecute(deps),
     awb__replenish: awbReplenish(deps),
     awb__poll: awbPoll(deps),
+    [RECONCILE_TASK]: orderReconcile(deps),
   };
 }
 
@@ -63,7 +65,7 @@ export async function startWorker(deps: WorkerDeps): Promise<Runner> {
     noHandleSignals: true,
     logger: graphileLogger(deps.log),
     taskList: taskList(deps),
-    crontab: `${AWB_CRONTAB}\n${DRAIN_CRONTAB}`,
+    crontab: [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB].join("\n"),
   });
   runner.events.on("job:success", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "success" }));
   runner.events.on("job:error", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "failure" }));
