@@ -1,0 +1,187 @@
+/**
+ * Every way a provider call can fail, classified as not sent, refused before acting, or
+ * ambiguous (PRODUCT.md §10), one case each, over real sockets on loopback: a tiny raw
+ * HTTP server answers each case exactly (or closes the connection at the chosen moment).
+ * And the tolerant reading of answers: order ids under any of their names, the provider's
+ * words from any of its keys, HTML and empty bodies excerpted.
+ */
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import type { AddressInfo, Server, Socket } from "node:net";
+import { after, before, describe, it } from "node:test";
+import { createProviderClient } from "../../src/provider/client.ts";
+import type { ProviderClient } from "../../src/provider/client.ts";
+import { deliveryOf, ProviderError, providerMessageOf } from "../../src/provider/errors.ts";
+import type { Delivery } from "../../src/provider/errors.ts";
+import { placeOrderBody } from "../helpers/emulator.ts";
+
+/** What the raw server does with the next request. */
+type Behaviour = { answer: string } | { close: "before_reading" | "after_reading" } | { hang: true };
+
+function http(status: number, body: string, contentType = "application/json", extra = ""): { answer: string } {
+  const reason = status === 200 ? "OK" : "X";
+  return {
+    answer: `HTTP/1.1 ${status} ${reason}\r\ncontent-type: ${contentType}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n${extra}\r\n${body}`,
+  };
+}
+
+describe("provider call outcomes: not sent, refused, ambiguous", () => {
+  let server: Server;
+  let url: string;
+  let next: Behaviour = http(200, "{}");
+  let requests = 0;
+  let client: ProviderClient;
+  const sockets = new Set<Socket>();
+
+  before(async () => {
+    server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+      const behaviour = next;
+      if ("close" in behaviour && behaviour.close === "before_reading") {
+        socket.destroy();
+        return;
+      }
+      let received = "";
+      socket.on("data", (chunk: Buffer) => {
+        received += chunk.toString("utf8");
+        const headerEnd = received.indexOf("\r\n\r\n");
+        if (headerEnd < 0) return;
+        const length = Number(/content-length: (\d+)/i.exec(received.slice(0, headerEnd))?.[1] ?? 0);
+        if (received.length - headerEnd - 4 < length) return;
+        requests++;
+        if ("answer" in behaviour) socket.end(behaviour.answer);
+        else if ("close" in behaviour) socket.destroy();
+        // hang: never answer
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    client = createProviderClient({ baseUrl: url, auth: { method: "token", token: "t" }, timeoutMs: 300 });
+  });
+  after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  async function failure(behaviour: Behaviour, c: ProviderClient = client): Promise<ProviderError> {
+    next = behaviour;
+    try {
+      await c.placeOrder(placeOrderBody());
+    } catch (err) {
+      assert.ok(err instanceof ProviderError, String(err));
+      return err;
+    }
+    assert.fail("the place succeeded");
+  }
+
+  const expect = (err: ProviderError, kind: string, delivery: Delivery, retryable: boolean) =>
+    assert.deepEqual([err.kind, err.delivery, err.retryable], [kind, delivery, retryable], err.message);
+
+  it("not sent: connection refused (nothing listens on the port)", async () => {
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const dead = createProviderClient({ baseUrl: `http://127.0.0.1:${port}`, auth: { method: "token", token: "t" }, timeoutMs: 300 });
+    expect(await failure(http(200, "{}"), dead), "network", "not_sent", true);
+  });
+
+  it("not sent: a body our own schema refuses never leaves", async () => {
+    next = http(200, "{}");
+    const before = requests;
+    const bad = { ...placeOrderBody(), store_code: "" };
+    const err = await client.placeOrder(bad).then(
+      () => assert.fail("sent"),
+      (e: unknown) => e as ProviderError,
+    );
+    expect(err, "invalid_request", "not_sent", false);
+    assert.equal(requests, before);
+  });
+
+  it("refused: 429, 503, 400, 401/403, 408", async () => {
+    expect(await failure(http(429, '{"detail":"slow down"}', "application/json", "retry-after: 2\r\n")), "rate_limited", "refused", true);
+    expect(await failure(http(503, "")), "server", "refused", true);
+    expect(await failure(http(400, '{"message":"Failure","errors":{"city":["required"]}}')), "client", "refused", false);
+    const auth = await failure(http(401, '{"detail":"Invalid token."}'));
+    expect(auth, "auth", "refused", false);
+    assert.match(auth.providerMessage, /Invalid token/);
+    expect(await failure(http(403, '{"detail":"Forbidden"}')), "auth", "refused", false);
+    expect(await failure(http(408, "")), "timeout", "refused", true);
+  });
+
+  it("refused: a 2xx that names no order, with the provider's words; or that says Failure", async () => {
+    const err = await failure(http(200, '{"message":"Order in non-serviceable area"}'));
+    expect(err, "failure", "refused", false);
+    assert.equal(err.providerMessage, "Order in non-serviceable area");
+    const reason = await failure(http(200, '{"status":false,"reason":"Store is closed"}'));
+    expect(reason, "failure", "refused", false);
+    assert.equal(reason.providerMessage, "Store is closed");
+    expect(await failure(http(200, '{"message":"Failure","errors":"duplicate"}')), "failure", "refused", false);
+  });
+
+  it("ambiguous: 500, 502 (HTML), 504", async () => {
+    expect(await failure(http(500, '{"detail":"boom"}')), "server", "ambiguous", true);
+    const html = await failure(http(502, "<html><body><h1>502 Bad Gateway</h1><hr><center>nginx</center></body></html>", "text/html"));
+    expect(html, "server", "ambiguous", true);
+    assert.equal(html.status, 502);
+    assert.equal(html.providerMessage, "502 Bad Gateway nginx");
+    expect(await failure(http(504, "")), "server", "ambiguous", true);
+  });
+
+  it("ambiguous: no answer within the timeout", async () => {
+    expect(await failure({ hang: true }), "timeout", "ambiguous", true);
+  });
+
+  it("ambiguous: the connection closed after the request was written", async () => {
+    expect(await failure({ close: "after_reading" }), "network", "ambiguous", true);
+  });
+
+  it("ambiguous: an unreadable 2xx, an empty 2xx, and a 2xx that says it succeeded but names no order", async () => {
+    const garbled = await failure(http(200, '{"message": "Success", "data": {"svc_order_id": <html>Bad'));
+    expect(garbled, "invalid_response", "ambiguous", true);
+    assert.match(garbled.providerMessage, /not JSON/);
+    expect(await failure(http(200, "")), "invalid_response", "ambiguous", true);
+    expect(await failure(http(201, '{"message":"Order placed successfully","data":{}}')), "invalid_response", "ambiguous", true);
+  });
+
+  it("reads the order id from svc_order_id, sfx_order_id or id, as a number or a string; track_url optional", async () => {
+    const cases: [string, string, string | null][] = [
+      ['{"message":"Success","data":{"sfx_order_id":31000000}}', "31000000", null],
+      ['{"message":"Success","data":{"svc_order_id":"S-9","track_url":"https://t/9"}}', "S-9", "https://t/9"],
+      ['{"data":{"id":77,"track_url":""}}', "77", null],
+    ];
+    for (const [body, id, track] of cases) {
+      next = http(200, body);
+      const res = await client.placeOrder(placeOrderBody());
+      assert.deepEqual([res.data.svc_order_id, res.data.track_url], [id, track], body);
+    }
+  });
+
+  it("deliveryOf: 501 and 505 are refusals, other 5xx ambiguous; DNS and TLS failures were never sent", () => {
+    assert.equal(deliveryOf("server", 501, undefined), "refused");
+    assert.equal(deliveryOf("server", 520, undefined), "ambiguous");
+    const dns = Object.assign(new TypeError("fetch failed"), { cause: Object.assign(new Error("getaddrinfo ENOTFOUND x"), { code: "ENOTFOUND" }) });
+    assert.equal(deliveryOf("network", undefined, dns), "not_sent");
+    const tls = Object.assign(new TypeError("fetch failed"), { cause: Object.assign(new Error("cert"), { code: "CERT_HAS_EXPIRED" }) });
+    assert.equal(deliveryOf("network", undefined, tls), "not_sent");
+    const reset = Object.assign(new TypeError("fetch failed"), { cause: Object.assign(new Error("reset"), { code: "ECONNRESET" }) });
+    assert.equal(deliveryOf("network", undefined, reset), "ambiguous");
+  });
+});
+
+describe("providerMessageOf: the provider's words, from any of its shapes, as one sentence", () => {
+  it("message, error, detail, reason, and errors as a string, an array or fields", () => {
+    assert.equal(providerMessageOf({ message: "Failure", errors: { client_order_id: ["already exists"] } }), "Failure: client_order_id: already exists");
+    assert.equal(providerMessageOf({ errors: ["city is required", "name is required"] }), "city is required; name is required");
+    assert.equal(providerMessageOf({ errors: "bad store" }), "bad store");
+    assert.equal(providerMessageOf({ error: { code: 12, text: "x" } }), "code: 12; text: x");
+    assert.equal(providerMessageOf({ reason: "Store is closed" }), "Store is closed");
+    assert.equal(providerMessageOf({ detail: "Not found.", message: "Not found." }), "Not found.");
+    assert.equal(providerMessageOf({ unrelated: 1 }), "");
+  });
+  it("HTML and plain text bodies: the readable start, cut short", () => {
+    assert.equal(providerMessageOf("<html><style>p{}</style><h1>Service  Unavailable</h1></html>"), "Service Unavailable");
+    assert.ok(providerMessageOf("x".repeat(1000)).length <= 200);
+  });
+});
