@@ -13,6 +13,12 @@ export interface NormalisedEvent {
   kind: EventKind;
   svcOrderId: string | null;
   clientOrderId: string | null;
+  /**
+   * The body named its order only by `order_id`, which real payloads use for either id.
+   * svcOrderId holds it; the ingest stores it as the client id instead when a known order
+   * carries it as its client_order_id (src/ingest/append.ts). Null in every other case.
+   */
+  ambiguousId: string | null;
   providerStatus: string | null;
   occurredAt: Date;
   dedupeKey: string;
@@ -29,10 +35,16 @@ export const MAX_ID_LENGTH = 128;
 /** Deeper bodies are not callbacks; refusing them also bounds the work of hashing. */
 export const MAX_DEPTH = 32;
 
-const SVC_ID_FIELDS = ["svc_order_id", "sfx_order_id", "order_id"] as const;
+/** Explicit provider ids, first usable wins. */
+const SVC_ID_FIELDS = ["svc_order_id", "sfx_order_id"] as const;
+/** Explicit client (merchant) ids, first usable wins. */
 const CLIENT_ID_FIELDS = ["client_order_id", "coid"] as const;
+/** Either id, depending on the payload (see identify). */
+const ORDER_ID_FIELDS = ["order_id"] as const;
+const ALL_ID_FIELDS = [...SVC_ID_FIELDS, ...ORDER_ID_FIELDS, ...CLIENT_ID_FIELDS] as const;
 const STATUS_FIELDS = ["order_status", "status"] as const;
-const TIME_FIELDS = ["event_time", "action_time", "time", "timestamp"] as const;
+// New aliases go last: a body that gave a time before still gives the same one.
+const TIME_FIELDS = ["event_time", "action_time", "time", "timestamp", "event_timestamp"] as const;
 const STEP_TIME_FIELDS = [
   "allot_time",
   "arrival_time",
@@ -93,29 +105,85 @@ const asText = (raw: unknown): string | null => {
   return null;
 };
 
-type IdResult = { ok: true; value: string | null } | { ok: false; message: string };
-
 const asId = (raw: unknown): string | null => {
   if (typeof raw === "string") return raw.trim() || null;
   if (typeof raw === "number" && Number.isSafeInteger(raw) && raw >= 0) return String(raw);
   return null;
 };
 
+interface IdField {
+  value: string;
+  field: string;
+}
+
 /**
- * An order identifier from the first usable alias. A value present but unusable under
- * every alias (an object, a float, 200 characters) is an error naming the field, not
- * silently "no identifier".
+ * The first usable identifier among `fields` (a blank or unusable value does not hide the
+ * next alias), and the first field present with a value that is not an identifier at all.
  */
-function readId(body: JsonObject, fields: readonly string[]): IdResult {
-  const value = firstUsable(body, fields, asId);
-  if (value !== null) {
-    const field = fields.find((f) => asId(body[f]) === value)!;
-    if (value.length > MAX_ID_LENGTH) return { ok: false, message: `${field} is longer than ${MAX_ID_LENGTH} characters` };
-    return { ok: true, value };
+function readIdField(body: JsonObject, fields: readonly string[]): { id: IdField | null; bad: string | null } {
+  let bad: string | null = null;
+  for (const field of fields) {
+    const raw = body[field];
+    const value = asId(raw);
+    if (value !== null) return { id: { value, field }, bad };
+    if (bad === null && raw !== undefined && raw !== null && !(typeof raw === "string" && raw.trim() === "")) bad = field;
   }
-  const bad = fields.find((f) => body[f] !== undefined && body[f] !== null && !(typeof body[f] === "string" && body[f].trim() === ""));
-  if (bad !== undefined) return { ok: false, message: `${bad} must be a string or a non-negative integer` };
-  return { ok: true, value: null };
+  return { id: null, bad };
+}
+
+type Identity =
+  | { ok: true; svcOrderId: string | null; clientOrderId: string | null; ambiguousId: string | null }
+  | { ok: false; message: string };
+
+/**
+ * Which order a body names. Explicit fields say which id they hold; `order_id` does not
+ * (real payloads use it for the provider's id and for the merchant's), so its role is read
+ * from what it sits beside:
+ * - beside an explicit client id only: the provider's id when it differs from it (equal,
+ *   it adds nothing);
+ * - beside an explicit provider id only: the client's id when it differs from it;
+ * - beside both: ignored for identity (it stays in the payload);
+ * - alone: the provider's id, as it always was read, flagged as `ambiguousId` so the
+ *   ingest can store it as the client id of a known order instead.
+ * An id present only in an unusable form (an object, a float) is an error naming its
+ * field when nothing else fills its role; a used id longer than MAX_ID_LENGTH is an
+ * error too. `order_id` counts towards the provider id's role for that, as it always did.
+ */
+function identify(body: JsonObject): Identity {
+  const svc = readIdField(body, SVC_ID_FIELDS);
+  const client = readIdField(body, CLIENT_ID_FIELDS);
+  const order = readIdField(body, ORDER_ID_FIELDS);
+  let svcId = svc.id;
+  let clientId = client.id;
+  let ambiguous = false;
+  const o = order.id;
+  if (o !== null) {
+    if (svcId === null && clientId === null) {
+      svcId = o;
+      ambiguous = true;
+    } else if (svcId === null) {
+      if (o.value !== clientId!.value) svcId = o;
+    } else if (clientId === null) {
+      if (o.value !== svcId.value) clientId = o;
+    }
+  }
+  const messages: string[] = [];
+  const check = (id: IdField | null, bad: string | null) => {
+    if (id !== null) {
+      if (id.value.length > MAX_ID_LENGTH) messages.push(`${id.field} is longer than ${MAX_ID_LENGTH} characters`);
+    } else if (bad !== null) {
+      messages.push(`${bad} must be a string or a non-negative integer`);
+    }
+  };
+  check(svcId, svc.bad ?? order.bad);
+  check(clientId, client.bad);
+  if (messages.length > 0) return { ok: false, message: messages.join("; ") };
+  return {
+    ok: true,
+    svcOrderId: svcId?.value ?? null,
+    clientOrderId: clientId?.value ?? null,
+    ambiguousId: ambiguous ? svcId!.value : null,
+  };
 }
 
 /** A string or number as text; anything else (objects, booleans) is not a value here. */
@@ -137,22 +205,148 @@ function realDate(year: number, month: number, day: number): boolean {
   return month >= 1 && month <= 12 && day >= 1 && day <= new Date(Date.UTC(year, month, 0)).getUTCDate();
 }
 
+// Compiled once: parseTime runs for every callback.
+const EPOCH_TEXT = /^\d+(\.\d+)?$/;
 /**
- * Parses the time formats seen in the wild: ISO 8601, "YYYY-MM-DD HH:MM:SS" (read as UTC
- * when it has no zone), and epoch seconds or milliseconds. Outside 2000-2100 is noise.
+ * ISO 8601 date, optional time (HH:MM, :SS, fraction) and optional zone: Z, UTC, GMT or
+ * an offset (+05:30, +0530, +05). Groups: 1-3 date, 4-7 time, 8 named zone, 9-11 offset.
  */
-export function parseTime(raw: unknown): Date | null {
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?\s*(?:(Z|UTC|GMT)|([+-])(\d{2})(?::?(\d{2}))?)?)?$/i;
+
+/** A zone's wall clock at an instant, and the offsets already worked out for it. */
+interface Zone {
+  format: Intl.DateTimeFormat;
+  /** Offset (ms) to subtract from a wall-clock minute (ms since epoch, as if UTC). */
+  offsets: Map<number, number>;
+}
+
+/**
+ * One Intl.DateTimeFormat per zone (building one costs far more than using it). Zones
+ * come from the configuration, so the map stays tiny.
+ */
+const zones = new Map<string, Zone>();
+/** Wall-clock minutes remembered per zone; callback times cluster around now. */
+const MAX_REMEMBERED_MINUTES = 4096;
+
+function zoneNamed(timeZone: string): Zone {
+  let zone = zones.get(timeZone);
+  if (zone === undefined) {
+    // Throws RangeError for an unknown zone: the configuration checks the name at start.
+    const format = new Intl.DateTimeFormat("en-US", {
+      timeZone,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "numeric",
+      day: "numeric",
+      hour: "numeric",
+      minute: "numeric",
+      second: "numeric",
+    });
+    zone = { format, offsets: new Map() };
+    zones.set(timeZone, zone);
+  }
+  return zone;
+}
+
+/** en-US with hourCycle h23: "11/23/2026, 15:35:00". */
+const EN_US_WALL_CLOCK = /^(\d{1,2})\/(\d{1,2})\/(\d{4}), (\d{2}):(\d{2}):(\d{2})$/;
+
+/** The zone's wall clock at instant `t`, as ms since epoch read as if UTC (whole seconds). */
+function wallClockAt(format: Intl.DateTimeFormat, t: number): number {
+  // format() and one match cost a third of formatToParts(); the parts remain the
+  // fallback should a future ICU write the date differently.
+  const m = EN_US_WALL_CLOCK.exec(format.format(t));
+  if (m !== null) return Date.UTC(Number(m[3]), Number(m[1]) - 1, Number(m[2]), Number(m[4]), Number(m[5]), Number(m[6]));
+  const p: Partial<Record<Intl.DateTimeFormatPartTypes, number>> = {};
+  for (const part of format.formatToParts(t)) p[part.type] = Number(part.value);
+  return Date.UTC(p.year ?? 0, (p.month ?? 1) - 1, p.day ?? 1, p.hour ?? 0, p.minute ?? 0, p.second ?? 0);
+}
+
+/** The zone's offset from UTC at instant `t` (ms). */
+function offsetAt(format: Intl.DateTimeFormat, t: number): number {
+  return wallClockAt(format, t) - Math.floor(t / 1000) * 1000;
+}
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+
+/**
+ * The instant at which the zone's clocks show `wall` (a wall-clock time written as if it
+ * were UTC, in ms). Intl only converts instants to wall clocks, so the offsets in force a
+ * day before and a day after are tried (zones change offset at most once within two
+ * days); a candidate is right when the zone's clock at it shows `wall`. Across a change
+ * of offset, as java.time and Temporal ("compatible") do: a time that happens twice (the
+ * hour repeated when clocks go back) is the earlier one; a time that never happens (the
+ * hour skipped when clocks go forward) is read with the offset before the change, which
+ * lands as far past the gap as it was into it (02:30 on a day New York skips 02:00-03:00
+ * is 03:30 EDT). Offsets and changes of offset fall on whole minutes (in every zone for
+ * decades before 2000, the earliest time accepted), so the answer for one wall-clock
+ * minute holds for all of it and is remembered.
+ */
+function zonedInstant(wall: number, timeZone: string): number {
+  const zone = zoneNamed(timeZone);
+  const minute = Math.floor(wall / MINUTE_MS) * MINUTE_MS;
+  let offset = zone.offsets.get(minute);
+  if (offset === undefined) {
+    offset = offsetFor(zone.format, minute);
+    if (zone.offsets.size >= MAX_REMEMBERED_MINUTES) zone.offsets.clear();
+    zone.offsets.set(minute, offset);
+  }
+  return wall - offset;
+}
+
+function offsetFor(format: Intl.DateTimeFormat, wall: number): number {
+  const before = offsetAt(format, wall - DAY_MS);
+  const after = offsetAt(format, wall + DAY_MS);
+  // The larger offset gives the earlier instant: try it first.
+  const candidates = before === after ? [before] : before > after ? [before, after] : [after, before];
+  for (const offset of candidates) {
+    if (offsetAt(format, wall - offset) === offset) return offset;
+  }
+  return before;
+}
+
+/**
+ * Parses the time formats seen in the wild: ISO 8601 with a zone or an offset, the same
+ * without one ("2026-11-23 15:35:00", "2026-11-23T15:35:00.250", "2026-11-23"), read as
+ * wall-clock time in `timeZone` (an IANA name), and epoch seconds or milliseconds (as
+ * numbers or digit strings). Outside 2000-2100 is noise, and so is anything else: text
+ * that Date.parse would read in the host's own zone (`2026-11-23 3:35 PM`) is refused
+ * rather than read differently on differently configured machines.
+ */
+export function parseTime(raw: unknown, timeZone = "UTC"): Date | null {
   let ms: number;
   if (typeof raw === "number" && Number.isFinite(raw)) {
     ms = raw > 1e11 ? raw : raw * 1000;
   } else if (typeof raw === "string") {
     const s = raw.trim();
-    if (/^\d+(\.\d+)?$/.test(s)) return parseTime(Number(s));
-    const isoLike = s.replace(/^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(:\d{2}(\.\d+)?)?)$/, "$1T$2Z");
-    const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(isoLike);
-    // Date.parse rolls impossible dates over (Feb 30 -> Mar 2): refuse them instead.
-    if (!date || !realDate(Number(date[1]), Number(date[2]), Number(date[3]))) return null;
-    ms = Date.parse(isoLike);
+    if (EPOCH_TEXT.test(s)) return parseTime(Number(s));
+    const m = DATE_TIME.exec(s);
+    if (m === null) return null;
+    const year = Number(m[1]);
+    const month = Number(m[2]);
+    const day = Number(m[3]);
+    // Date.UTC rolls impossible dates and times over (Feb 30 -> Mar 2): refuse them instead.
+    if (!realDate(year, month, day)) return null;
+    const hour = Number(m[4] ?? 0);
+    const minute = Number(m[5] ?? 0);
+    const second = Number(m[6] ?? 0);
+    // Milliseconds: further digits are cut, as Date.parse does.
+    const milli = m[7] === undefined ? 0 : Number(m[7].slice(0, 3).padEnd(3, "0"));
+    // 24:00 is the end of the day, as ISO 8601 and Date.parse allow; nothing later.
+    const endOfDay = hour === 24 && minute === 0 && second === 0 && milli === 0;
+    if ((hour > 23 && !endOfDay) || minute > 59 || second > 59) return null;
+    const wall = Date.UTC(year, month - 1, day, hour, minute, second, milli);
+    if (m[8] !== undefined) {
+      ms = wall;
+    } else if (m[9] !== undefined) {
+      const offsetHours = Number(m[10]);
+      const offsetMinutes = Number(m[11] ?? 0);
+      if (offsetHours > 23 || offsetMinutes > 59) return null;
+      ms = wall - (m[9] === "-" ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000;
+    } else {
+      ms = timeZone === "UTC" ? wall : zonedInstant(wall, timeZone);
+    }
   } else {
     return null;
   }
@@ -160,19 +354,32 @@ export function parseTime(raw: unknown): Date | null {
   return new Date(Math.round(ms));
 }
 
-function eventTime(body: JsonObject, providerStatus: string | null, receivedAt: Date): Date {
+/** A nested object under `key`, or null when there is none (or it is not an object). */
+function nested(body: JsonObject | null, key: string): JsonObject | null {
+  const value = body?.[key];
+  return isJsonObject(value) ? value : null;
+}
+
+/**
+ * When the event happened. In order: a generic time field; the step time of the event's
+ * status, at the top level, then inside `order_details` (the shape of the provider's
+ * order-status answer); then any top-level step time; else the time received. Only the
+ * matching step is read from `order_details`: that object holds every step's time so
+ * far, and any other one would date this state by an earlier step.
+ */
+function eventTime(body: JsonObject, providerStatus: string | null, receivedAt: Date, timeZone: string): Date {
   for (const f of TIME_FIELDS) {
-    const t = parseTime(body[f]);
+    const t = parseTime(body[f], timeZone);
     if (t) return t;
   }
   const canonical = canonicalStatus(providerStatus);
   const stepField = canonical ? STEP_TIME_FIELD[canonical] : null;
   if (stepField) {
-    const t = parseTime(body[stepField]);
+    const t = parseTime(body[stepField], timeZone) ?? parseTime(nested(body, "order_details")?.[stepField], timeZone);
     if (t) return t;
   }
   for (const f of STEP_TIME_FIELDS) {
-    const t = parseTime(body[f]);
+    const t = parseTime(body[f], timeZone);
     if (t) return t;
   }
   return receivedAt;
@@ -180,15 +387,39 @@ function eventTime(body: JsonObject, providerStatus: string | null, receivedAt: 
 
 export const LATITUDE_FIELDS = ["rider_latitude", "latitude"] as const;
 export const LONGITUDE_FIELDS = ["rider_longitude", "longitude"] as const;
+const NESTED_LATITUDE_FIELDS = ["latitude"] as const;
+const NESTED_LONGITUDE_FIELDS = ["longitude"] as const;
 
+/**
+ * The rider's position: the top-level coordinates when both are usable, else those of
+ * `rider_details.rider_location`. A pair is taken from one place only: a latitude from
+ * one and a longitude from the other would be a point nobody reported.
+ */
+function coordinates(body: JsonObject): { latitude: number; longitude: number } | null {
+  let latitude = readNumber(body, LATITUDE_FIELDS, -90, 90);
+  let longitude = readNumber(body, LONGITUDE_FIELDS, -180, 180);
+  if (latitude !== null && longitude !== null) return { latitude, longitude };
+  const location = nested(nested(body, "rider_details"), "rider_location");
+  if (location === null) return null;
+  latitude = readNumber(location, NESTED_LATITUDE_FIELDS, -90, 90);
+  longitude = readNumber(location, NESTED_LONGITUDE_FIELDS, -180, 180);
+  return latitude !== null && longitude !== null ? { latitude, longitude } : null;
+}
+
+/** Whether the body carries a usable rider position (top level or `rider_details.rider_location`). */
 export function hasCoordinates(body: JsonObject): boolean {
-  return readNumber(body, LATITUDE_FIELDS, -90, 90) !== null && readNumber(body, LONGITUDE_FIELDS, -180, 180) !== null;
+  return coordinates(body) !== null;
 }
 
 export interface NormaliseOptions {
   /** `/callbacks/{secret}/location`: always a location event. */
   forceLocation: boolean;
   receivedAt: Date;
+  /**
+   * IANA zone in which times without a zone or offset are read (PROVIDER_TIMEZONE);
+   * "UTC" when left out.
+   */
+  timeZone?: string;
 }
 
 export function normaliseCallback(body: unknown, options: NormaliseOptions): NormaliseResult {
@@ -200,17 +431,13 @@ export function normaliseCallback(body: unknown, options: NormaliseOptions): Nor
   if (shape.unstorable) {
     return { ok: false, reason: "invalid_json", message: "body contains a NUL character or an unpaired UTF-16 surrogate" };
   }
-  const svc = readId(body, SVC_ID_FIELDS);
-  const client = readId(body, CLIENT_ID_FIELDS);
-  if (!svc.ok || !client.ok) {
-    const messages = [svc, client].flatMap((r) => (r.ok ? [] : [r.message]));
-    return { ok: false, reason: "missing_order_id", message: messages.join("; ") };
-  }
-  if (svc.value === null && client.value === null) {
+  const id = identify(body);
+  if (!id.ok) return { ok: false, reason: "missing_order_id", message: id.message };
+  if (id.svcOrderId === null && id.clientOrderId === null) {
     return {
       ok: false,
       reason: "missing_order_id",
-      message: `no order identifier: send one of ${[...SVC_ID_FIELDS, ...CLIENT_ID_FIELDS].join(", ")}`,
+      message: `no order identifier: send one of ${ALL_ID_FIELDS.join(", ")}`,
     };
   }
   const status = readText(body, STATUS_FIELDS);
@@ -220,10 +447,11 @@ export function normaliseCallback(body: unknown, options: NormaliseOptions): Nor
     ok: true,
     event: {
       kind,
-      svcOrderId: svc.value,
-      clientOrderId: client.value,
+      svcOrderId: id.svcOrderId,
+      clientOrderId: id.clientOrderId,
+      ambiguousId: id.ambiguousId,
       providerStatus,
-      occurredAt: eventTime(body, providerStatus, options.receivedAt),
+      occurredAt: eventTime(body, providerStatus, options.receivedAt, options.timeZone ?? "UTC"),
       dedupeKey: dedupeKey(kind, body),
     },
   };
@@ -247,16 +475,43 @@ export interface EventDetails {
   trackUrl: string | null;
 }
 
+const RIDER_ID_FIELDS = ["rider_id", "sfx_rider_id"] as const;
+const RIDER_CONTACT_FIELDS = ["rider_contact", "rider_contact_number", "virtual_contact_number", "rider_phone"] as const;
+const NESTED_CONTACT_FIELDS = ["rider_contact", "rider_phone"] as const;
+const RIDER_NAME_FIELDS = ["rider_name"] as const;
+const NESTED_RIDER_ID_FIELDS = ["rider_id"] as const;
+const MASKED_CONTACT_FIELDS = ["number", "contact"] as const;
+const TRACK_URL_FIELDS = ["track_url"] as const;
+
+/** `masked_rider_contact`: the number itself, or an object holding it as `number` or `contact`. */
+function maskedContact(raw: unknown): string | null {
+  return isJsonObject(raw) ? readText(raw, MASKED_CONTACT_FIELDS) : asText(raw);
+}
+
+/**
+ * The details of a payload. Each detail is read from the top level first, then from the
+ * nested `rider_details` object (the shape of the provider's order-status answer and of
+ * some callbacks), and within each place in the order of its aliases below. Aliases added
+ * later come after the older ones, so a stored payload that gave a detail before gives
+ * the same one now: re-projecting the log does not change what an order showed.
+ * - rider id: rider_id | sfx_rider_id, then rider_details.rider_id;
+ * - name: rider_name, then rider_details.rider_name;
+ * - contact: rider_contact | rider_contact_number | virtual_contact_number | rider_phone |
+ *   masked_rider_contact (text, or {number} | {contact}), then rider_details.rider_contact |
+ *   rider_details.rider_phone;
+ * - position: see coordinates(). Numbers may be sent as numeric strings anywhere.
+ * Every top-level key read here is in DETAIL_SOURCES (src/domain/projection.ts).
+ */
 export function eventDetails(body: JsonObject): EventDetails {
-  const latitude = readNumber(body, LATITUDE_FIELDS, -90, 90);
-  const longitude = readNumber(body, LONGITUDE_FIELDS, -180, 180);
-  const located = latitude !== null && longitude !== null;
+  const rider = nested(body, "rider_details");
+  const position = coordinates(body);
   return {
-    riderId: readText(body, ["rider_id", "sfx_rider_id"]),
-    riderName: readText(body, ["rider_name"]),
-    riderContact: readText(body, ["rider_contact", "rider_contact_number", "virtual_contact_number"]),
-    latitude: located ? latitude : null,
-    longitude: located ? longitude : null,
-    trackUrl: readText(body, ["track_url"]),
+    riderId: readText(body, RIDER_ID_FIELDS) ?? (rider && readText(rider, NESTED_RIDER_ID_FIELDS)),
+    riderName: readText(body, RIDER_NAME_FIELDS) ?? (rider && readText(rider, RIDER_NAME_FIELDS)),
+    riderContact:
+      readText(body, RIDER_CONTACT_FIELDS) ?? maskedContact(body.masked_rider_contact) ?? (rider && readText(rider, NESTED_CONTACT_FIELDS)),
+    latitude: position?.latitude ?? null,
+    longitude: position?.longitude ?? null,
+    trackUrl: readText(body, TRACK_URL_FIELDS),
   };
 }

@@ -240,10 +240,15 @@ export function fold(input: readonly StoredEvent[]): Projection {
  * eventDetails, so a new alias there cannot be missed here.
  */
 export const DETAIL_SOURCES = {
-  riderId: [["rider_id", "sfx_rider_id"]],
-  riderName: [["rider_name"]],
-  riderContact: [["rider_contact", "rider_contact_number", "virtual_contact_number"]],
-  location: [[...LATITUDE_FIELDS], [...LONGITUDE_FIELDS]],
+  // rider_details: a nested object that may hold the rider's id, name, phone and location.
+  riderId: [["rider_id", "sfx_rider_id", "rider_details"]],
+  riderName: [["rider_name", "rider_details"]],
+  riderContact: [["rider_contact", "rider_contact_number", "virtual_contact_number", "rider_phone", "masked_rider_contact", "rider_details"]],
+  // A position is a pair from one place: both top-level coordinates, or rider_details alone.
+  location: [
+    [...LATITUDE_FIELDS, "rider_details"],
+    [...LONGITUDE_FIELDS, "rider_details"],
+  ],
   trackUrl: [["track_url"]],
 } as const satisfies Record<string, readonly (readonly string[])[]>;
 

@@ -55,7 +55,17 @@ export function createApp(deps: AppDeps) {
     deps.log[level]({ requestId: c.get("requestId"), method: c.req.method, path: redactPath(c.req.path), status, ms }, "request");
   });
 
-  app.route("/callbacks", callbackRoutes({ secret: deps.config.callbackSecret, sql: deps.sql, ingestor: deps.ingestor, log: deps.log, metrics: deps.metrics }));
+  app.route(
+    "/callbacks",
+    callbackRoutes({
+      secret: deps.config.callbackSecret,
+      sql: deps.sql,
+      ingestor: deps.ingestor,
+      log: deps.log,
+      metrics: deps.metrics,
+      timeZone: deps.config.provider.timezone,
+    }),
+  );
   app.route("/", opsRoutes(deps.sql, deps.metrics));
 
   app.use("/v1/*", bearerAuth(deps.config.apiToken));

@@ -3,16 +3,20 @@
  * skipped by the unique dedupe key), queues the new ones for projection
  * (projection_queue) and adds one `projection__drain` job, all in that one statement, so
  * an event is never stored without the job that projects it. A flush costs one job
- * whatever the number of events or orders in it (src/projection/queue.ts).
+ * whatever the number of events or orders in it (src/projection/queue.ts). Only a batch
+ * holding a body that names its order by `order_id` alone pays one lookup before it
+ * (knownClientIds).
  */
 import type { Sql, TransactionSql } from "postgres";
 import type { JsonObject, NormalisedEvent } from "../domain/normalise.ts";
 import { DRAIN_TASK } from "../projection/queue.ts";
 
-export type EventSource = "provider" | "tracklane";
+/** Who said it: a provider callback, tracklane itself, or the provider answering a status poll. */
+export type EventSource = "provider" | "tracklane" | "poll";
 
 export interface EventInput {
-  event: NormalisedEvent;
+  /** ambiguousId may be left out by events tracklane writes itself: they name their ids. */
+  event: Omit<NormalisedEvent, "ambiguousId"> & Partial<Pick<NormalisedEvent, "ambiguousId">>;
   payload: JsonObject;
   source?: EventSource;
 }
@@ -23,6 +27,27 @@ export interface Appended {
 }
 
 type Tx = Sql | TransactionSql;
+
+const NONE: ReadonlySet<string> = new Set();
+
+/**
+ * Of the events' ambiguous ids (a body naming its order only by `order_id`), those a
+ * known order carries as its client_order_id while no order carries them as its
+ * svc_order_id: such an `order_id` is that order's client id, and reading it as a
+ * provider id would make a phantom order. One query for the whole batch, and none at all
+ * for a batch without ambiguous ids (the usual case: this is the hot path). The answer
+ * is final: the event is stored with the ids decided here, and the projection links
+ * orders by the stored columns only.
+ */
+async function knownClientIds(tx: Tx, inputs: readonly EventInput[]): Promise<ReadonlySet<string>> {
+  const ambiguous = [...new Set(inputs.flatMap((i) => (i.event.ambiguousId == null ? [] : [i.event.ambiguousId])))];
+  if (ambiguous.length === 0) return NONE;
+  const rows = await tx<{ id: string }[]>`
+    select v as id from unnest(${ambiguous}::text[]) as v
+    where exists (select from orders o where o.client_order_id = v)
+      and not exists (select from orders o where o.svc_order_id = v)`;
+  return new Set(rows.map((r) => r.id));
+}
 
 /**
  * Appends events and answers each input in order. The insert, the queue rows and the job
@@ -38,16 +63,21 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
   const unique = [...new Map(inputs.map((i) => [i.event.dedupeKey, i])).values()].sort((a, b) =>
     a.event.dedupeKey < b.event.dedupeKey ? -1 : a.event.dedupeKey > b.event.dedupeKey ? 1 : 0,
   );
-  const rows = unique.map((i) => ({
-    dedupe_key: i.event.dedupeKey,
-    source: i.source ?? "provider",
-    kind: i.event.kind,
-    svc_order_id: i.event.svcOrderId,
-    client_order_id: i.event.clientOrderId,
-    provider_status: i.event.providerStatus,
-    occurred_at: i.event.occurredAt.toISOString(),
-    payload: i.payload,
-  }));
+  const asClient = await knownClientIds(tx, unique);
+  const rows = unique.map((i) => {
+    const ambiguous = i.event.ambiguousId ?? null;
+    const client = ambiguous !== null && asClient.has(ambiguous);
+    return {
+      dedupe_key: i.event.dedupeKey,
+      source: i.source ?? "provider",
+      kind: i.event.kind,
+      svc_order_id: client ? null : i.event.svcOrderId,
+      client_order_id: client ? ambiguous : i.event.clientOrderId,
+      provider_status: i.event.providerStatus,
+      occurred_at: i.event.occurredAt.toISOString(),
+      payload: i.payload,
+    };
+  });
   // The whole batch travels as one JSON parameter, expanded server-side: one statement,
   // one round trip, whatever the batch size. Only the rows actually inserted are queued
   // (a duplicate needs no projection).

@@ -28,6 +28,14 @@ const value = fc.oneof(
   fc.constantFrom("Asha", " ", "", "12.5", "91", "-200", "x", "9876543210"),
   fc.constantFrom(12.97, 77.59, 1e6, -91, 0, 42),
   fc.constantFrom(null, true, { nested: 1 }, [1]),
+  // Nested shapes (rider_details, masked_rider_contact), whole or in part.
+  fc.constantFrom(
+    { rider_id: "N1", rider_name: "Nested", rider_phone: "98", rider_location: { latitude: "12.5", longitude: 77.5 } },
+    { rider_contact: " ", rider_location: { latitude: 12.5 } },
+    { rider_location: { latitude: 95, longitude: 1 } },
+    { number: "55" },
+    { contact: 56 },
+  ),
 );
 const KEYS = [...sourceKeys, "order_status", "client_order_id", "note", "rider", "lat", "lng"];
 const payload = fc.dictionary(fc.constantFrom(...KEYS), value, { maxKeys: 8 }) as fc.Arbitrary<JsonObject>;
@@ -156,7 +164,7 @@ describe("projection: set-based projection in the database", () => {
     assert.ok(results.every((r) => r !== null && r.orderId > 0));
 
     const rows = await t.database.sql`
-      select id, svc_order_id, client_order_id, status, provider_status, status_at, track_url, rider_id, rider_name,
+      select id, svc_order_id, svc_order_ids, client_order_id, status, provider_status, status_at, track_url, rider_id, rider_name,
              rider_contact, rider_latitude, rider_longitude, rider_location_at, event_count, last_event_at
       from orders where coalesce(svc_order_id, client_order_id) like 'IP-%' order by id`;
     assert.equal(rows.length, 40, "one row per order, the split one merged");
@@ -175,6 +183,7 @@ describe("projection: set-based projection in the database", () => {
       assert.deepEqual(
         {
           svc: row.svc_order_id,
+          svcOrderIds: row.svc_order_ids,
           coid: row.client_order_id,
           status: row.status,
           providerStatus: row.provider_status,

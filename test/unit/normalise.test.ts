@@ -7,6 +7,7 @@ import {
   MAX_ID_LENGTH,
   dedupeKey,
   eventDetails,
+  hasCoordinates,
   inspectJson,
   normaliseCallback,
   parseTime,
@@ -16,12 +17,12 @@ import { canonicalStatus } from "../../src/domain/statuses.ts";
 
 const RECEIVED = new Date("2025-06-01T12:00:00.000Z");
 
-function run(body: unknown, forceLocation = false, receivedAt = RECEIVED): NormaliseResult {
-  return normaliseCallback(body, { forceLocation, receivedAt });
+function run(body: unknown, forceLocation = false, receivedAt = RECEIVED, timeZone?: string): NormaliseResult {
+  return normaliseCallback(body, timeZone === undefined ? { forceLocation, receivedAt } : { forceLocation, receivedAt, timeZone });
 }
 
-function ok(body: unknown, forceLocation = false, receivedAt = RECEIVED): NormalisedEvent {
-  const r = run(body, forceLocation, receivedAt);
+function ok(body: unknown, forceLocation = false, receivedAt = RECEIVED, timeZone?: string): NormalisedEvent {
+  const r = run(body, forceLocation, receivedAt, timeZone);
   if (!r.ok) assert.fail(`expected ok, got ${r.reason}: ${r.message}`);
   return r.event;
 }
@@ -630,5 +631,388 @@ describe("normalise: regressions found by review", () => {
     assert.equal(canonicalStatus("CANCELLED_BY_ſELLER"), null);
     assert.equal(canonicalStatus("delivered"), "DELIVERED");
     assert.equal(canonicalStatus("constructor"), null);
+  });
+});
+
+describe("normalise: order_id beside the explicit ids", () => {
+  const ids = (body: JsonObject) => {
+    const e = ok(body);
+    return { svc: e.svcOrderId, client: e.clientOrderId, ambiguous: e.ambiguousId };
+  };
+
+  it("order_id alone: the provider's id, flagged as ambiguous", () => {
+    assert.deepEqual(ids({ order_id: "X1", status: "ALLOTTED" }), { svc: "X1", client: null, ambiguous: "X1" });
+    assert.deepEqual(ids({ order_id: 4711 }), { svc: "4711", client: null, ambiguous: "4711" });
+    assert.deepEqual(ids({ order_id: " X2 " }), { svc: "X2", client: null, ambiguous: "X2" });
+    // Blank or unusable explicit ids are no ids: order_id is still alone.
+    assert.deepEqual(ids({ svc_order_id: "", sfx_order_id: null, coid: "  ", order_id: "X3" }), { svc: "X3", client: null, ambiguous: "X3" });
+  });
+
+  it("order_id beside an explicit client id only: the provider's id when it differs", () => {
+    for (const field of ["client_order_id", "coid"]) {
+      assert.deepEqual(ids({ [field]: "C1", order_id: "S1" }), { svc: "S1", client: "C1", ambiguous: null }, field);
+      assert.deepEqual(ids({ [field]: "C1", order_id: 99 }), { svc: "99", client: "C1", ambiguous: null }, field);
+    }
+  });
+
+  it("order_id equal to the explicit client id adds nothing", () => {
+    assert.deepEqual(ids({ client_order_id: "C1", order_id: "C1" }), { svc: null, client: "C1", ambiguous: null });
+    assert.deepEqual(ids({ coid: "42", order_id: 42 }), { svc: null, client: "42", ambiguous: null });
+    assert.deepEqual(ids({ coid: " C1", order_id: "C1 " }), { svc: null, client: "C1", ambiguous: null });
+  });
+
+  it("order_id beside an explicit provider id only: the client's id when it differs", () => {
+    for (const field of ["svc_order_id", "sfx_order_id"]) {
+      assert.deepEqual(ids({ [field]: "S1", order_id: "C1" }), { svc: "S1", client: "C1", ambiguous: null }, field);
+      assert.deepEqual(ids({ [field]: 9001, order_id: "9001" }), { svc: "9001", client: null, ambiguous: null }, field);
+    }
+  });
+
+  it("beside both explicit ids, order_id is ignored for identity but stays in the body", () => {
+    for (const order of ["S1", "C1", "OTHER", 77]) {
+      assert.deepEqual(ids({ sfx_order_id: "S1", client_order_id: "C1", order_id: order }), { svc: "S1", client: "C1", ambiguous: null });
+    }
+    // It is still part of what the event says, so of its dedupe key.
+    assert.notEqual(ok({ sfx_order_id: "S1", coid: "C1", order_id: "Z" }).dedupeKey, ok({ sfx_order_id: "S1", coid: "C1" }).dedupeKey);
+  });
+
+  it("ambiguousId is null whenever an explicit id is present", () => {
+    for (const body of [
+      { svc_order_id: "S" },
+      { sfx_order_id: "S" },
+      { coid: "C" },
+      { client_order_id: "C", sfx_order_id: "S" },
+      { coid: "C", order_id: "S" },
+      { coid: "C", order_id: "C" },
+      { svc_order_id: "S", order_id: "C" },
+      { svc_order_id: "S", order_id: "S" },
+      { svc_order_id: "S", coid: "C", order_id: "X" },
+    ]) {
+      assert.equal(ok(body).ambiguousId, null, JSON.stringify(body));
+    }
+  });
+
+  it("an unusable order_id: an error when nothing else names the provider's id, ignored when something does", () => {
+    assert.equal(rejected({ coid: "C", order_id: { id: 1 } }).message, "order_id must be a string or a non-negative integer");
+    assert.deepEqual(ids({ svc_order_id: "S", order_id: { id: 1 } }), { svc: "S", client: null, ambiguous: null });
+    assert.deepEqual(ids({ svc_order_id: "S", coid: "C", order_id: 1.5 }), { svc: "S", client: "C", ambiguous: null });
+  });
+
+  it("an unusable explicit id is named even when order_id would fill its role only by equalling the other id", () => {
+    assert.equal(rejected({ svc_order_id: {}, coid: "C", order_id: "C" }).message, "svc_order_id must be a string or a non-negative integer");
+    // An order_id that differs does fill it, as an unusable alias never hides the next one.
+    assert.deepEqual(ids({ svc_order_id: {}, coid: "C", order_id: "S" }), { svc: "S", client: "C", ambiguous: null });
+  });
+
+  it("a too-long order_id is an error where it is used, and ignored where it is not", () => {
+    const long = "x".repeat(MAX_ID_LENGTH + 1);
+    assert.equal(rejected({ sfx_order_id: "S", order_id: long }).message, `order_id is longer than ${MAX_ID_LENGTH} characters`);
+    assert.equal(rejected({ coid: "C", order_id: long }).message, `order_id is longer than ${MAX_ID_LENGTH} characters`);
+    assert.deepEqual(ids({ sfx_order_id: "S", coid: "C", order_id: long }), { svc: "S", client: "C", ambiguous: null });
+  });
+});
+
+describe("normalise: rider details in every shape", () => {
+  const NESTED = {
+    rider_details: {
+      rider_id: 5521,
+      rider_name: " Kiran ",
+      rider_phone: "+919800000001",
+      rider_location: { latitude: "12.9716", longitude: "77.5946" },
+    },
+  };
+
+  it("reads a nested rider_details: id, name, phone and location (numeric strings)", () => {
+    assert.deepEqual(eventDetails(NESTED), {
+      riderId: "5521",
+      riderName: "Kiran",
+      riderContact: "+919800000001",
+      latitude: 12.9716,
+      longitude: 77.5946,
+      trackUrl: null,
+    });
+  });
+
+  it("nested rider_contact is preferred to nested rider_phone", () => {
+    assert.equal(eventDetails({ rider_details: { rider_phone: "1", rider_contact: "2" } }).riderContact, "2");
+    assert.equal(eventDetails({ rider_details: { rider_phone: "1", rider_contact: " " } }).riderContact, "1");
+  });
+
+  it("top-level fields win over nested ones", () => {
+    const d = eventDetails({ ...NESTED, rider_id: "TOP", rider_name: "Top", rider_phone: "+91top", latitude: 1, longitude: 2 });
+    assert.deepEqual(d, { riderId: "TOP", riderName: "Top", riderContact: "+91top", latitude: 1, longitude: 2, trackUrl: null });
+    assert.equal(eventDetails({ ...NESTED, sfx_rider_id: 9 }).riderId, "9");
+  });
+
+  it("an unusable top-level field does not hide the nested one", () => {
+    const d = eventDetails({ ...NESTED, rider_id: " ", rider_name: {}, rider_contact: true, latitude: "north", longitude: 2 });
+    assert.deepEqual(d, { riderId: "5521", riderName: "Kiran", riderContact: "+919800000001", latitude: 12.9716, longitude: 77.5946, trackUrl: null });
+  });
+
+  it("a position comes from one place: half a pair at the top is not mixed with the nested pair", () => {
+    assert.deepEqual(pick(eventDetails({ ...NESTED, rider_latitude: 1 })), [12.9716, 77.5946]);
+    assert.deepEqual(pick(eventDetails({ latitude: 1, rider_details: { rider_location: { longitude: 2 } } })), [null, null]);
+    assert.deepEqual(pick(eventDetails({ rider_details: { rider_location: { latitude: 12 } } })), [null, null]);
+  });
+
+  it("nested coordinates are checked like top-level ones", () => {
+    const at = (latitude: unknown, longitude: unknown) => eventDetails({ rider_details: { rider_location: { latitude, longitude } } });
+    assert.deepEqual(pick(at(12.5, 77.25)), [12.5, 77.25]);
+    assert.deepEqual(pick(at(" -12.5 ", "-77.25")), [-12.5, -77.25]);
+    assert.deepEqual(pick(at(0, 0)), [0, 0]);
+    for (const [lat, lon] of [[91, 1], [1, 181], ["x", 1], [1, ""], [true, 1], [{}, 1]] as const) {
+      assert.deepEqual(pick(at(lat, lon)), [null, null], JSON.stringify([lat, lon]));
+    }
+  });
+
+  it("rider_details or rider_location that are not objects are ignored", () => {
+    for (const rider_details of ["R", 5, null, [{ rider_id: "R" }], { rider_location: "12.9,77.5" }, { rider_location: [12.9, 77.5] }]) {
+      assert.deepEqual(eventDetails({ rider_details }), { riderId: null, riderName: null, riderContact: null, latitude: null, longitude: null, trackUrl: null });
+    }
+  });
+
+  it("rider_phone at the top level is a contact, after the older contact aliases", () => {
+    assert.equal(eventDetails({ rider_phone: "+91 98" }).riderContact, "+91 98");
+    assert.equal(eventDetails({ rider_phone: 9800000001 }).riderContact, "9800000001");
+    assert.equal(eventDetails({ rider_phone: "P", virtual_contact_number: "V" }).riderContact, "V");
+    assert.equal(eventDetails({ rider_phone: "P", rider_contact: "C" }).riderContact, "C");
+  });
+
+  it("masked_rider_contact: a string, {number} or {contact}; number first", () => {
+    assert.equal(eventDetails({ masked_rider_contact: "08012345678" }).riderContact, "08012345678");
+    assert.equal(eventDetails({ masked_rider_contact: 8012345678 }).riderContact, "8012345678");
+    assert.equal(eventDetails({ masked_rider_contact: { number: "080-1" } }).riderContact, "080-1");
+    assert.equal(eventDetails({ masked_rider_contact: { contact: "080-2" } }).riderContact, "080-2");
+    assert.equal(eventDetails({ masked_rider_contact: { contact: "080-2", number: "080-1" } }).riderContact, "080-1");
+    assert.equal(eventDetails({ masked_rider_contact: { number: "", contact: "080-2" } }).riderContact, "080-2");
+    assert.equal(eventDetails({ masked_rider_contact: { pin: "1" } }).riderContact, null);
+    assert.equal(eventDetails({ masked_rider_contact: true }).riderContact, null);
+  });
+
+  it("contact precedence: top-level aliases, then rider_phone, then masked_rider_contact, then rider_details", () => {
+    const all = { rider_contact_number: "A", rider_phone: "B", masked_rider_contact: { number: "C" }, rider_details: { rider_phone: "D" } };
+    assert.equal(eventDetails(all).riderContact, "A");
+    assert.equal(eventDetails({ ...all, rider_contact_number: undefined }).riderContact, "B");
+    assert.equal(eventDetails({ ...all, rider_contact_number: undefined, rider_phone: undefined }).riderContact, "C");
+    assert.equal(eventDetails({ rider_details: { rider_phone: "D" }, masked_rider_contact: {} }).riderContact, "D");
+  });
+
+  function pick(d: { latitude: number | null; longitude: number | null }): [number | null, number | null] {
+    return [d.latitude, d.longitude];
+  }
+});
+
+describe("normalise: kind from nested coordinates", () => {
+  it("a rider_details.rider_location without a status is a location event", () => {
+    const body = { sfx_order_id: "S", rider_details: { rider_id: "R", rider_location: { latitude: "12.97", longitude: "77.59" } } };
+    assert.equal(hasCoordinates(body), true);
+    const e = ok(body);
+    assert.equal(e.kind, "location");
+    assert.equal(e.providerStatus, null);
+  });
+
+  it("with a status it stays a status event", () => {
+    const e = ok({ sfx_order_id: "S", status: "COLLECTED", rider_details: { rider_location: { latitude: 12.97, longitude: 77.59 } } });
+    assert.equal(e.kind, "status");
+    assert.equal(e.providerStatus, "COLLECTED");
+  });
+
+  it("unusable or half nested coordinates are no coordinates", () => {
+    for (const rider_location of [{ latitude: 12.97 }, { latitude: 100, longitude: 1 }, { latitude: "x", longitude: 1 }, "12.97,77.59"]) {
+      const body = { sfx_order_id: "S", rider_details: { rider_location } };
+      assert.equal(hasCoordinates(body), false, JSON.stringify(rider_location));
+      assert.equal(ok(body).kind, "status", JSON.stringify(rider_location));
+    }
+    assert.equal(hasCoordinates({ latitude: 1, rider_details: { rider_location: { longitude: 2 } } }), false);
+  });
+});
+
+describe("normalise: event_timestamp and order_details", () => {
+  const A = "2025-03-04T05:06:07Z";
+  const B = "2025-03-04T06:00:00Z";
+
+  it("event_timestamp is a time field, after the older ones and before step times", () => {
+    assert.equal(iso(ok({ coid: "C", event_timestamp: A })), "2025-03-04T05:06:07.000Z");
+    assert.equal(iso(ok({ coid: "C", event_timestamp: 1741064767 })), "2025-03-04T05:06:07.000Z");
+    assert.equal(iso(ok({ coid: "C", event_timestamp: A, timestamp: B })), "2025-03-04T06:00:00.000Z");
+    assert.equal(iso(ok({ coid: "C", status: "DELIVERED", event_timestamp: A, delivery_time: B })), "2025-03-04T05:06:07.000Z");
+    assert.equal(iso(ok({ coid: "C", event_timestamp: "soon", allot_time: B })), "2025-03-04T06:00:00.000Z");
+  });
+
+  it("the status's step time is read from order_details when not at the top level", () => {
+    const answer = {
+      status: "DELIVERED",
+      sfx_order_id: 9001,
+      track_url: "https://t/1",
+      rider_details: { rider_id: "R" },
+      order_details: { allot_time: "2025-03-04T04:00:00Z", arrival_time: "2025-03-04T04:30:00Z", dispatch_time: "2025-03-04T05:00:00Z", delivery_time: A },
+    };
+    assert.equal(iso(ok(answer)), "2025-03-04T05:06:07.000Z");
+    assert.equal(iso(ok({ ...answer, status: "ARRIVED" })), "2025-03-04T04:30:00.000Z");
+    assert.equal(iso(ok({ ...answer, status: "Collected" })), "2025-03-04T05:00:00.000Z");
+  });
+
+  it("a top-level time wins over order_details", () => {
+    const order_details = { delivery_time: A };
+    assert.equal(iso(ok({ coid: "C", status: "DELIVERED", delivery_time: B, order_details })), "2025-03-04T06:00:00.000Z");
+    assert.equal(iso(ok({ coid: "C", status: "DELIVERED", event_time: B, order_details })), "2025-03-04T06:00:00.000Z");
+    // An unusable top-level step time does not hide the nested one.
+    assert.equal(iso(ok({ coid: "C", status: "DELIVERED", delivery_time: "n/a", order_details })), "2025-03-04T05:06:07.000Z");
+  });
+
+  it("the matching step in order_details wins over another top-level step time", () => {
+    assert.equal(iso(ok({ coid: "C", status: "DELIVERED", allot_time: B, order_details: { delivery_time: A } })), "2025-03-04T05:06:07.000Z");
+  });
+
+  it("another step's time in order_details does not date the event: the time received does", () => {
+    const order_details = { allot_time: A, arrival_time: B };
+    for (const status of ["DELIVERED", "RIDER_REASSIGNED", undefined]) {
+      const body = status === undefined ? { coid: "C", order_details } : { coid: "C", status, order_details };
+      assert.equal(ok(body).occurredAt.getTime(), RECEIVED.getTime(), String(status));
+    }
+  });
+
+  it("order_details that is not an object is ignored", () => {
+    for (const order_details of [A, [A], null, 1741064767]) {
+      assert.equal(ok({ coid: "C", status: "DELIVERED", order_details }).occurredAt.getTime(), RECEIVED.getTime());
+    }
+  });
+});
+
+describe("normalise: times without a zone, read in the configured zone", () => {
+  const IN = (raw: unknown, zone?: string) => parseTime(raw, zone)?.toISOString() ?? null;
+
+  it("default and UTC: read as UTC", () => {
+    assert.equal(IN("2026-11-23 15:35:00"), "2026-11-23T15:35:00.000Z");
+    assert.equal(IN("2026-11-23 15:35:00", "UTC"), "2026-11-23T15:35:00.000Z");
+    assert.equal(IN("2026-11-23 15:35:00", "Etc/UTC"), "2026-11-23T15:35:00.000Z");
+  });
+
+  it("Asia/Kolkata (+05:30): every zone-less form", () => {
+    const K = "Asia/Kolkata";
+    assert.equal(IN("2026-11-23 15:35:00", K), "2026-11-23T10:05:00.000Z");
+    assert.equal(IN("2026-11-23T15:35:00", K), "2026-11-23T10:05:00.000Z");
+    assert.equal(IN("2026-11-23 15:35", K), "2026-11-23T10:05:00.000Z");
+    assert.equal(IN("2026-11-23 15:35:00.5", K), "2026-11-23T10:05:00.500Z");
+    assert.equal(IN("2026-11-23T15:35:00.123456", K), "2026-11-23T10:05:00.123Z");
+    assert.equal(IN(" 2026-11-23 15:35:00 ", K), "2026-11-23T10:05:00.000Z");
+    assert.equal(IN("2026-11-23 03:00:00", K), "2026-11-22T21:30:00.000Z"); // the day before in UTC
+    assert.equal(IN("2026-11-23", K), "2026-11-22T18:30:00.000Z"); // midnight there
+  });
+
+  it("America/New_York: EST in winter, EDT in summer", () => {
+    const NY = "America/New_York";
+    assert.equal(IN("2026-01-15 12:00:00", NY), "2026-01-15T17:00:00.000Z");
+    assert.equal(IN("2026-07-15 12:00:00", NY), "2026-07-15T16:00:00.000Z");
+  });
+
+  it("America/New_York, clocks forward (2026-03-08 02:00 EST -> 03:00 EDT)", () => {
+    const NY = "America/New_York";
+    assert.equal(IN("2026-03-08 01:59:59", NY), "2026-03-08T06:59:59.000Z");
+    assert.equal(IN("2026-03-08 03:00:00", NY), "2026-03-08T07:00:00.000Z");
+    assert.equal(IN("2026-03-08 03:30:00", NY), "2026-03-08T07:30:00.000Z");
+    // 02:30 never happens that day: read with the offset before the change (= 03:30 EDT).
+    assert.equal(IN("2026-03-08 02:30:00", NY), "2026-03-08T07:30:00.000Z");
+    // The day before and after keep their own offsets.
+    assert.equal(IN("2026-03-07 02:30:00", NY), "2026-03-07T07:30:00.000Z");
+    assert.equal(IN("2026-03-09 02:30:00", NY), "2026-03-09T06:30:00.000Z");
+  });
+
+  it("America/New_York, clocks back (2026-11-01 02:00 EDT -> 01:00 EST)", () => {
+    const NY = "America/New_York";
+    assert.equal(IN("2026-11-01 00:59:59", NY), "2026-11-01T04:59:59.000Z");
+    // 01:30 happens twice: the first (EDT) is taken.
+    assert.equal(IN("2026-11-01 01:30:00", NY), "2026-11-01T05:30:00.000Z");
+    assert.equal(IN("2026-11-01 02:00:00", NY), "2026-11-01T07:00:00.000Z");
+    assert.equal(IN("2026-11-01 12:00:00", NY), "2026-11-01T17:00:00.000Z");
+  });
+
+  it("times with a zone or an offset, and epoch numbers, do not depend on the zone", () => {
+    for (const zone of ["UTC", "Asia/Kolkata", "America/New_York"]) {
+      assert.equal(IN("2026-11-23T15:35:00Z", zone), "2026-11-23T15:35:00.000Z");
+      assert.equal(IN("2026-11-23 15:35:00Z", zone), "2026-11-23T15:35:00.000Z");
+      assert.equal(IN("2026-11-23T15:35:00z", zone), "2026-11-23T15:35:00.000Z");
+      assert.equal(IN("2026-11-23 15:35:00 UTC", zone), "2026-11-23T15:35:00.000Z");
+      assert.equal(IN("2026-11-23T15:35:00+05:30", zone), "2026-11-23T10:05:00.000Z");
+      assert.equal(IN("2026-11-23T15:35:00+0530", zone), "2026-11-23T10:05:00.000Z");
+      assert.equal(IN("2026-11-23T15:35:00-05", zone), "2026-11-23T20:35:00.000Z");
+      assert.equal(IN("2026-11-23T15:35:00.250-02:00", zone), "2026-11-23T17:35:00.250Z");
+      assert.equal(IN(1795448100, zone), "2026-11-23T15:35:00.000Z");
+      assert.equal(IN("1795448100000", zone), "2026-11-23T15:35:00.000Z");
+    }
+  });
+
+  it("what is not a time stays not a time, in every zone", () => {
+    for (const zone of ["UTC", "Asia/Kolkata", "America/New_York"]) {
+      for (const raw of [
+        "2026-02-30 10:00:00", // no such day
+        "2026-11-23 25:00:00",
+        "2026-11-23 24:00:01",
+        "2026-11-23 10:60:00",
+        "2026-11-23 10:00:60",
+        "2026-11-23T15:35:00+24:00",
+        "2026-11-23T15:35:00+05:60",
+        "2026-11-23 5:35:00", // Date.parse would read these in the host's zone
+        "2026-11-23 3:35 PM",
+        "2026-11-23T15:35:00.",
+        "2026-11-23T15",
+        "1999-12-30 23:59:59",
+        "2100-01-02 00:00:00",
+        "yesterday",
+        "",
+        null,
+        {},
+      ]) {
+        assert.equal(parseTime(raw, zone), null, `${JSON.stringify(raw)} in ${zone}`);
+      }
+    }
+    // The range (2000-2100) applies to the instant, not to the wall clock.
+    assert.equal(IN("2000-01-01 00:00:00"), "2000-01-01T00:00:00.000Z");
+    assert.equal(IN("2000-01-01 00:00:00", "Asia/Kolkata"), null);
+    assert.equal(IN("1999-12-31 23:00:00", "America/New_York"), "2000-01-01T04:00:00.000Z");
+    assert.equal(IN("2100-01-01 00:00:00", "Asia/Kolkata"), "2099-12-31T18:30:00.000Z");
+    assert.equal(IN("2099-12-31 20:00:00", "America/New_York"), null);
+  });
+
+  it("24:00 is the end of the day, in the zone", () => {
+    assert.equal(IN("2026-11-23 24:00:00"), "2026-11-24T00:00:00.000Z");
+    assert.equal(IN("2026-11-23 24:00", "Asia/Kolkata"), "2026-11-23T18:30:00.000Z");
+  });
+
+  it("normaliseCallback reads zone-less times in options.timeZone (UTC when left out)", () => {
+    const body = { coid: "C", status: "ARRIVED", arrival_time: "2026-11-23 15:35:00" };
+    assert.equal(iso(ok(body)), "2026-11-23T15:35:00.000Z");
+    assert.equal(iso(ok(body, false, RECEIVED, "UTC")), "2026-11-23T15:35:00.000Z");
+    assert.equal(iso(ok(body, false, RECEIVED, "Asia/Kolkata")), "2026-11-23T10:05:00.000Z");
+    assert.equal(iso(ok({ coid: "C", event_timestamp: "2026-07-01 08:00:00" }, false, RECEIVED, "America/New_York")), "2026-07-01T12:00:00.000Z");
+    assert.equal(iso(ok({ coid: "C", status: "DELIVERED", order_details: { delivery_time: "2026-11-23T15:35:00" } }, false, RECEIVED, "Asia/Kolkata")), "2026-11-23T10:05:00.000Z");
+    // The zone decides the time, never the identity of the event.
+    assert.equal(ok(body, false, RECEIVED, "Asia/Kolkata").dedupeKey, ok(body).dedupeKey);
+  });
+
+  it("property: the wall clock of any instant, read back in its zone, is that instant (the earlier one when the hour repeats)", () => {
+    const zones = ["Asia/Kolkata", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Pacific/Chatham", "America/Sao_Paulo"];
+    const formats = new Map(
+      zones.map((z) => [
+        z,
+        new Intl.DateTimeFormat("en-CA", { timeZone: z, hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" }),
+      ]),
+    );
+    const wallOf = (zone: string, t: number) => {
+      const p = Object.fromEntries(formats.get(zone)!.formatToParts(t).map((x) => [x.type, x.value]));
+      return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}`;
+    };
+    fc.assert(
+      fc.property(fc.constantFrom(...zones), fc.integer({ min: Date.UTC(2000, 0, 2) / 1000, max: Date.UTC(2099, 11, 30) / 1000 }), (zone, sec) => {
+        const t = sec * 1000;
+        const wall = wallOf(zone, t);
+        const back = parseTime(wall, zone)!.getTime();
+        // Same wall clock, and no earlier instant shows it unless `back` is that instant.
+        assert.equal(wallOf(zone, back), wall);
+        assert.ok(back <= t, `${zone} ${wall}: ${new Date(back).toISOString()} > ${new Date(t).toISOString()}`);
+        if (back < t) assert.ok(t - back <= 3 * 3_600_000, "only a repeated hour may give an earlier instant");
+      }),
+      { numRuns: 2000 },
+    );
   });
 });

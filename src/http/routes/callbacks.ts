@@ -26,6 +26,8 @@ export interface CallbackDeps {
   ingestor: Ingestor;
   log: Logger;
   metrics: Metrics;
+  /** IANA zone of provider times without an offset (config.provider.timezone). */
+  timeZone: string;
 }
 
 /**
@@ -113,7 +115,7 @@ export function callbackRoutes(deps: CallbackDeps) {
     } catch (err) {
       return reject(c, "invalid_json", `body is not JSON: ${(err as Error).message}`, raw);
     }
-    const normalised = normaliseCallback(body, { forceLocation: location, receivedAt: new Date() });
+    const normalised = normaliseCallback(body, { forceLocation: location, receivedAt: new Date(), timeZone: deps.timeZone });
     if (!normalised.ok) return reject(c, normalised.reason, normalised.message, raw);
     try {
       const result = await deps.ingestor.submit({ event: normalised.event, payload: body as Record<string, unknown> }, raw.byteLength);
