@@ -65,8 +65,8 @@ export async function ordersOfLog(sql: Sql): Promise<StoredEvent[][]> {
  */
 export async function assertOrdersEqualLog(sql: Sql): Promise<number> {
   const orders = await ordersOfLog(sql);
-  const rows = await sql<{ id: string; svc_order_id: string | null; client_order_id: string | null; status: string | null; provider_status: string | null; status_at: Date | null; track_url: string | null; rider_id: string | null; rider_name: string | null; rider_contact: string | null; rider_latitude: number | null; rider_longitude: number | null; rider_location_at: Date | null; event_count: number; last_event_at: Date | null; projection_state: string | null }[]>`
-    select id::text, svc_order_id, client_order_id, status, provider_status, status_at, track_url, rider_id, rider_name,
+  const rows = await sql<{ id: string; svc_order_id: string | null; svc_order_ids: string[]; client_order_id: string | null; status: string | null; provider_status: string | null; status_at: Date | null; track_url: string | null; rider_id: string | null; rider_name: string | null; rider_contact: string | null; rider_latitude: number | null; rider_longitude: number | null; rider_location_at: Date | null; event_count: number; last_event_at: Date | null; projection_state: string | null }[]>`
+    select id::text, svc_order_id, svc_order_ids, client_order_id, status, provider_status, status_at, track_url, rider_id, rider_name,
            rider_contact, rider_latitude, rider_longitude, rider_location_at, event_count, last_event_at, projection_state
     from orders`;
   const problems: string[] = [];
@@ -82,6 +82,7 @@ export async function assertOrdersEqualLog(sql: Sql): Promise<number> {
     const expected = {
       ...projectedColumns(p),
       svc_order_id: p.svcOrderId ?? row.svc_order_id,
+      svc_order_ids: p.svcOrderIds,
       client_order_id: p.clientOrderId ?? row.client_order_id,
     };
     const { id: _id, projection_state: stored, ...columns } = row;

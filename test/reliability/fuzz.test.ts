@@ -46,8 +46,10 @@ after(async () => {
 const enc = new TextEncoder();
 const bytes = (s: string) => enc.encode(s);
 
-const SVC_ID_FIELDS = ["svc_order_id", "sfx_order_id", "order_id"];
+const SVC_ID_FIELDS = ["svc_order_id", "sfx_order_id"];
 const CLIENT_ID_FIELDS = ["client_order_id", "coid"];
+/** The seeded orders' client ids: an `order_id` alone equal to one of them is that order's client id. */
+const KNOWN_CLIENT_IDS = new Set(["FZ-1", "FZ-2"]);
 const KNOWN_KEYS = [
   ...SVC_ID_FIELDS,
   ...CLIENT_ID_FIELDS,
@@ -202,15 +204,47 @@ function storable(v: unknown): boolean {
   return Object.entries(v).every(([k, child]) => ok(k) && storable(child));
 }
 
-/** PRODUCT.md §4: the first alias holding a non-blank string or a non-negative integer. */
-function orderId(body: Record<string, unknown>, fields: string[]): string | null | "bad" {
-  const usable = (v: unknown) =>
-    typeof v === "string" ? v.trim() || null : typeof v === "number" && Number.isSafeInteger(v) && v >= 0 ? String(v) : null;
+const usableId = (v: unknown) =>
+  typeof v === "string" ? v.trim() || null : typeof v === "number" && Number.isSafeInteger(v) && v >= 0 ? String(v) : null;
+const unusable = (v: unknown) => v !== undefined && v !== null && typeof v !== "string";
+
+/** PRODUCT.md §4: the first alias holding a non-blank string or a non-negative integer; "bad" if only unusable ones. */
+function firstId(body: Record<string, unknown>, fields: string[]): string | null | "bad" {
   for (const f of fields) {
-    const id = usable(body[f]);
-    if (id !== null) return id.length > 128 ? "bad" : id;
+    const id = usableId(body[f]);
+    if (id !== null) return id;
   }
-  return fields.some((f) => body[f] !== undefined && body[f] !== null && typeof body[f] !== "string") ? "bad" : null;
+  return fields.some((f) => unusable(body[f])) ? "bad" : null;
+}
+
+/**
+ * PRODUCT.md §4 and §10: which ids a body names. `order_id` is the provider's id beside a
+ * client id, the client's beside a provider id, ignored beside both, and alone the client
+ * id of a known order or else a provider id. An id used that is longer than 128
+ * characters, or a role filled only by unusable values, is "bad".
+ */
+function identity(body: Record<string, unknown>): { svc: string | null; client: string | null } | "bad" {
+  let svc = firstId(body, SVC_ID_FIELDS);
+  let client = firstId(body, CLIENT_ID_FIELDS);
+  const o = usableId(body["order_id"]);
+  const svcFree = svc === null || svc === "bad";
+  const clientFree = client === null || client === "bad";
+  if (o !== null) {
+    if (svcFree && clientFree) {
+      if (KNOWN_CLIENT_IDS.has(o) && client === null) client = o;
+      else svc = o;
+    } else if (svcFree) {
+      if (o !== client) svc = o;
+    } else if (clientFree) {
+      if (o !== svc) client = o;
+    }
+  } else if (svc === null && unusable(body["order_id"])) {
+    svc = "bad";
+  }
+  if (svc === "bad" || client === "bad") return "bad";
+  if ((svc?.length ?? 0) > 128 || (client?.length ?? 0) > 128) return "bad";
+  if (svc === null && client === null) return "bad";
+  return { svc, client };
 }
 
 function expectedFor(raw: Uint8Array): Expected {
@@ -223,10 +257,9 @@ function expectedFor(raw: Uint8Array): Expected {
     return invalid;
   }
   if (!isObject(body) || containerDepth(body) > 32 || !storable(body)) return invalid;
-  const svc = orderId(body, SVC_ID_FIELDS);
-  const client = orderId(body, CLIENT_ID_FIELDS);
-  if (svc === "bad" || client === "bad" || (svc === null && client === null)) return { status: 422, code: "missing_order_id" };
-  return { status: 200, svc, client };
+  const ids = identity(body);
+  if (ids === "bad") return { status: 422, code: "missing_order_id" };
+  return { status: 200, ...ids };
 }
 
 // ------------------------------------------------------------------ response checks

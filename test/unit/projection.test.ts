@@ -607,9 +607,26 @@ function both(list: StoredEvent[]): Projection {
 }
 
 describe("projection: examples", () => {
+  it("every provider id an order's events name is kept, sorted, whatever the order of merging", () => {
+    const list = [
+      ev({ dedupeKey: "k1", svcOrderId: "S2", occurredAt: T(1) }),
+      ev({ dedupeKey: "k2", svcOrderId: "S1", occurredAt: T(2) }),
+      ev({ dedupeKey: "k3", svcOrderId: null, occurredAt: T(3) }),
+      ev({ dedupeKey: "k4", svcOrderId: "S2", occurredAt: T(4) }),
+    ];
+    const p = both(list);
+    assert.deepEqual(p.svcOrderIds, ["S1", "S2"]);
+    assert.equal(p.svcOrderId, "S2", "the latest still names the order");
+    const merged = mergeStates(foldState(list.slice(2)), foldState(list.slice(0, 2)));
+    assert.deepEqual(merged.svcOrderIds, ["S1", "S2"]);
+    const many = Array.from({ length: 12 }, (_, i) => ev({ dedupeKey: `m${i}`, svcOrderId: `S${String(i).padStart(2, "0")}` }));
+    assert.deepEqual(fold(many).svcOrderIds, ["S00", "S01", "S02", "S03", "S04", "S05", "S06", "S07"]);
+  });
+
   it("empty input", () => {
     assert.deepEqual(fold([]), {
       svcOrderId: null,
+      svcOrderIds: [],
       clientOrderId: null,
       status: null,
       providerStatus: null,
@@ -624,6 +641,7 @@ describe("projection: examples", () => {
   it("a single status event", () => {
     assert.deepEqual(fold([st("k", "alloted", 5, { rider_id: "R9", track_url: "https://t/x" })]), {
       svcOrderId: "S1",
+      svcOrderIds: ["S1"],
       clientOrderId: "C1",
       status: "ALLOTTED",
       providerStatus: "alloted",
@@ -706,6 +724,7 @@ describe("projection: examples", () => {
     ]);
     assert.deepEqual(p, {
       svcOrderId: "S1",
+      svcOrderIds: ["S1"],
       clientOrderId: "C1",
       status: null,
       providerStatus: null,
