@@ -30,6 +30,14 @@ const secret = z.preprocess(
   emptyToUndefined,
   z.string().min(16, "must be at least 16 characters").regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces").optional(),
 );
+const flag = (fallback: boolean) =>
+  z.preprocess(
+    emptyToUndefined,
+    z
+      .enum(["true", "false"], { error: 'must be "true" or "false"' })
+      .default(fallback ? "true" : "false")
+      .transform((v) => v === "true"),
+  );
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 const httpTimeout = (fallback: number) =>
   z.preprocess(emptyToUndefined, z.coerce.number().int().min(100).max(3_600_000).default(fallback));
@@ -84,10 +92,7 @@ const envSchema = z.object({
   /** ...and its headers within this (at most HTTP_REQUEST_TIMEOUT_MS). */
   HTTP_HEADERS_TIMEOUT_MS: httpTimeout(10_000),
   /** The provider refuses a repeated client_order_id, so a place whose outcome is unknown may be sent again. */
-  PROVIDER_DEDUPES_ORDERS: z.preprocess(
-    emptyToUndefined,
-    z.enum(["true", "false"], { error: 'must be "true" or "false"' }).default("false").transform((v) => v === "true"),
-  ),
+  PROVIDER_DEDUPES_ORDERS: flag(false),
   /** Zone of provider times that carry no offset ("2026-11-23 14:05:00"). */
   PROVIDER_TIMEZONE: z.preprocess(
     emptyToUndefined,
@@ -305,6 +310,8 @@ const emulatorSchema = z.object({
   EMULATOR_CLIENT_SECRET: z.preprocess(emptyToUndefined, z.string().default("emulator-secret")),
   EMULATOR_PRODUCT: z.preprocess(emptyToUndefined, z.enum(PRODUCTS).default("hyperlocal_dedicated_store")),
   EMULATOR_ENV: z.preprocess(emptyToUndefined, z.enum(["staging", "production"]).default("staging")),
+  /** true: behave like the real provider is reported to (the emulator's realistic preset), not like its spec. */
+  EMULATOR_REALISTIC: flag(false),
 });
 
 export interface EmulatorConfig {
@@ -316,6 +323,8 @@ export interface EmulatorConfig {
   clientSecret: string;
   product: Product;
   env: "staging" | "production";
+  /** Start with the realistic behaviour preset (EMULATOR_REALISTIC). */
+  realistic: boolean;
 }
 
 /** Settings of the standalone emulator (`npm run emulator`). */
@@ -334,5 +343,6 @@ export function loadEmulatorConfig(env: Env = readProcessEnv()): EmulatorConfig 
     clientSecret: e.EMULATOR_CLIENT_SECRET,
     product: e.EMULATOR_PRODUCT,
     env: e.EMULATOR_ENV,
+    realistic: e.EMULATOR_REALISTIC,
   };
 }

@@ -3,6 +3,8 @@ import { resolvePaths } from "../provider/paths.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
 import { createRequireAuth, registerOAuthRoutes } from "./auth.ts";
 import { registerAwbRoutes } from "./awb.ts";
+import { resolveBehaviour } from "./behaviour.ts";
+import type { Behaviour } from "./behaviour.ts";
 import { createCallbackDispatcher } from "./callbacks.ts";
 import type { CallbackDispatcher } from "./callbacks.ts";
 import { createClock } from "./clock.ts";
@@ -15,6 +17,7 @@ import { CONTROL_PREFIX, injectFaults, requestLog } from "./middleware.ts";
 import { registerOrderRoutes } from "./orders.ts";
 import { registerSandboxRoutes } from "./sandbox.ts";
 import { createState } from "./state.ts";
+import { registerStatusRoutes } from "./status.ts";
 import type { EmulatorState } from "./state.ts";
 import type { EmulatorApp, EmulatorContext, EmulatorOptions, ResolvedOptions } from "./types.ts";
 
@@ -26,6 +29,8 @@ export interface Emulator {
   callbacks: CallbackDispatcher;
   faults: Faults;
   options: ResolvedOptions;
+  /** The switches now in force (same object as GET /__emulator/behaviour shows). */
+  behaviour: Behaviour;
   /** Same as POST /__emulator/reset. */
   reset(seed?: number): void;
   /** Stops callback delivery and releases hanging requests. */
@@ -58,6 +63,7 @@ function resolveOptions(options: EmulatorOptions): ResolvedOptions {
     },
     seed: options.seed ?? 1,
     maxHangMs: options.maxHangMs ?? 120_000,
+    behaviour: Object.freeze(resolveBehaviour(options.behaviour)),
   };
 }
 
@@ -77,6 +83,7 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
     paths: resolvePaths(options.paths),
     callbacks,
     faults,
+    behaviour: { ...resolved.behaviour },
     logger,
     requireAuth: createRequireAuth(resolved, state, clock),
   };
@@ -87,6 +94,7 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
   app.route(CONTROL_PREFIX, createControlApp(ctx, hangs));
   registerOAuthRoutes(app, ctx);
   registerOrderRoutes(app, ctx);
+  registerStatusRoutes(app, ctx);
   registerSandboxRoutes(app, ctx);
   registerAwbRoutes(app, ctx);
   app.get("/track/:svc_order_id", (c) => {
@@ -107,6 +115,7 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
     callbacks,
     faults,
     options: resolved,
+    behaviour: ctx.behaviour,
     reset: (seed) => resetEmulator(ctx, hangs, seed),
     close() {
       callbacks.close();

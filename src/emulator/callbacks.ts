@@ -29,7 +29,8 @@ export interface DeliveryLogEntry {
 }
 
 export interface CallbackDispatcher {
-  enqueue(kind: CallbackKind, payload: Record<string, unknown>): void;
+  /** `orderStatus` is what callback faults match `order_status` against: not every shape has that field. */
+  enqueue(kind: CallbackKind, payload: Record<string, unknown>, orderStatus?: string): void;
   /** Resolves once nothing is queued, in flight or waiting for a retry (held-back callbacks aside). */
   idle(): Promise<void>;
   /** Sends held-back (reordered) callbacks now; returns how many. */
@@ -160,10 +161,9 @@ export function createCallbackDispatcher(
   }
 
   return {
-    enqueue(kind, payload) {
+    enqueue(kind, payload, orderStatus) {
       if (closed) return;
-      const status = typeof payload["order_status"] === "string" ? payload["order_status"] : undefined;
-      const fault = faults.forCallback(kind, status);
+      const fault = faults.forCallback(kind, orderStatus);
       if (fault?.action === "drop") {
         for (const url of state.callbackUrls) record({ url, kind, payload, status: null, attempt: 0, fault: "dropped" });
         return;

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { markAwbsUsed } from "./awb.ts";
+import { applyBehaviour, BehaviourPatchSchema } from "./behaviour.ts";
 import type { Hangs } from "./hang.ts";
 import { orderView } from "./lifecycle.ts";
 import { issuesToErrors, readBody } from "./respond.ts";
@@ -38,8 +39,19 @@ export function createControlApp(ctx: EmulatorContext, hangs: Hangs): Hono<Emula
       product: ctx.options.product,
       orders: state.orders.size,
       callback_urls: state.callbackUrls,
+      behaviour: ctx.behaviour,
     }),
   );
+
+  // ------------------------------------------------------------ behaviour switches (behaviour.ts)
+  control.get("/behaviour", (c) => c.json(ctx.behaviour));
+  control.put("/behaviour", async (c) => {
+    const p = await readBody(c, BehaviourPatchSchema);
+    if (!p.ok) return p.response;
+    // In place: every route module holds this same object.
+    Object.assign(ctx.behaviour, applyBehaviour(ctx.behaviour, p.data));
+    return c.json(ctx.behaviour);
+  });
 
   // ------------------------------------------------------------ callback URLs and deliveries
   control.get("/callback-urls", (c) => c.json({ urls: state.callbackUrls }));
@@ -139,9 +151,13 @@ export function createControlApp(ctx: EmulatorContext, hangs: Hangs): Hono<Emula
   return control;
 }
 
-/** Back to a fresh start: see resetState for what survives (callback URLs, id counters). */
+/**
+ * Back to a fresh start: see resetState for what survives (callback URLs, id counters).
+ * Behaviour goes back to the start options, not to the defaults.
+ */
 export function resetEmulator(ctx: EmulatorContext, hangs: Hangs, seed?: number): void {
   hangs.releaseAll();
+  Object.assign(ctx.behaviour, ctx.options.behaviour);
   resetState(ctx.state);
   ctx.callbacks.reset();
   ctx.faults.clear();

@@ -2,9 +2,10 @@ import { z } from "zod";
 
 /**
  * Fault injection (PRODUCT.md §9). Request faults act on provider endpoints (never on
- * `/__emulator/`): answer with a status, delay, hang before or after processing, or answer
- * 200 with a body that is not JSON. Callback faults drop, duplicate or reorder outgoing
- * callbacks. Probabilities draw from a seeded RNG, so a test run is repeatable.
+ * `/__emulator/`): answer with a status (and any body and content type), delay, hang or
+ * close the connection before or after processing, or answer 200 with a body that is not
+ * JSON. Callback faults drop, duplicate or reorder outgoing callbacks. Probabilities draw
+ * from a seeded RNG, so a test run is repeatable.
  *
  * A rule matches a request when `method` (if given) equals it and the path contains `path`
  * or matches `path_regex`. `path` is a plain substring: every provider path already starts
@@ -31,6 +32,8 @@ const RequestFaultSchemas = [
     action: z.literal("status"),
     status: z.number().int().min(200).max(599),
     body: z.unknown().optional(),
+    /** Default: text/plain for a string body, else application/json. e.g. text/html for a proxy's 502 page. */
+    content_type: z.string().min(1).optional(),
     headers: z.record(z.string(), z.string()).optional(),
     /** Run the real handler first, then replace its answer (e.g. a 500 after the order was created). */
     process: z.boolean().default(false),
@@ -40,6 +43,10 @@ const RequestFaultSchemas = [
   z.object({ ...common, ...requestMatch, action: z.literal("timeout_before") }),
   /** Process the request (the order really exists), then never answer: the lost answer. */
   z.object({ ...common, ...requestMatch, action: z.literal("timeout_after") }),
+  /** Close the connection at once, without processing: the client sees a reset, nothing happened. */
+  z.object({ ...common, ...requestMatch, action: z.literal("close_before") }),
+  /** Process the request (the order really exists), then close the connection without answering. */
+  z.object({ ...common, ...requestMatch, action: z.literal("close_after") }),
   /** A 2xx whose body is not JSON, as a misbehaving proxy would send. */
   z.object({
     ...common,

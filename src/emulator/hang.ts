@@ -4,7 +4,7 @@ import type { EmulatorEnv } from "./types.ts";
 /**
  * Hanging requests for the timeout faults: the emulator holds the request open until the
  * client gives up (its connection closes), the emulator closes, or `maxHangMs` passes, and
- * then destroys the socket so no answer is ever written.
+ * then destroys the socket so no answer is ever written. The close faults destroy it at once.
  */
 export interface Hangs {
   hang(c: Context<EmulatorEnv>): Promise<void>;
@@ -21,7 +21,7 @@ export function createHangs(maxHangMs: number): Hangs {
           if (!active.delete(done)) return;
           clearTimeout(timer);
           signal.removeEventListener("abort", done);
-          c.env?.outgoing?.destroy();
+          dropConnection(c);
           resolve();
         };
         const timer = setTimeout(done, maxHangMs);
@@ -39,4 +39,12 @@ export function createHangs(maxHangMs: number): Hangs {
 /** Unref'd: a pending delay fault never keeps a closing process alive. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+/**
+ * Destroys the request's socket, so whatever the handler answers is never written. Only
+ * under a real server (startEmulator): `app.request()` has no socket, and answers anyway.
+ */
+export function dropConnection(c: Context<EmulatorEnv>): void {
+  c.env?.outgoing?.destroy();
 }

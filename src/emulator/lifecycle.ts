@@ -1,10 +1,12 @@
+import { statusCallback } from "./payloads.ts";
+import type { Coordinates } from "./payloads.ts";
 import type { EmulatorContext } from "./types.ts";
 import type { EmulatorOrder, Rider } from "./state.ts";
 
 /**
  * Order statuses the emulator uses, the state-table rules of provider-api.md §3, and the
- * callback payloads (shaped like PRODUCT.md §4's real ones: `sfx_order_id` as a number,
- * `order_status`, rider fields, and one step-time field per status).
+ * step-time field of each status (callbacks and the status answer name times by it).
+ * Callback payloads themselves are built in payloads.ts.
  */
 
 export const STATUS = {
@@ -61,53 +63,35 @@ export function riderFor(riderId: string | number): Rider {
   return { id, name: `Rider ${id}`, contact: `9${String(hash).padStart(9, "0")}` };
 }
 
-function riderFields(order: EmulatorOrder): Record<string, unknown> {
-  if (!order.rider) return {};
-  const riderId = /^\d+$/.test(order.rider.id) ? Number(order.rider.id) : order.rider.id;
-  return { rider_id: riderId, rider_name: order.rider.name, rider_contact: order.rider.contact };
+/** The field a callback (and the status answer's order_details) puts this status's time in. */
+export function stepTimeField(status: string): string {
+  return TIME_FIELD[status] ?? "event_time";
 }
 
-export function statusPayload(order: EmulatorOrder, status: string, at: string, extra: Record<string, unknown>): Record<string, unknown> {
-  return {
-    sfx_order_id: Number(order.svcOrderId),
-    client_order_id: order.clientOrderId,
-    store_code: order.storeCode,
-    order_status: status,
-    ...riderFields(order),
-    track_url: order.trackUrl,
-    [TIME_FIELD[status] ?? "event_time"]: at,
-    ...extra,
-  };
-}
+/** Every step-time field, in lifecycle order: the keys of the status answer's order_details. */
+export const STEP_TIME_FIELDS: readonly string[] = [...new Set(Object.values(TIME_FIELD))];
 
 /**
  * Moves an order to `status` at the emulator's now and, unless `callback` is false, queues
- * the status callback (sent after the API answer).
+ * the status callback (sent after the API answer) in the shape behaviour.ts selects.
  */
 export function transition(
   ctx: EmulatorContext,
   order: EmulatorOrder,
   status: string,
-  { extra = {}, callback = true }: { extra?: Record<string, unknown>; callback?: boolean } = {},
+  {
+    extra = {},
+    location = null,
+    callback = true,
+  }: { extra?: Record<string, unknown>; location?: Coordinates | null; callback?: boolean } = {},
 ): void {
   const at = ctx.clock.now();
   order.status = status;
   order.updatedAt = at;
   order.history.push({ status, at });
-  if (callback) ctx.callbacks.enqueue("status", statusPayload(order, status, ctx.clock.iso(at), extra));
-}
-
-export function locationPayload(order: EmulatorOrder, at: string): Record<string, unknown> {
-  const loc = order.lastLocation;
-  return {
-    sfx_order_id: Number(order.svcOrderId),
-    client_order_id: order.clientOrderId,
-    ...riderFields(order),
-    rider_latitude: loc?.latitude ?? null,
-    rider_longitude: loc?.longitude ?? null,
-    location_accuracy: loc?.accuracy ?? null,
-    timestamp: at,
-  };
+  if (!callback) return;
+  const payload = statusCallback(ctx, order, { status, at, timeField: stepTimeField(status), extra, location });
+  ctx.callbacks.enqueue("status", payload, status);
 }
 
 /** The order as control endpoints show it (snake_case, times as ISO strings). */

@@ -28,15 +28,17 @@ async function main(): Promise<void> {
     clients: [{ clientId: config.clientId, clientSecret: config.clientSecret }],
     product: config.product,
     env: config.env,
+    behaviour: { realistic: config.realistic },
     logger,
   });
 
   // The credentials are the emulator's own test values, printed so a developer can use them.
-  console.log(`provider emulator listening on ${running.url} (${config.product}, ${config.env})`);
+  const mode = config.realistic ? "realistic" : "strict";
+  console.log(`provider emulator listening on ${running.url} (${config.product}, ${config.env}, ${mode})`);
   console.log(`  base_url = gateway_url = ${running.url}`);
   if (support.token) console.log(`  token auth: Authorization: Token ${config.token}`);
   if (support.oauth) console.log(`  OAuth2: POST ${running.url}/oauth/token/ as ${config.clientId}:${config.clientSecret}`);
-  console.log(`  control: ${running.url}/__emulator/ (callback-urls, orders, clock, faults, requests, reset)`);
+  console.log(`  control: ${running.url}/__emulator/ (behaviour, callback-urls, orders, clock, faults, requests, reset)`);
 
   let stopping = false;
   const stop = (signal: string) => {

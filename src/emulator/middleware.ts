@@ -1,5 +1,5 @@
 import type { Faults } from "./faults.ts";
-import { sleep } from "./hang.ts";
+import { dropConnection, sleep } from "./hang.ts";
 import type { Hangs } from "./hang.ts";
 import { appendRequestLog } from "./state.ts";
 import type { EmulatorState } from "./state.ts";
@@ -13,6 +13,9 @@ function isProviderPath(path: string): boolean {
   return !(path === CONTROL_PREFIX || path.startsWith(`${CONTROL_PREFIX}/`) || path.startsWith("/track/"));
 }
 
+/** Faults after which no answer reaches the client: logged with status null. */
+const UNANSWERED: ReadonlySet<string> = new Set(["timeout_before", "timeout_after", "close_before", "close_after"]);
+
 /** Logs every provider request (method, path, status, time); control calls are not logged. */
 export function requestLog(state: EmulatorState, clock: Clock, logger: Logger | undefined): EmulatorMiddleware {
   return async (c, next) => {
@@ -24,7 +27,7 @@ export function requestLog(state: EmulatorState, clock: Clock, logger: Logger | 
       await next();
     } finally {
       const fault = c.get("fault");
-      if (fault === "timeout_before" || fault === "timeout_after") answered = false;
+      if (fault !== undefined && UNANSWERED.has(fault)) answered = false;
       const entry = {
         method: c.req.method,
         path: c.req.path,
@@ -57,11 +60,19 @@ export function injectFaults(faults: Faults, hangs: Hangs): EmulatorMiddleware {
         await next();
         await hangs.hang(c);
         return;
+      case "close_before":
+        dropConnection(c);
+        // Never written (the socket is gone); Hono needs an answer all the same.
+        return c.body(null, 502);
+      case "close_after":
+        await next();
+        dropConnection(c);
+        return;
       case "status": {
         if (rule.process) await next();
         const body = rule.body === undefined ? { detail: `injected ${rule.status}` } : rule.body;
         const text = typeof body === "string" ? body : JSON.stringify(body);
-        const type = typeof body === "string" ? "text/plain; charset=utf-8" : "application/json";
+        const type = rule.content_type ?? (typeof body === "string" ? "text/plain; charset=utf-8" : "application/json");
         const nullBody = rule.status === 204 || rule.status === 205 || rule.status === 304;
         c.res = new Response(nullBody ? null : text, { status: rule.status, headers: { "content-type": type, ...rule.headers } });
         return;

@@ -23,10 +23,12 @@ export function registerOrderRoutes(app: EmulatorApp, ctx: EmulatorContext): voi
     const key = orderKey(body.store_code, body.order_details.client_order_id);
     const existingId = state.orderKeys.get(key);
     const existing = existingId === undefined ? undefined : state.orders.get(existingId);
-    if (existing) {
-      // The spec is silent on a repeated client_order_id. We answer 400 Failure naming the
-      // field AND carrying the existing order's ids: tracklane retries a place whose answer
-      // was lost, and this lets it adopt the first order instead of creating a second.
+    if (existing && !ctx.behaviour.accept_duplicate_orders) {
+      // The spec is silent on a repeated client_order_id. Strict (the default), we answer 400
+      // Failure naming the field AND carrying the existing order's ids: tracklane retries a
+      // place whose answer was lost, and this lets it adopt the first order instead of
+      // creating a second. With accept_duplicate_orders (behaviour.ts) a second order is
+      // created, as the real provider is reported to do.
       return failure(
         c,
         { client_order_id: ["order with this client_order_id already exists"] },
@@ -57,7 +59,11 @@ export function registerOrderRoutes(app: EmulatorApp, ctx: EmulatorContext): voi
       updatedAt: now,
     };
     state.orders.set(svcOrderId, order);
-    state.orderKeys.set(key, svcOrderId);
+    // The key keeps naming the first order; duplicates are found through state.orders.
+    if (!existing) state.orderKeys.set(key, svcOrderId);
+    if (ctx.behaviour.place_answer === "sfx") {
+      return c.json({ message: "Success", data: { sfx_order_id: Number(svcOrderId) } });
+    }
     // svc_order_id goes out as a number here (and as a string elsewhere): real payloads mix both.
     return c.json({
       message: "Order placed successfully",
@@ -121,10 +127,13 @@ export function registerOrderRoutes(app: EmulatorApp, ctx: EmulatorContext): voi
   app.put(paths.dispatchReady, requireAuth, async (c) => {
     const coid = c.req.param("coid") ?? "";
     const matches = [...state.orders.values()].filter((o) => o.clientOrderId === coid);
+    // Duplicates accepted under one store (behaviour.ts): the first, like every key lookup.
     const order = matches[0];
     if (!order) return notFound(c, "Order not found.");
     // The path carries no store: a coid used by two stores cannot be resolved.
-    if (matches.length > 1) return failure(c, { coid: ["client_order_id matches orders in several stores"] });
+    if (new Set(matches.map((o) => o.storeCode)).size > 1) {
+      return failure(c, { coid: ["client_order_id matches orders in several stores"] });
+    }
     const parsed = await readBody(c, DispatchReadyBodySchema);
     if (!parsed.ok) return parsed.response;
     if (isTerminal(order)) return failure(c, { coid: [`order is already ${order.status}`] });

@@ -20,6 +20,12 @@ export function notFound(c: Context<EmulatorEnv>, what = "Not found.") {
 export function issuesToErrors(issues: readonly z.core.$ZodIssue[]): FieldErrors {
   const errors: FieldErrors = {};
   for (const issue of issues) {
+    // Strict objects report unknown keys on the object itself: name each key instead.
+    if (issue.code === "unrecognized_keys") {
+      const prefix = issue.path.map(String).join(".");
+      for (const k of issue.keys) (errors[prefix ? `${prefix}.${k}` : k] ??= []).push("unknown field");
+      continue;
+    }
     const key = issue.path.map(String).join(".") || "non_field_errors";
     (errors[key] ??= []).push(issue.message);
   }

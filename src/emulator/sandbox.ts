@@ -7,7 +7,9 @@ import {
   FreeBodySchema,
   RiderLocationBodySchema,
 } from "../provider/schemas.ts";
-import { isTerminal, locationPayload, riderFor, STATUS, transition } from "./lifecycle.ts";
+import { isTerminal, riderFor, STATUS, transition } from "./lifecycle.ts";
+import { locationCallback } from "./payloads.ts";
+import type { Coordinates } from "./payloads.ts";
 import { failure, notFound, readBody } from "./respond.ts";
 import type { EmulatorOrder } from "./state.ts";
 import type { EmulatorApp, EmulatorContext, EmulatorEnv, EmulatorMiddleware } from "./types.ts";
@@ -80,13 +82,12 @@ export function registerSandboxRoutes(app: EmulatorApp, ctx: EmulatorContext): v
     const parsed = await readBody(c, DoorstepArrivalBodySchema);
     if (!parsed.ok) return parsed.response;
     const b = parsed.data;
-    const extra: Record<string, unknown> = {};
-    if (b.arrival_lat !== undefined && b.arrival_lng !== undefined) {
-      extra["rider_latitude"] = b.arrival_lat;
-      extra["rider_longitude"] = b.arrival_lng;
-      if (b.arrival_accuracy !== undefined) extra["location_accuracy"] = b.arrival_accuracy;
-    }
-    transition(ctx, t.order, STATUS.doorstep, { extra });
+    // Where the rider arrived goes into this callback only; it is not a location update.
+    const location: Coordinates | null =
+      b.arrival_lat !== undefined && b.arrival_lng !== undefined
+        ? { latitude: b.arrival_lat, longitude: b.arrival_lng, accuracy: b.arrival_accuracy ?? null }
+        : null;
+    transition(ctx, t.order, STATUS.doorstep, { location });
     return c.json({ status: t.order.status, message: "Customer doorstep arrival updated" });
   });
 
@@ -131,7 +132,7 @@ export function registerSandboxRoutes(app: EmulatorApp, ctx: EmulatorContext): v
     const at = clock.now();
     order.lastLocation = { latitude: parsed.data.latitude, longitude: parsed.data.longitude, accuracy: parsed.data.accuracy ?? null, at };
     order.updatedAt = at;
-    ctx.callbacks.enqueue("location", locationPayload(order, clock.iso(at)));
+    ctx.callbacks.enqueue("location", locationCallback(ctx, order, at));
     return c.json({ message: "Rider location updated" });
   });
 }

@@ -73,7 +73,10 @@ export interface IdMinter {
 
 export interface EmulatorState {
   orders: Map<string, EmulatorOrder>;
-  /** `${store_code}\u0000${client_order_id}` -> svc_order_id: the provider's uniqueness rule. */
+  /**
+   * `${store_code}\u0000${client_order_id}` -> svc_order_id of the first order placed with it:
+   * the uniqueness rule strict mode enforces. With accept_duplicate_orders later ones live only in `orders`.
+   */
   orderKeys: Map<string, string>;
   oauthTokens: Map<string, { principalId: string; expiresAt: number }>;
   awbPools: Map<string, AwbPool>;

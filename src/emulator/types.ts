@@ -3,6 +3,7 @@ import type { Hono, MiddlewareHandler } from "hono";
 import type { Logger } from "../logger.ts";
 import type { Paths } from "../provider/paths.ts";
 import type { Product } from "../provider/products.ts";
+import type { Behaviour, BehaviourInput } from "./behaviour.ts";
 import type { CallbackDispatcher } from "./callbacks.ts";
 import type { Clock } from "./clock.ts";
 import type { Faults } from "./faults.ts";
@@ -46,6 +47,11 @@ export interface EmulatorOptions {
   maxHangMs?: number;
   paths?: Partial<Paths>;
   logger?: Logger;
+  /**
+   * Spec ("strict", the default) or real-provider behaviour (behaviour.ts); `realistic: true`
+   * is the preset, fields beside it win. Also at GET/PUT /__emulator/behaviour.
+   */
+  behaviour?: BehaviourInput;
 }
 
 export interface ResolvedOptions {
@@ -58,6 +64,8 @@ export interface ResolvedOptions {
   callbacks: { timeoutMs: number; retryDelaysMs: number[]; reorderHoldMs: number };
   seed: number;
   maxHangMs: number;
+  /** The start values, which a reset goes back to. */
+  behaviour: Readonly<Behaviour>;
 }
 
 /** Node bindings from @hono/node-server; absent under `app.request()`. */
@@ -82,6 +90,8 @@ export interface EmulatorContext {
   paths: Paths;
   callbacks: CallbackDispatcher;
   faults: Faults;
+  /** The switches now in force: changed in place by PUT /__emulator/behaviour and reset. */
+  behaviour: Behaviour;
   logger: Logger | undefined;
   requireAuth: EmulatorMiddleware;
 }

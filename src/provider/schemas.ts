@@ -24,7 +24,6 @@ const text = z
 const optionalText = z.string().max(MAX_STRING_LENGTH, `must be at most ${MAX_STRING_LENGTH} characters`).optional();
 const latitude = z.number().min(-90).max(90);
 const longitude = z.number().min(-180).max(180);
-const amount = z.number().nonnegative();
 
 /** An identifier the provider may send as a number or a string; tracklane keeps strings. */
 export const ProviderIdSchema = z
