@@ -239,14 +239,41 @@ describe("provider faults", () => {
     assert.match(commands.items[0]!.last_error!, /unknown store/);
   });
 
-  it("a retryable fault that never ends gives up after COMMAND_MAX_ATTEMPTS", async () => {
-    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 4, action: "status", status: 502 });
+  it("a refusal that never ends (503) gives up after COMMAND_MAX_ATTEMPTS: failed, the provider never acted", async () => {
+    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 4, action: "status", status: 503 });
     const order = await placeAndSettle(s);
     assert.equal(order.placement.state, "failed");
     assert.match(order.placement.error!, /gave up after 4 attempts/);
   });
 
-  it("a placement whose answer was lost creates exactly one provider order", async () => {
+  it("a placement whose answer was lost is not sent again: unconfirmed, one provider order", async () => {
+    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
+    const body = placeOrderBody();
+    const order = await placeAndSettle(s, body);
+    assert.equal(order.placement.state, "unconfirmed");
+    assert.match(order.placement.error!, /outcome unknown, not re-sent: timeout/);
+    assert.equal((await s.pair.control.orders(body.order_details.client_order_id)).length, 1);
+    const places = (await s.pair.control.requests()).filter((r) => r.method === "POST" && r.path === "/api/v2/stores/orders/");
+    assert.equal(places.filter((r) => r.fault === "timeout_after").length, 1);
+    const commands = await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}/commands`));
+    assert.deepEqual(commands.items.map((c) => [c.kind, c.state, c.attempts]), [["place", "failed", 1]]);
+  });
+
+  it("a malformed 2xx answer may hide a created order: unconfirmed, not re-sent", async () => {
+    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "malformed", process: true });
+    const body = placeOrderBody();
+    const order = await placeAndSettle(s, body);
+    assert.equal(order.placement.state, "unconfirmed");
+    assert.equal((await s.pair.control.orders(body.order_details.client_order_id)).length, 1);
+  });
+});
+
+describe("a provider that refuses duplicates (PROVIDER_DEDUPES_ORDERS=true)", () => {
+  let s: Stack;
+  before(async () => (s = await setup({ PROVIDER_DEDUPES_ORDERS: "true" })));
+  after(async () => s.close());
+
+  it("a placement whose answer was lost is sent again, and the refusal naming the order adopts it: one provider order", async () => {
     await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
     const body = placeOrderBody();
     const order = await placeAndSettle(s, body);
@@ -260,10 +287,19 @@ describe("provider faults", () => {
     assert.ok(places.length >= 2, "the place was really sent twice");
   });
 
-  it("a malformed provider answer is retried", async () => {
-    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "malformed" });
-    const order = await placeAndSettle(s);
+  it("a malformed answer is retried and the order adopted", async () => {
+    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "malformed", process: true });
+    const body = placeOrderBody();
+    const order = await placeAndSettle(s, body);
     assert.equal(order.placement.state, "placed");
+    assert.equal((await s.pair.control.orders(body.order_details.client_order_id)).length, 1);
+  });
+
+  it("ambiguous failures that never end give up as unconfirmed, not failed: an attempt may have created the order", async () => {
+    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 4, action: "status", status: 502 });
+    const order = await placeAndSettle(s);
+    assert.equal(order.placement.state, "unconfirmed");
+    assert.match(order.placement.error!, /gave up after 4 attempts/);
   });
 });
 

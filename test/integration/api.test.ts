@@ -37,9 +37,10 @@ describe("GET /v1/orders/{order} — happy", () => {
     const o = await json<Record<string, unknown>>(res);
     assert.deepEqual(Object.keys(o).sort(), [
       "awb_number", "client_order_id", "created_at", "event_count", "last_event_at", "pickup_otp", "placement",
-      "provider_status", "rider", "status", "status_at", "store_code", "svc_order_id", "track_url", "updated_at",
+      "provider_status", "rider", "status", "status_at", "store_code", "svc_order_id", "svc_order_ids", "track_url", "updated_at",
     ]);
     assert.equal(o.svc_order_id, "700");
+    assert.deepEqual(o.svc_order_ids, ["700"]);
     assert.equal(o.status, "DELIVERED");
     assert.equal(o.track_url, "https://track.example/0");
     assert.deepEqual(o.placement, { state: "external", error: null });

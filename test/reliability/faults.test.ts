@@ -21,6 +21,7 @@ interface Order {
   placement: { state: string; error: string | null };
 }
 interface Command {
+  id: string;
   kind: string;
   state: string;
   attempts: number;
@@ -140,9 +141,9 @@ describe("callbacks duplicated and reordered by the provider", () => {
 });
 
 describe("a 5xx storm on every provider order endpoint", () => {
-  it("N orders placed, edited, marked dispatch-ready and cancelled through it: every command succeeds, one provider order each", async () => {
+  it("a provider that refuses duplicates (PROVIDER_DEDUPES_ORDERS): N orders placed, edited, marked dispatch-ready and cancelled through it: every command succeeds, one provider order each", async () => {
     const N = 6;
-    const s = await setup({ COMMAND_MAX_ATTEMPTS: "25" });
+    const s = await setup({ COMMAND_MAX_ATTEMPTS: "25", PROVIDER_DEDUPES_ORDERS: "true" });
     try {
       // Half of all order calls fail; some places fail only after the order was created.
       await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", probability: 0.3, action: "status", status: 500, process: true });
@@ -181,6 +182,41 @@ describe("a 5xx storm on every provider order endpoint", () => {
         assert.equal(provider.body.order_details.order_value, 275, "the edit reached the provider");
       }
       assert.ok(attempts > 4 * N, `${attempts} attempts for ${4 * N} commands: retries happened`);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("a 5xx storm against a provider that accepts duplicates", () => {
+  it("no client order ever gets a second provider order: each ends placed (exactly one) or unconfirmed (at most one) or failed (none)", async () => {
+    const N = 12;
+    const s = await setup({ COMMAND_MAX_ATTEMPTS: "25" });
+    try {
+      assert.equal((await s.pair.control.send("PUT", "/behaviour", { accept_duplicate_orders: true, place_answer: "sfx" })).status, 200);
+      // Some places fail after the order was created (500, 502, lost), some before (503).
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", probability: 0.25, action: "status", status: 500, process: true });
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", probability: 0.15, action: "close_after" });
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", probability: 0.4, action: "status", status: 503 });
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", probability: 0.2, action: "status", status: 502 });
+      const bodies = Array.from({ length: N }, () => placeOrderBody());
+      for (const body of bodies) assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      await settle(s.t, s.pair, 30_000);
+      const states: Record<string, number> = {};
+      for (const body of bodies) {
+        const coid = body.order_details.client_order_id;
+        const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+        const providerOrders = await s.pair.control.orders(coid);
+        states[order.placement.state] = (states[order.placement.state] ?? 0) + 1;
+        if (order.placement.state === "placed") {
+          assert.equal(providerOrders.length, 1, coid);
+          assert.equal(String(providerOrders[0]!.svc_order_id), order.svc_order_id);
+        } else {
+          assert.equal(order.placement.state, "unconfirmed", `${coid}: ${JSON.stringify(order.placement)}`);
+          assert.ok(providerOrders.length <= 1, `${coid}: ${providerOrders.length} provider orders`);
+        }
+      }
+      assert.ok((states["unconfirmed"] ?? 0) > 0 && (states["placed"] ?? 0) > 0, JSON.stringify(states));
     } finally {
       await s.close();
     }
@@ -242,7 +278,7 @@ describe("lost answers on commands other than place", () => {
     }
   });
 
-  it("a cancel refused on its first attempt (the order was cancelled elsewhere) still ends failed", async () => {
+  it("a cancel refused on its first attempt because the order was cancelled elsewhere ends succeeded: the state it wants holds", async () => {
     const s = await setup();
     try {
       const order = await place(s);
@@ -257,8 +293,11 @@ describe("lost answers on commands other than place", () => {
       assert.equal((await s.t.request(`/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "too late", user: "Seller" } })).status, 202);
       await settle(s.t, s.pair);
       const cancel = (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items.at(-1)!;
-      assert.deepEqual([cancel.kind, cancel.state, cancel.attempts], ["cancel", "failed", 1], JSON.stringify(cancel));
-      assert.match(cancel.last_error!, /cannot be cancelled in status CANCELLED/);
+      assert.deepEqual([cancel.kind, cancel.state, cancel.attempts, cancel.last_error], ["cancel", "succeeded", 1, null], JSON.stringify(cancel));
+      const [row] = await s.t.database.sql<{ response: { message: string; data: { status: string } } }[]>`
+        select response from commands where id = ${cancel.id}`;
+      assert.match(row!.response.message, /already cancelled/);
+      assert.equal(row!.response.data.status, "CANCELLED");
     } finally {
       await s.close();
     }
