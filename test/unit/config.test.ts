@@ -64,6 +64,18 @@ describe("config", () => {
     assert.deepEqual(vars, ["AWB_MODE", "CALLBACK_SECRET", "DATABASE_URL", "LOG_LEVEL", "PORT", "PROVIDER_ENV"]);
   });
 
+  it("real-provider settings: defaults, a bad zone name, a bad flag, a negative reconciliation delay", () => {
+    const c = loadConfig({ DATA_DIR: dataDir() });
+    assert.deepEqual([c.provider.timezone, c.provider.dedupesOrders, c.provider.reconcileAfterMin], ["UTC", false, 15]);
+    const set = loadConfig({ DATA_DIR: dataDir(), PROVIDER_TIMEZONE: "Asia/Kolkata", PROVIDER_DEDUPES_ORDERS: "true", RECONCILE_AFTER_MIN: "0.5" });
+    assert.deepEqual([set.provider.timezone, set.provider.dedupesOrders, set.provider.reconcileAfterMin], ["Asia/Kolkata", true, 0.5]);
+    const p = problems({ PROVIDER_TIMEZONE: "Asia/Bangalore", PROVIDER_DEDUPES_ORDERS: "yes", RECONCILE_AFTER_MIN: "-1" });
+    assert.equal(p.length, 3, p.join("\n"));
+    assert.match(p.find((l) => l.startsWith("PROVIDER_TIMEZONE"))!, /IANA time zone name, e\.g\. Asia\/Kolkata/);
+    assert.match(p.find((l) => l.startsWith("PROVIDER_DEDUPES_ORDERS"))!, /"true" or "false"/);
+    assert.ok(p.some((l) => l.startsWith("RECONCILE_AFTER_MIN")));
+  });
+
   it("refuses a callback secret that cannot sit in a URL path", () => {
     assert.match(problems({ CALLBACK_SECRET: "has/slash/and spaces!!" })[0]!, /^CALLBACK_SECRET: .*URL-safe/);
   });

@@ -1,0 +1,123 @@
+/**
+ * Reconciliation's selection, pacing and switches (src/reconcile/reconcile.ts), and the
+ * place whose job died mid-call, against the emulator over real HTTP. The end-to-end story
+ * (a dropped callback recovered by a poll) is in test/e2e/real-provider.test.ts.
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { after, before, describe, it } from "node:test";
+import { executeCommand } from "../../src/commands/execute.ts";
+import { CANONICAL_STATUSES, isTerminal } from "../../src/domain/statuses.ts";
+import { pollPayload, reconcileDue, resetEndpointMissing } from "../../src/reconcile/reconcile.ts";
+import { placeOrderBody } from "../helpers/emulator.ts";
+import { settle, startStack } from "../helpers/stack.ts";
+import type { Stack } from "../helpers/stack.ts";
+
+const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
+
+describe("reconciliation", () => {
+  let s: Stack;
+  before(async () => (s = await startStack({ COMMAND_MAX_ATTEMPTS: "3" }, { client: { timeoutMs: 400 } })));
+  after(async () => {
+    resetEndpointMissing();
+    await s.close();
+  });
+  const deps = (over: Partial<Parameters<typeof reconcileDue>[0]> = {}) => ({
+    sql: s.t.database.sql,
+    provider: s.pair.client,
+    log: s.t.log,
+    afterMin: 1,
+    timeZone: "UTC",
+    spacingMs: 0,
+    ...over,
+  });
+  const statusPolls = async () => (await s.pair.control.requests()).filter((r) => r.path.endsWith("/status/")).length;
+
+  async function placed(): Promise<{ coid: string; svc: string }> {
+    const body = placeOrderBody();
+    assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+    await settle(s.t, s.pair);
+    const o = await json<{ svc_order_id: string }>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}`));
+    return { coid: body.order_details.client_order_id, svc: o.svc_order_id };
+  }
+
+  /** Makes every order look silent for `minutes`. */
+  const age = (minutes: number) =>
+    s.t.database.sql`update orders set last_event_at = now() - make_interval(mins => ${minutes}), created_at = now() - make_interval(mins => ${minutes}), reconciled_at = null`;
+
+  it("asks only active orders silent longer than RECONCILE_AFTER_MIN, each once per period; none when set to 0", async () => {
+    const a = await placed();
+    const b = await placed();
+    await s.pair.client.deliver(b.svc, { status: "DELIVERED" });
+    await s.pair.emulator.callbacks.idle();
+    await settle(s.t, s.pair);
+
+    assert.equal((await reconcileDue(deps())).asked, 0, "nothing is silent yet");
+    await age(5);
+    assert.deepEqual(await reconcileDue(deps({ afterMin: 0 })), { asked: 0, learned: 0, failed: 0, off: true });
+    const before = await statusPolls();
+    const report = await reconcileDue(deps());
+    assert.equal(report.asked, 1, "the delivered order is not asked about");
+    assert.equal((await statusPolls()) - before, 1);
+    assert.equal((await reconcileDue(deps())).asked, 0, "asked once per period");
+    const [row] = await s.t.database.sql<{ reconciled: boolean }[]>`
+      select reconciled_at is not null as reconciled from orders where client_order_id = ${a.coid}`;
+    assert.equal(row!.reconciled, true);
+  });
+
+  it("paces its calls and caps a run", async () => {
+    await placed();
+    await placed();
+    await placed();
+    await age(5);
+    const started = Date.now();
+    const report = await reconcileDue(deps({ spacingMs: 150, batch: 2 }));
+    assert.equal(report.asked, 2);
+    assert.ok(Date.now() - started >= 150, "the second call waited");
+  });
+
+  it("a rate-limited answer ends the run; an unknown order (JSON 404) is skipped, not a missing endpoint", async () => {
+    await age(5);
+    await s.pair.control.addFault({ path_regex: "/status/$", times: 1, action: "status", status: 429 });
+    const limited = await reconcileDue(deps());
+    assert.deepEqual([limited.asked, limited.failed, limited.off], [1, 1, false]);
+    await age(5);
+    await s.pair.control.addFault({ path_regex: "/status/$", times: 1, action: "status", status: 404, body: { detail: "Not found." } });
+    const report = await reconcileDue(deps());
+    assert.equal(report.off, false);
+    assert.ok(report.asked > 1, "went on after the order-level 404");
+  });
+
+  it("the partial index's terminal list is the domain's", () => {
+    const sql = readFileSync(new URL("../../src/reconcile/reconcile.ts", import.meta.url), "utf8");
+    const migration = readFileSync(new URL("../../migrations/0004_real_provider.sql", import.meta.url), "utf8");
+    const terminal = CANONICAL_STATUSES.filter(isTerminal).map((t) => `'${t}'`).join(", ");
+    assert.ok(sql.includes(`array[${terminal}]`), "reconcile.ts");
+    assert.ok(migration.includes(`array[${terminal}]`), "migration");
+  });
+
+  it("a poll's payload keeps the answer and adds only the ids it leaves out", () => {
+    assert.deepEqual(pollPayload({ status: "ALLOTTED" }, { svc_order_id: "9", client_order_id: "C" }), { status: "ALLOTTED", svc_order_id: "9", client_order_id: "C" });
+    assert.deepEqual(pollPayload({ status: "X", sfx_order_id: 9, client_order_id: "C2" }, { svc_order_id: "9", client_order_id: "C" }), { status: "X", sfx_order_id: 9, client_order_id: "C2" });
+  });
+});
+
+describe("a place whose job died during the call", () => {
+  it("is not sent again on the job's next run: unconfirmed (PROVIDER_DEDUPES_ORDERS=false)", async () => {
+    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    try {
+      const body = placeOrderBody();
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      const [command] = await s.t.database.sql<{ id: number }[]>`select id::int from commands where kind = 'place'`;
+      // Its first run died: graphile-worker runs the job a second time.
+      const deps = { sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false };
+      await executeCommand(deps, command!.id, 2);
+      const o = await json<{ placement: { state: string; error: string } }>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}`));
+      assert.equal(o.placement.state, "unconfirmed");
+      assert.match(o.placement.error, /an earlier attempt ended without an answer/);
+      assert.equal((await s.pair.control.requests()).filter((r) => r.path === "/api/v2/stores/orders/").length, 0, "not sent");
+    } finally {
+      await s.close();
+    }
+  });
+});
