@@ -74,6 +74,7 @@ interface EventDbRow {
 interface OrderDbRow {
   id: string;
   placement_state: string;
+  svc_order_ids: string[];
   svc_order_id: string | null;
   client_order_id: string | null;
   projection_state: string | null;
@@ -205,7 +206,7 @@ function claimQueued(tx: Tx, svcs: string[], coids: string[]) {
 /** Order rows of these identifiers, locked (in id order, the order every projection locks them in). */
 function readOrders(tx: Tx, svcs: string[], coids: string[]) {
   return tx<OrderDbRow[]>`
-    select id::text, placement_state, svc_order_id, client_order_id, projection_state from orders
+    select id::text, placement_state, svc_order_ids, svc_order_id, client_order_id, projection_state from orders
     where id in (
       select id from orders where svc_order_id = any(${svcs}::text[])
       union
@@ -269,7 +270,20 @@ interface Written {
   orderId: number;
   fresh: boolean;
   state: FoldState;
+  /** The row's placement and number of provider ids before this write (the rows it merges, at most). */
+  before: Before;
 }
+
+interface Before {
+  placement: string;
+  svcIds: number;
+}
+
+/** What the rows of one order said before this transaction writes them. */
+const beforeOf = (rows: readonly OrderDbRow[]): Before => ({
+  placement: rows.some((r) => r.placement_state === "unconfirmed") ? "unconfirmed" : (rows[0]?.placement_state ?? "external"),
+  svcIds: rows.reduce((n, r) => Math.max(n, r.svc_order_ids.length), 0),
+});
 
 /** Reads the payloads the fold needs (payloadsNeeded), in as few rounds as it takes. */
 async function loadPayloads(tx: Tx, work: Iterable<OrderWork>, mask: (e: StoredEvent) => number): Promise<void> {
@@ -340,7 +354,9 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
   const notes: WriteNotes = { confirmed: [], duplicated: [] };
   const changed = await writeProjections(
     tx,
-    [...work.values()].flatMap((w) => (w.state === undefined || w.orderId === undefined ? [] : [{ orderId: w.orderId, fresh: w.fresh === true, state: w.state }])),
+    [...work.values()].flatMap((w) =>
+      w.state === undefined || w.orderId === undefined ? [] : [{ orderId: w.orderId, fresh: w.fresh === true, state: w.state, before: beforeOf(w.rows) }],
+    ),
     notes,
   );
   await recordConfirmations(tx, notes.confirmed);
@@ -453,7 +469,13 @@ export async function projectQueued(tx: Tx, events: readonly StoredEvent[]): Pro
     const row = g.rows.length === 1 ? g.rows[0]! : null;
     const state = row === null ? null : decodeState(row.projection_state);
     if (row !== null && state !== null && g.events.every((e) => carries(row, e))) {
-      merged.push({ orderId: Number(row.id), fresh: false, state: mergeStates(state, foldState(g.events)), newestReceivedAt: newestReceived(g.events) });
+      merged.push({
+        orderId: Number(row.id),
+        fresh: false,
+        state: mergeStates(state, foldState(g.events)),
+        before: beforeOf([row]),
+        newestReceivedAt: newestReceived(g.events),
+      });
     } else {
       for (const e of g.events) derive.push({ svcOrderId: e.svcOrderId, clientOrderId: e.clientOrderId });
     }
@@ -524,9 +546,8 @@ export interface WriteNotes {
 
 /**
  * Writes the state and the projected columns of every order in one statement; returns
- * the ids of the rows that changed (updated_at moves only for them) and what the write
- * found (see WriteNotes), read against the rows as they were before it (the `old` join
- * sees the statement's starting snapshot).
+ * the ids of the rows that changed (updated_at moves only for them), and notes what the
+ * write found (WriteNotes) against the rows as this transaction read and locked them.
  */
 async function writeProjections(tx: Tx, written: readonly Written[], notes: WriteNotes): Promise<Set<number>> {
   if (written.length === 0) return new Set();
@@ -560,7 +581,7 @@ async function writeProjections(tx: Tx, written: readonly Written[], notes: Writ
   // placed once an event names a provider id for the order (PRODUCT.md §10's evidence):
   // the order's events are the provider's callbacks, tracklane's own record of an answer
   // or of a confirmation by hand.
-  const rows = await tx<{ id: string; old_placement: string; placement: string; old_svcs: number; svcs: string[] }[]>`
+  const rows = await tx<{ id: string; placement: string; svcs: string[] }[]>`
     update orders o set
       svc_order_id = coalesce(v.svc, o.svc_order_id),
       svc_order_ids = v.svcs,
@@ -576,9 +597,8 @@ async function writeProjections(tx: Tx, written: readonly Written[], notes: Writ
     from json_to_recordset(${JSON.stringify(input)}::text::json) as v(
       id bigint, fresh boolean, state text, svc text, svcs text[], coid text, status text, provider_status text, status_at timestamptz,
       track_url text, rider_id text, rider_name text, rider_contact text, lat float8, lng float8,
-      location_at timestamptz, count int, last_event_at timestamptz),
-      (select id, placement_state, cardinality(svc_order_ids) as n from orders where id = any(${written.map((w) => w.orderId)}::bigint[])) as old
-    where o.id = v.id and old.id = o.id and o.id = any(${written.map((w) => w.orderId)}::bigint[])
+      location_at timestamptz, count int, last_event_at timestamptz)
+    where o.id = v.id and o.id = any(${written.map((w) => w.orderId)}::bigint[])
       and (v.fresh or (o.placement_state = 'unconfirmed' and v.svc is not null) or (
         o.svc_order_id, o.svc_order_ids, o.client_order_id, o.status, o.provider_status, o.status_at, o.track_url,
         o.rider_id, o.rider_name, o.rider_contact, o.rider_latitude, o.rider_longitude, o.rider_location_at,
@@ -588,10 +608,12 @@ async function writeProjections(tx: Tx, written: readonly Written[], notes: Writ
         coalesce(v.track_url, o.track_url), v.rider_id, v.rider_name, v.rider_contact, v.lat, v.lng, v.location_at,
         v.count, v.last_event_at, v.state
       ))
-    returning o.id::text, old.placement_state as old_placement, o.placement_state as placement, old.n as old_svcs, o.svc_order_ids as svcs`;
+    returning o.id::text, o.placement_state as placement, o.svc_order_ids as svcs`;
+  const before = new Map(written.map((w) => [w.orderId, w.before]));
   for (const r of rows) {
-    if (r.old_placement === "unconfirmed" && r.placement === "placed") notes.confirmed.push(Number(r.id));
-    if (r.svcs.length > 1 && r.old_svcs <= 1) notes.duplicated.push({ orderId: Number(r.id), svcOrderIds: r.svcs });
+    const was = before.get(Number(r.id));
+    if (was?.placement === "unconfirmed" && r.placement === "placed") notes.confirmed.push(Number(r.id));
+    if (r.svcs.length > 1 && (was?.svcIds ?? 0) <= 1) notes.duplicated.push({ orderId: Number(r.id), svcOrderIds: r.svcs });
   }
   return new Set(rows.map((r) => Number(r.id)));
 }

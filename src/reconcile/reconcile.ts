@@ -13,6 +13,7 @@
 import type { Sql } from "postgres";
 import { normaliseCallback } from "../domain/normalise.ts";
 import type { JsonObject } from "../domain/normalise.ts";
+import { CANONICAL_STATUSES, isTerminal } from "../domain/statuses.ts";
 import { appendEvents } from "../ingest/append.ts";
 import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
@@ -52,6 +53,8 @@ export function resetEndpointMissing(): void {
   endpointMissing = false;
 }
 
+const ACTIVE = CANONICAL_STATUSES.filter((s) => !isTerminal(s));
+
 interface DueOrder {
   id: string;
   svc_order_id: string;
@@ -67,8 +70,10 @@ async function dueOrders(sql: Sql, afterMin: number, limit: number): Promise<Due
   return await sql<DueOrder[]>`
     select id::text, svc_order_id, client_order_id from orders
     where svc_order_id is not null
-      -- written as the partial index orders_active_silent_idx states it, so that it is used
-      and (status is null or status <> all(array['DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER']::text[]))
+      -- Active statuses named, not terminal ones excluded: orders_status_idx then finds the
+      -- active orders, few beside the finished ones, with no index of their own (an index
+      -- costs every write of an order row).
+      and (status is null or status = any(${ACTIVE}::text[]))
       and coalesce(last_event_at, created_at) < now() - make_interval(secs => ${seconds})
       and (reconciled_at is null or reconciled_at < now() - make_interval(secs => ${seconds}))
     order by reconciled_at nulls first, id

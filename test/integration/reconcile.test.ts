@@ -4,10 +4,8 @@
  * (a dropped callback recovered by a poll) is in test/e2e/real-provider.test.ts.
  */
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { executeCommand } from "../../src/commands/execute.ts";
-import { CANONICAL_STATUSES, isTerminal } from "../../src/domain/statuses.ts";
 import { pollPayload, reconcileDue, resetEndpointMissing } from "../../src/reconcile/reconcile.ts";
 import { placeOrderBody } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
@@ -86,14 +84,6 @@ describe("reconciliation", () => {
     const report = await reconcileDue(deps());
     assert.equal(report.off, false);
     assert.ok(report.asked > 1, "went on after the order-level 404");
-  });
-
-  it("the partial index's terminal list is the domain's", () => {
-    const sql = readFileSync(new URL("../../src/reconcile/reconcile.ts", import.meta.url), "utf8");
-    const migration = readFileSync(new URL("../../migrations/0004_real_provider.sql", import.meta.url), "utf8");
-    const terminal = CANONICAL_STATUSES.filter(isTerminal).map((t) => `'${t}'`).join(", ");
-    assert.ok(sql.includes(`array[${terminal}]`), "reconcile.ts");
-    assert.ok(migration.includes(`array[${terminal}]`), "migration");
   });
 
   it("a poll's payload keeps the answer and adds only the ids it leaves out", () => {
