@@ -28,7 +28,11 @@ async function main() {
   const secretShown = config.secretSources.callbackSecret.startsWith("generated") ? config.callbackSecret : "<CALLBACK_SECRET>";
   stopOnSignal(log, async () => {
     await services.stop();
-    await builtIn?.emulator.close();
+    if (builtIn) {
+      await builtIn.emulator.close();
+      log.info("emulator stopped");
+    }
+    // Last: everything above may still have needed it.
     await db.release();
   });
   console.log(

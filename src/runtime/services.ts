@@ -87,12 +87,25 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
     worker,
     database,
     metrics,
+    /**
+     * In order, one log line a step: stop taking requests (those in flight are answered),
+     * commit what was acknowledged-to-be, let running jobs finish (bounded by the worker),
+     * close the pool. The caller stops the emulator and the database after this.
+     */
     async stop() {
-      // Stop taking requests, commit what was acknowledged-to-be, finish running jobs.
       draining = true;
-      await http?.close();
-      await ingestor?.close();
-      await worker?.stop();
+      if (http) {
+        await http.close();
+        log.info("stopped accepting requests");
+      }
+      if (ingestor) {
+        await ingestor.close();
+        log.info("ingest buffer flushed");
+      }
+      if (worker) {
+        await worker.stop();
+        log.info("worker stopped");
+      }
       await database.close();
     },
   };

@@ -28,6 +28,8 @@ const GRACE_SECONDS = 5;
 const SWEEP_MS = 3000;
 /** How long a failed runner gets to stop before it is abandoned. */
 const STOP_TIMEOUT_MS = 5000;
+/** How long a stopping worker waits for its running jobs. */
+const JOBS_STOP_MS = 15_000;
 
 export interface SupervisedWorker {
   /** The runner in use now (undefined while it is being replaced). */
@@ -188,7 +190,10 @@ export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorke
       stopping = true;
       clearInterval(timer);
       await replacing;
-      await current?.stop();
+      // Running jobs finish, but not forever: a provider call hangs at most
+      // PROVIDER_TIMEOUT_MS, and a job still running after this is released by the
+      // liveness sweep of the next worker (its runner's lock goes with this process).
+      await within(JOBS_STOP_MS, current?.stop() ?? Promise.resolve());
       // A completion graphile-worker had not written when stop() returned leaves its job
       // locked by a runner that is gone: unlock now rather than at the next sweep.
       if (ours.size > 0) await deps.sql`select graphile_worker.force_unlock_workers(${[...ours]}::text[])`.catch(() => {});

@@ -13,11 +13,16 @@ export interface Proc {
   kill(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export function startProcess(entry: string, env: Record<string, string>): Proc {
+/**
+ * `group`: the process leads a process group of its own, as a command started in a
+ * terminal does, and `kill` signals the whole group, as Ctrl-C in that terminal does.
+ */
+export function startProcess(entry: string, env: Record<string, string>, options: { group?: boolean } = {}): Proc {
   const child = spawn(process.execPath, [resolve(root, entry)], {
     cwd: root,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: options.group === true,
   });
   let out = "";
   const listeners = new Set<() => void>();
@@ -50,7 +55,10 @@ export function startProcess(entry: string, env: Record<string, string>): Proc {
       });
     },
     async kill(signal = "SIGTERM") {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (child.exitCode === null && child.signalCode === null) {
+        if (options.group === true) process.kill(-child.pid!, signal);
+        else child.kill(signal);
+      }
       return await exited;
     },
   };

@@ -1,0 +1,88 @@
+/**
+ * Ctrl-C in a terminal signals the whole foreground process group: tracklane and, before,
+ * the embedded PostgreSQL it had started, which then shut down under the running service.
+ * Here `npm start` (src/main.ts) leads a process group of its own and the group gets
+ * SIGINT during a burst of callbacks: tracklane must stop in order, exit 0 without a stack
+ * trace, and every acknowledged event must be in the database afterwards.
+ */
+import assert from "node:assert/strict";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import postgres from "postgres";
+import { freePort } from "../../src/db/embedded.ts";
+import { createLogger } from "../../src/logger.ts";
+import { resolveDatabase } from "../../src/runtime/database.ts";
+import { startProcess } from "../helpers/process.ts";
+
+const SECRET = "clean-stop-secret-0123456789";
+const cleanups: (() => Promise<void>)[] = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+describe("Ctrl-C during a callback burst", () => {
+  it("stops in order (requests, ingest, jobs, emulator, PostgreSQL last), exits 0 without a stack trace, and loses no acknowledged event", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-stop-"));
+    chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const port = await freePort();
+    const proc = startProcess(
+      "src/main.ts",
+      { DATA_DIR: dataDir, PORT: String(port), HOST: "127.0.0.1", CALLBACK_SECRET: SECRET, API_TOKEN: "clean-stop-token-0123456789", LOG_FORMAT: "json" },
+      { group: true },
+    );
+    cleanups.push(async () => void (await proc.kill("SIGKILL")));
+    await proc.waitFor(/callback URL:/, 90_000);
+
+    const acked = new Map<string, string>();
+    let stop = false;
+    let n = 0;
+    const senders = Array.from({ length: 16 }, async (_, s) => {
+      while (!stop) {
+        const id = `STOP-${s}-${n++}`;
+        try {
+          const res = await fetch(`http://127.0.0.1:${port}/callbacks/${SECRET}`, {
+            method: "POST",
+            body: JSON.stringify({ client_order_id: id, order_status: "ALLOTTED" }),
+          });
+          if (res.status === 200) acked.set(((await res.json()) as { event_id: string }).event_id, id);
+          else if (res.status !== 503) assert.fail(`${res.status}: ${await res.text()}`);
+        } catch {
+          return; // refused or closed: the server has stopped listening
+        }
+      }
+    });
+    const deadline = Date.now() + 20_000;
+    while (acked.size < 200 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    const code = await proc.kill("SIGINT");
+    stop = true;
+    await Promise.all(senders);
+
+    const out = proc.output();
+    assert.equal(code, 0, out.slice(-3000));
+    assert.doesNotMatch(out, /\n\s+at \S+ \(|"level":(50|60)/, "no stack trace and no error line");
+    const steps = ["shutting down", "stopped accepting requests", "ingest buffer flushed", "worker stopped", "emulator stopped", "embedded PostgreSQL stopped", '"msg":"stopped"'];
+    const at = steps.map((s) => out.indexOf(s));
+    assert.ok(at.every((i) => i >= 0), `missing steps: ${steps.filter((_, i) => at[i]! < 0).join(", ")}\n${out.slice(-3000)}`);
+    assert.deepEqual([...at].sort((a, b) => a - b), at, "steps in order");
+    assert.ok(acked.size >= 100, `only ${acked.size} acknowledged`);
+
+    // Every acknowledged event is stored: start the embedded server again on that data.
+    const log = createLogger({ level: "silent" });
+    const db = await resolveDatabase({ databaseUrl: undefined, dataDir, log });
+    try {
+      const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+      const rows = await sql<{ id: string; client_order_id: string }[]>`
+        select id::text, client_order_id from order_events where id = any(${[...acked.keys()]}::bigint[])`;
+      await sql.end();
+      const stored = new Map(rows.map((r) => [r.id, r.client_order_id]));
+      const missing = [...acked].filter(([id, coid]) => stored.get(id) !== coid);
+      assert.deepEqual(missing, [], `${missing.length} of ${acked.size} acknowledged events lost`);
+      console.log(`Ctrl-C mid-burst: ${acked.size} acknowledged, all stored`);
+    } finally {
+      await db.release();
+    }
+  });
+});
