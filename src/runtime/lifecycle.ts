@@ -1,4 +1,6 @@
 import type { Logger } from "../logger.ts";
+import { reportStartupError } from "./startup-errors.ts";
+import type { StartupContext } from "./startup-errors.ts";
 
 /** Above the worker's wait for running jobs (15 s) and the steps around it. */
 const STOP_LIMIT_MS = 30_000;
@@ -15,7 +17,7 @@ export function stopOnSignal(log: Logger, stop: () => Promise<void>): void {
       process.exit(1);
     }
     stopping = true;
-    log.info({ signal }, "shutting down (again to force)");
+    log.info({ signal }, "shutting down (the same signal again forces the exit)");
     const timer = setTimeout(() => {
       log.error("shutdown took too long: exiting");
       process.exit(1);
@@ -37,11 +39,15 @@ export function stopOnSignal(log: Logger, stop: () => Promise<void>): void {
   process.on("SIGTERM", onSignal);
 }
 
-/** Top-level failure of an entry point: log it and exit 1. */
-export function fatal(log: Logger) {
+/**
+ * Top-level failure of an entry point: one line saying why and what to do, exit 78 for bad
+ * configuration, else 1 (startup-errors.ts). `context`: the settings to name in that line.
+ */
+export function fatal(log: Logger, context: StartupContext = {}) {
   return (err: unknown) => {
-    log.fatal({ err }, "tracklane failed to start");
+    const code = reportStartupError(err, context, log);
     log.flush();
-    setTimeout(() => process.exit(1), 50);
+    // The flush of an asynchronous destination completes on a later tick.
+    setTimeout(() => process.exit(code), 50);
   };
 }
