@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { PRODUCTS, chooseAuthMethod } from "./provider/products.ts";
+import { PRODUCTS, PRODUCT_AUTH, chooseAuthMethod } from "./provider/products.ts";
 import type { ProviderAuthConfig } from "./provider/client.ts";
 import type { AuthMethod, Product } from "./provider/products.ts";
 
@@ -39,6 +39,8 @@ const flag = (fallback: boolean) =>
       .transform((v) => v === "true"),
   );
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+export const LOG_FORMATS = ["pretty", "json"] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 const httpTimeout = (fallback: number) =>
   z.preprocess(emptyToUndefined, z.coerce.number().int().min(100).max(3_600_000).default(fallback));
 
@@ -60,6 +62,9 @@ const envSchema = z.object({
       .optional(),
   ),
   LOG_LEVEL: z.preprocess(emptyToUndefined, z.enum(LOG_LEVELS).default("info")),
+  // No default here: unset means "decide by whether stdout is a terminal" (resolveLogFormat).
+  LOG_FORMAT: z.preprocess(emptyToUndefined, z.enum(LOG_FORMATS).optional()),
+  METRICS_TOKEN: secret,
   PROVIDER_ENV: z.preprocess(emptyToUndefined, z.enum(["staging", "production"]).default("staging")),
   PROVIDER_PRODUCT: z.preprocess(emptyToUndefined, z.enum(PRODUCTS).default("hyperlocal_dedicated_store")),
   PROVIDER_BASE_URL: url,
@@ -72,6 +77,8 @@ const envSchema = z.object({
   AWB_POOL_TARGET: positiveInt(500, 1_000_000),
   AWB_MODE: z.preprocess(emptyToUndefined, z.enum(["pool", "fresh"]).default("pool")),
   DATA_DIR: z.preprocess(emptyToUndefined, z.string().default(".data")),
+  /** The built-in emulator's port (`npm start` without PROVIDER_BASE_URL); taken as given, never moved. */
+  EMULATOR_PORT: port(4010),
   // Jobs at once per worker process (provider commands, AWB top-ups). Projection needs
   // one: each process runs one drain loop and folds further drain jobs into it
   // (src/projection/queue.ts).
@@ -104,6 +111,111 @@ const envSchema = z.object({
   /** Poll the provider for active orders silent this long (minutes, fractions allowed); 0 turns it off. */
   RECONCILE_AFTER_MIN: z.preprocess(emptyToUndefined, z.coerce.number().min(0).max(10_080).default(15)),
 });
+
+/** What a variable means and a value that works: for startup errors and `.env.example`. */
+export interface EnvVarDoc {
+  /** One line: what it does, and what unset means when that is not a plain default. */
+  description: string;
+  /** A good value, shown as `NAME=example` after a problem with the variable. */
+  example: string;
+  /** Holds a secret (or a password inside a URL): a bad value is never echoed back. */
+  sensitive?: boolean;
+}
+
+/**
+ * One entry per envSchema variable (a unit test keeps the two in step; `npm run
+ * env:example` writes `.env.example` from both).
+ */
+export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
+  DATABASE_URL: {
+    description: "PostgreSQL to use; unset: an embedded PostgreSQL under DATA_DIR/pg",
+    example: "postgres://tracklane:change-me@db.internal:5432/tracklane",
+    sensitive: true,
+  },
+  PORT: { description: "HTTP port to listen on (0: any free port)", example: "8080" },
+  HOST: {
+    description: "address to listen on: 0.0.0.0 every IPv4 interface, :: every interface, 127.0.0.1 this machine only",
+    example: "127.0.0.1",
+  },
+  PUBLIC_URL: {
+    description: "how the provider reaches tracklane (the callback URL printed at start); unset: http://127.0.0.1:PORT",
+    example: "https://tracking.example.com",
+  },
+  API_TOKEN: {
+    description: "bearer token for /v1 (16+ printable characters, e.g. from `openssl rand -hex 24`); unset: generated once into DATA_DIR/api-token",
+    example: "change-me-to-a-long-random-token",
+    sensitive: true,
+  },
+  CALLBACK_SECRET: {
+    description: "secret every provider callback must carry (16+ URL-safe characters); unset: generated once into DATA_DIR/callback-secret",
+    example: "change-me-to-a-long-random-secret",
+    sensitive: true,
+  },
+  LOG_LEVEL: { description: `least severe log level written: ${LOG_LEVELS.join(", ")}`, example: "debug" },
+  LOG_FORMAT: {
+    description: "pretty (readable lines) or json (one object a line, for log collectors); unset: pretty when stdout is a terminal, else json",
+    example: "json",
+  },
+  METRICS_TOKEN: {
+    description: "when set, GET /metrics needs Authorization: Bearer <METRICS_TOKEN> (16+ printable characters); unset: /metrics is open",
+    example: "change-me-to-a-long-random-metrics-token",
+    sensitive: true,
+  },
+  PROVIDER_ENV: { description: "staging or production; sandbox calls are refused in production", example: "production" },
+  PROVIDER_PRODUCT: { description: `the provider product this account uses: ${PRODUCTS.join(", ")}`, example: "hyperlocal_dedicated_store" },
+  PROVIDER_BASE_URL: {
+    description: "the provider's order and sandbox endpoints; unset: the built-in emulator (npm start only)",
+    example: "https://api.provider.example",
+  },
+  PROVIDER_GATEWAY_URL: { description: "the provider's OAuth token and AWB endpoints; unset: PROVIDER_BASE_URL", example: "https://gateway.provider.example" },
+  PROVIDER_TOKEN: { description: "static provider token (token auth)", example: "your-provider-token", sensitive: true },
+  PROVIDER_CLIENT_ID: { description: "OAuth2 client id (set with PROVIDER_CLIENT_SECRET)", example: "your-client-id" },
+  PROVIDER_CLIENT_SECRET: { description: "OAuth2 client secret (set with PROVIDER_CLIENT_ID)", example: "your-client-secret", sensitive: true },
+  PROVIDER_TIMEOUT_MS: { description: "timeout of one provider call, in ms (1 to 120000)", example: "15000" },
+  AWB_POOL_LOW_WATERMARK: { description: "top the AWB pool up when fewer than this many are available (at most AWB_POOL_TARGET)", example: "200" },
+  AWB_POOL_TARGET: { description: "top the AWB pool up to this many", example: "1000" },
+  AWB_MODE: { description: "pool (replenishment endpoint) or fresh (async request and poll)", example: "fresh" },
+  DATA_DIR: { description: "where generated secrets and the embedded PostgreSQL live", example: "/var/lib/tracklane" },
+  EMULATOR_PORT: {
+    description: "port of the built-in emulator (npm start without PROVIDER_BASE_URL); never moved when taken",
+    example: "4011",
+  },
+  WORKER_CONCURRENCY: { description: "jobs one worker process runs at once (1 to 64)", example: "16" },
+  PROJECTION_INTERVAL_MS: {
+    description: "while the projection keeps up, how long events gather between its batches, in ms (0: project at once)",
+    example: "0",
+  },
+  INGEST_BATCH_MAX: { description: "most callbacks committed in one transaction (1: no group commit)", example: "512" },
+  INGEST_BATCH_WAIT_MS: { description: "how long a lone callback may wait for company before its commit, in ms (0 to 1000)", example: "5" },
+  DB_POOL_MAX: { description: "connections of a process's main pool (its API-read pool gets half)", example: "20" },
+  COMMAND_MAX_ATTEMPTS: { description: "provider attempts of an order command before it is failed", example: "10" },
+  COMMAND_RETRY_BASE_MS: { description: "first retry delay of a command, in ms (doubling, capped at 10 min)", example: "5000" },
+  HTTP_REQUEST_TIMEOUT_MS: { description: "time a client has to send a whole request, in ms; slower ones get 408", example: "60000" },
+  HTTP_HEADERS_TIMEOUT_MS: { description: "time a client has to send its headers, in ms (at most HTTP_REQUEST_TIMEOUT_MS)", example: "5000" },
+  PROVIDER_DEDUPES_ORDERS: {
+    description: "true only if the provider refuses a repeated client_order_id: then a place whose outcome is unknown is sent again",
+    example: "true",
+  },
+  PROVIDER_TIMEZONE: { description: "IANA time zone of provider times that carry no offset", example: "Asia/Kolkata" },
+  RECONCILE_AFTER_MIN: { description: "poll the provider for active orders silent this long, in minutes (0: never)", example: "30" },
+};
+
+/** A variable of the configuration, as `.env.example` lists it. */
+export interface EnvVariable extends EnvVarDoc {
+  name: string;
+  /** As written in the environment; undefined when unset means something else (see description). */
+  default: string | undefined;
+}
+
+/** Every envSchema variable in schema order, with its default (what the schema makes of "unset"). */
+export function envVariables(): EnvVariable[] {
+  return Object.entries(envSchema.shape).map(([name, schema]) => {
+    const parsed = schema.safeParse(undefined);
+    const value: unknown = parsed.success ? parsed.data : undefined;
+    const doc = ENV_DOCS[name] ?? { description: "", example: "" };
+    return { name, default: value === undefined ? undefined : String(value), ...doc };
+  });
+}
 
 /** Whether Intl knows this IANA zone name (the only zones tracklane accepts). */
 function isTimeZone(name: string): boolean {
@@ -141,7 +253,12 @@ export interface Config {
   /** Where each secret came from, printed at start (never the secret itself). */
   secretSources: { apiToken: string; callbackSecret: string };
   logLevel: (typeof LOG_LEVELS)[number];
+  logFormat: LogFormat;
+  /** Bearer token GET /metrics requires; undefined: /metrics is open. */
+  metricsToken: string | undefined;
   dataDir: string;
+  /** Port of the built-in emulator (EMULATOR_PORT). */
+  emulatorPort: number;
   provider: ProviderConfig;
   awb: { lowWatermark: number; target: number; mode: "pool" | "fresh" };
   worker: { concurrency: number };
@@ -154,12 +271,37 @@ export interface Config {
   http: { requestTimeoutMs: number; headersTimeoutMs: number };
 }
 
+/** What is wrong with a variable (or a pair); `example`: settings that would do instead of the variable's usual example. */
+export interface ConfigProblem {
+  variable: string;
+  message: string;
+  example?: string;
+}
+
+/** `NAME: message` (the form problems are given in as strings) back into its parts. */
+function asProblem(problem: string | ConfigProblem): ConfigProblem {
+  if (typeof problem !== "string") return problem;
+  const match = /^([A-Z0-9_]+(?: \/ [A-Z0-9_]+)*): (.*)$/s.exec(problem);
+  return match ? { variable: match[1]!, message: match[2]! } : { variable: "environment", message: problem };
+}
+
 export class ConfigError extends Error {
+  /** `VARIABLE: what is wrong`, one per problem. */
   readonly problems: string[];
-  constructor(problems: string[]) {
-    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+  /** The same, each with a good value to set (`; e.g. NAME=value`): what a person reads at start. */
+  readonly lines: string[];
+  readonly details: ConfigProblem[];
+  constructor(problems: (string | ConfigProblem)[]) {
+    const parsed = problems.map(asProblem);
+    const lines = parsed.map((p) => {
+      const example = p.example ?? (ENV_DOCS[p.variable] ? `${p.variable}=${ENV_DOCS[p.variable]!.example}` : undefined);
+      return example === undefined ? `${p.variable}: ${p.message}` : `${p.variable}: ${p.message}; e.g. ${example}`;
+    });
+    super(`invalid configuration:\n${lines.map((l) => `  - ${l}`).join("\n")}`);
     this.name = "ConfigError";
-    this.problems = problems;
+    this.problems = parsed.map((p) => `${p.variable}: ${p.message}`);
+    this.lines = lines;
+    this.details = parsed;
   }
 }
 
@@ -168,31 +310,68 @@ function loadDotEnv(): void {
   if (existsSync(".env")) process.loadEnvFile(".env");
 }
 
+/**
+ * zod's own messages speak of types ("expected number, received NaN"); these say what to
+ * write. Messages given in the schema win over these.
+ */
+function plainMessage(issue: z.core.$ZodRawIssue): string | undefined {
+  switch (issue.code) {
+    case "invalid_value":
+      return `must be one of ${issue.values.map(String).join(", ")}`;
+    case "invalid_type":
+      if (issue.expected === "int") return "must be a whole number";
+      if (issue.expected === "number") return "must be a number";
+      return undefined;
+    case "too_small":
+      if (issue.origin === "string") return `must be at least ${issue.minimum} characters`;
+      return issue.inclusive === false ? `must be greater than ${issue.minimum}` : `must be at least ${issue.minimum}`;
+    case "too_big":
+      if (issue.origin === "string") return `must be at most ${issue.maximum} characters`;
+      return issue.inclusive === false ? `must be less than ${issue.maximum}` : `must be at most ${issue.maximum}`;
+    default:
+      return undefined;
+  }
+}
+
 function parseEnv(env: Env): z.infer<typeof envSchema> {
-  const parsed = envSchema.safeParse(env);
+  const parsed = envSchema.safeParse(env, { error: plainMessage });
   if (parsed.success) return parsed.data;
   throw new ConfigError(
-    parsed.error.issues.map((issue) => `${issue.path.join(".") || "environment"}: ${issue.message}`),
+    parsed.error.issues.map((issue) => {
+      const variable = issue.path.join(".") || "environment";
+      const raw = env[variable];
+      // Echo what was found, so a typo shows; never a secret, and not a whole essay.
+      const shown = raw === undefined || ENV_DOCS[variable]?.sensitive === true ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw)})`;
+      return { variable, message: `${issue.message}${shown}` };
+    }),
   );
 }
 
 function providerConfig(e: z.infer<typeof envSchema>): ProviderConfig {
   const hasToken = e.PROVIDER_TOKEN !== undefined;
   const hasOAuth = e.PROVIDER_CLIENT_ID !== undefined || e.PROVIDER_CLIENT_SECRET !== undefined;
-  const problems: string[] = [];
+  const problems: ConfigProblem[] = [];
+  const example = (...names: string[]) => names.map((n) => `${n}=${ENV_DOCS[n]?.example ?? ""}`).join(" ");
   if (hasOAuth && (e.PROVIDER_CLIENT_ID === undefined || e.PROVIDER_CLIENT_SECRET === undefined)) {
-    problems.push("PROVIDER_CLIENT_ID / PROVIDER_CLIENT_SECRET: set both or neither");
+    problems.push({
+      variable: "PROVIDER_CLIENT_ID / PROVIDER_CLIENT_SECRET",
+      message: "set both or neither",
+      example: example("PROVIDER_CLIENT_ID", "PROVIDER_CLIENT_SECRET"),
+    });
   }
   if (e.PROVIDER_GATEWAY_URL !== undefined && e.PROVIDER_BASE_URL === undefined) {
-    problems.push("PROVIDER_GATEWAY_URL: needs PROVIDER_BASE_URL as well");
+    problems.push({ variable: "PROVIDER_GATEWAY_URL", message: "needs PROVIDER_BASE_URL as well", example: example("PROVIDER_BASE_URL") });
   }
   let auth: ProviderAuthConfig | undefined;
   if (e.PROVIDER_BASE_URL !== undefined) {
     const choice = chooseAuthMethod(e.PROVIDER_PRODUCT, { token: hasToken, oauth: hasOAuth });
-    if (!choice.ok) problems.push(`PROVIDER_PRODUCT: ${choice.message}`);
-    else auth = authFor(choice.method, e);
+    if (!choice.ok) {
+      // The example is the credentials this product accepts, the fix more often than another product.
+      const creds = PRODUCT_AUTH[e.PROVIDER_PRODUCT].token ? example("PROVIDER_TOKEN") : example("PROVIDER_CLIENT_ID", "PROVIDER_CLIENT_SECRET");
+      problems.push({ variable: "PROVIDER_PRODUCT", message: choice.message, example: creds });
+    } else auth = authFor(choice.method, e);
   } else if (hasToken || hasOAuth) {
-    problems.push("PROVIDER_BASE_URL: provider credentials are set but the provider URL is not");
+    problems.push({ variable: "PROVIDER_BASE_URL", message: "provider credentials are set but the provider URL is not" });
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -239,20 +418,28 @@ function resolveSecret(value: string | undefined, dataDir: string, file: string,
  * Parses and validates the environment. Throws ConfigError with one line per bad
  * variable. Generates the API token and callback secret under DATA_DIR when unset.
  */
-export function loadConfig(env: Env = readProcessEnv()): Config {
+export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?: boolean } = {}): Config {
   const e = parseEnv(env);
-  const problems: string[] = [];
+  const problems: ConfigProblem[] = [];
   if (e.AWB_POOL_LOW_WATERMARK > e.AWB_POOL_TARGET) {
-    problems.push("AWB_POOL_LOW_WATERMARK: must not be greater than AWB_POOL_TARGET");
+    problems.push({
+      variable: "AWB_POOL_LOW_WATERMARK",
+      message: "must not be greater than AWB_POOL_TARGET",
+      example: `AWB_POOL_LOW_WATERMARK=${Math.floor(e.AWB_POOL_TARGET / 5)}`,
+    });
   }
   if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
-    problems.push("HTTP_HEADERS_TIMEOUT_MS: must not be greater than HTTP_REQUEST_TIMEOUT_MS");
+    problems.push({
+      variable: "HTTP_HEADERS_TIMEOUT_MS",
+      message: "must not be greater than HTTP_REQUEST_TIMEOUT_MS",
+      example: `HTTP_HEADERS_TIMEOUT_MS=${Math.max(100, Math.floor(e.HTTP_REQUEST_TIMEOUT_MS / 3))}`,
+    });
   }
   let provider: ProviderConfig | undefined;
   try {
     provider = providerConfig(e);
   } catch (err) {
-    if (err instanceof ConfigError) problems.push(...err.problems);
+    if (err instanceof ConfigError) problems.push(...err.details);
     else throw err;
   }
   if (problems.length > 0 || provider === undefined) throw new ConfigError(problems);
@@ -269,7 +456,10 @@ export function loadConfig(env: Env = readProcessEnv()): Config {
     callbackSecret: callbackSecret.value,
     secretSources: { apiToken: apiToken.source, callbackSecret: callbackSecret.source },
     logLevel: e.LOG_LEVEL,
+    logFormat: resolveLogFormat(e.LOG_FORMAT, options.stdoutIsTTY ?? process.stdout.isTTY === true),
+    metricsToken: e.METRICS_TOKEN,
     dataDir,
+    emulatorPort: e.EMULATOR_PORT,
     provider,
     awb: { lowWatermark: e.AWB_POOL_LOW_WATERMARK, target: e.AWB_POOL_TARGET, mode: e.AWB_MODE },
     worker: { concurrency: e.WORKER_CONCURRENCY },
@@ -281,24 +471,14 @@ export function loadConfig(env: Env = readProcessEnv()): Config {
   };
 }
 
+/** LOG_FORMAT, or when unset: pretty for a person at a terminal, json for whatever collects the output. */
+export function resolveLogFormat(configured: LogFormat | undefined, stdoutIsTTY: boolean): LogFormat {
+  return configured ?? (stdoutIsTTY ? "pretty" : "json");
+}
+
 function readProcessEnv(): Env {
   loadDotEnv();
   return process.env;
-}
-
-/**
- * For entry points: the config, or the problems printed one per line and exit 1.
- */
-export function loadConfigOrExit(env?: Env): Config {
-  try {
-    return loadConfig(env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(`tracklane: ${err.message}`);
-      process.exit(1);
-    }
-    throw err;
-  }
 }
 
 const emulatorSchema = z.object({
@@ -312,6 +492,8 @@ const emulatorSchema = z.object({
   EMULATOR_ENV: z.preprocess(emptyToUndefined, z.enum(["staging", "production"]).default("staging")),
   /** true: behave like the real provider is reported to (the emulator's realistic preset), not like its spec. */
   EMULATOR_REALISTIC: flag(false),
+  /** The emulator keeps its state in DATA_DIR/emulator/ (the same DATA_DIR as tracklane's). */
+  DATA_DIR: z.preprocess(emptyToUndefined, z.string().default(".data")),
 });
 
 export interface EmulatorConfig {
@@ -325,6 +507,8 @@ export interface EmulatorConfig {
   env: "staging" | "production";
   /** Start with the realistic behaviour preset (EMULATOR_REALISTIC). */
   realistic: boolean;
+  /** Absolute; the state lives in `<dataDir>/emulator/`. */
+  dataDir: string;
 }
 
 /** Settings of the standalone emulator (`npm run emulator`). */
@@ -344,5 +528,6 @@ export function loadEmulatorConfig(env: Env = readProcessEnv()): EmulatorConfig 
     product: e.EMULATOR_PRODUCT,
     env: e.EMULATOR_ENV,
     realistic: e.EMULATOR_REALISTIC,
+    dataDir: resolve(e.DATA_DIR),
   };
 }

@@ -1,5 +1,6 @@
 import pino from "pino";
 import type { Logger } from "pino";
+import pretty from "pino-pretty";
 
 export type { Logger };
 
@@ -30,20 +31,37 @@ const REDACT = [
 
 export interface LoggerOptions {
   level?: string;
+  /** json (default): one object a line; pretty: a readable line each (LOG_FORMAT). */
+  format?: "json" | "pretty";
   /** Where lines go; defaults to stdout. Tests pass a stream to capture output. */
   destination?: pino.DestinationStream;
 }
 
 export function createLogger(options: LoggerOptions = {}): Logger {
-  return pino(
-    {
-      level: options.level ?? "info",
-      base: { service: "tracklane" },
-      redact: { paths: REDACT, censor: "[redacted]" },
-      timestamp: pino.stdTimeFunctions.isoTime,
-    },
-    options.destination ?? pino.destination({ sync: false }),
-  );
+  // Redaction happens in pino, before a line is serialised: it holds for both formats.
+  const settings = {
+    level: options.level ?? "info",
+    base: { service: "tracklane" },
+    redact: { paths: REDACT, censor: "[redacted]" },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
+  if (options.format === "pretty") {
+    // In this thread rather than as a pino transport: a worker thread costs memory and
+    // start time, and can lose the last lines of a process that exits at once. Written
+    // synchronously: pretty is for a person watching, not for throughput.
+    return pino(
+      settings,
+      pretty({
+        destination: options.destination ?? 1,
+        // Colours only where a person looks at a terminal, never into a captured stream.
+        colorize: options.destination === undefined && process.stdout.isTTY === true,
+        sync: true,
+        translateTime: "SYS:HH:MM:ss.l",
+        ignore: "pid,hostname,service",
+      }),
+    );
+  }
+  return pino(settings, options.destination ?? pino.destination({ sync: false }));
 }
 
 /** `/callbacks/<secret>/location` -> `/callbacks/[redacted]/location`. */

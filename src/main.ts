@@ -2,21 +2,47 @@
  * `npm start`: everything in one process. Embedded PostgreSQL when DATABASE_URL is unset,
  * migrations, the HTTP server and the worker.
  */
-import { loadConfigOrExit } from "./config.ts";
+import { networkInterfaces } from "node:os";
 import { runMigrations } from "./db/migrate.ts";
 import { createLogger } from "./logger.ts";
 import { resolveDatabase } from "./runtime/database.ts";
 import { configuredProvider, startBuiltInEmulator } from "./runtime/provider.ts";
 import { fatal, stopOnSignal } from "./runtime/lifecycle.ts";
 import { startServices } from "./runtime/services.ts";
+import { loadConfigOrExit } from "./runtime/startup-errors.ts";
 
 const config = loadConfigOrExit();
-const log = createLogger({ level: config.logLevel });
+const log = createLogger({ level: config.logLevel, format: config.logFormat });
+
+/**
+ * Where this process answers. HOST 0.0.0.0 or :: listens on every interface: list the
+ * machine's IPv4 addresses (loopback first), since "0.0.0.0" is no address to browse to.
+ */
+function listenLines(host: string, port: number): string[] {
+  if (host === "0.0.0.0" || host === "::") {
+    const addresses = Object.values(networkInterfaces())
+      .flatMap((list) => list ?? [])
+      .filter((a) => a.family === "IPv4")
+      .sort((a, b) => Number(b.internal) - Number(a.internal))
+      .map((a) => `                   http://${a.address}:${port}`);
+    return [`  listening on:  every interface (HOST=${host}), port ${port}:`, ...addresses];
+  }
+  const shown = host.includes(":") ? `[${host}]` : host;
+  return [`  listening on:  ${shown} port ${port} only (HOST=${host}): http://${shown}:${port}`];
+}
+
+/**
+ * Undone, last first, when the start fails: an embedded PostgreSQL this process started
+ * would otherwise outlive it.
+ */
+const undoOnFailure: (() => Promise<void>)[] = [];
 
 async function main() {
   const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
+  undoOnFailure.push(() => db.release());
   await runMigrations(db.url, log);
   const builtIn = config.provider.baseUrl === undefined ? await startBuiltInEmulator(config, log) : undefined;
+  if (builtIn) undoOnFailure.push(() => builtIn.emulator.close());
   const provider = builtIn?.client ?? configuredProvider(config, log);
   const services = await startServices({ config, databaseUrl: db.url, log, web: true, worker: true, provider });
   const url = services.http!.url;
@@ -35,13 +61,18 @@ async function main() {
     // Last: everything above may still have needed it.
     await db.release();
   });
+  const port = Number(new URL(url).port || 80); // URL drops a default port
+  // PORT=0 without PUBLIC_URL: the default public URL names port 0, not the one chosen.
+  const publicUrl = config.publicUrl.endsWith(":0") ? url : config.publicUrl;
   console.log(
     [
       "",
       `tracklane is running`,
+      ...listenLines(config.host, port),
       `  service:       ${url}`,
       `  API docs:      ${url}/docs  (OpenAPI: ${url}/openapi.json)`,
-      `  callback URL:  ${config.publicUrl}/callbacks/${secretShown}   (register this with the provider)`,
+      `  metrics:       ${url}/metrics  (${config.metricsToken === undefined ? "open: set METRICS_TOKEN to require a bearer token" : "needs Authorization: Bearer <METRICS_TOKEN>"})`,
+      `  callback URL:  ${publicUrl}/callbacks/${secretShown}   (register this with the provider)`,
       `  database:      ${db.description}`,
       builtIn
         ? `  provider:      built-in emulator at ${builtIn.emulator.url} (staging; set PROVIDER_BASE_URL for the real one)`
@@ -53,4 +84,7 @@ async function main() {
   );
 }
 
-main().catch(fatal(log));
+main().catch(async (err: unknown) => {
+  for (const undo of undoOnFailure.reverse()) await undo().catch(() => {});
+  fatal(log, config)(err);
+});

@@ -1,12 +1,12 @@
 /** Procfile `release` / `npm run migrate`: applies all migrations, then exits. */
-import { loadConfigOrExit } from "./config.ts";
 import { runMigrations } from "./db/migrate.ts";
 import { createLogger } from "./logger.ts";
 import { resolveDatabase } from "./runtime/database.ts";
 import { fatal } from "./runtime/lifecycle.ts";
+import { loadConfigOrExit } from "./runtime/startup-errors.ts";
 
 const config = loadConfigOrExit();
-const log = createLogger({ level: config.logLevel });
+const log = createLogger({ level: config.logLevel, format: config.logFormat });
 
 async function main() {
   const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
@@ -18,4 +18,4 @@ async function main() {
   log.flush();
 }
 
-main().catch(fatal(log));
+main().catch(fatal(log, config));

@@ -1,13 +1,13 @@
 /** `npm run rebuild`: re-derives every order from the event log, then exits. */
-import { loadConfigOrExit } from "./config.ts";
 import { createDatabase } from "./db/client.ts";
 import { createLogger } from "./logger.ts";
 import { rebuildAll } from "./projection/rebuild.ts";
 import { resolveDatabase } from "./runtime/database.ts";
 import { fatal } from "./runtime/lifecycle.ts";
+import { loadConfigOrExit } from "./runtime/startup-errors.ts";
 
 const config = loadConfigOrExit();
-const log = createLogger({ level: config.logLevel });
+const log = createLogger({ level: config.logLevel, format: config.logFormat });
 
 async function main() {
   const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
@@ -22,4 +22,4 @@ async function main() {
   log.flush();
 }
 
-main().catch(fatal(log));
+main().catch(fatal(log, config));

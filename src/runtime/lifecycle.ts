@@ -26,8 +26,9 @@ export function stopOnSignal(log: Logger, stop: () => Promise<void>): void {
     stop().then(
       () => {
         log.info("stopped");
-        log.flush();
-        process.exit(0);
+        // Exit once the asynchronous destination has written everything: exiting with a
+        // write in flight let the exit's synchronous flush put later lines before it.
+        log.flush(() => process.exit(0));
       },
       (err: unknown) => {
         log.error({ err }, "error while shutting down");

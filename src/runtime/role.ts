@@ -3,21 +3,47 @@
  * DATABASE_URL or the embedded server. Run any number of each (README, "Running many
  * processes").
  */
-import { loadConfigOrExit } from "../config.ts";
+import { createPool } from "../db/client.ts";
+import { migrationsApplied } from "../db/ready.ts";
 import { createLogger } from "../logger.ts";
 import { resolveDatabase } from "./database.ts";
 import { configuredProvider } from "./provider.ts";
 import { fatal, stopOnSignal } from "./lifecycle.ts";
 import { startServices } from "./services.ts";
+import type { Services } from "./services.ts";
+import { MigrationsMissingError, loadConfigOrExit } from "./startup-errors.ts";
+
+/**
+ * These roles never migrate (`npm run migrate` does, once per release). Without the schema
+ * a web process would answer 503 and a worker fail every job, for as long as they run:
+ * refuse to start instead, saying what to run. Also the first contact with the database,
+ * so a wrong DATABASE_URL stops the start here rather than failing every request.
+ */
+async function requireMigrations(url: string): Promise<void> {
+  const sql = createPool(url, 1, "tracklane-startup-check");
+  try {
+    if (!(await migrationsApplied(sql))) throw new MigrationsMissingError();
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
 
 export function runRole(role: "web" | "worker"): void {
   const config = loadConfigOrExit();
-  const log = createLogger({ level: config.logLevel });
+  const log = createLogger({ level: config.logLevel, format: config.logFormat });
   const main = async () => {
     const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
-    const provider = configuredProvider(config, log);
-    if (!provider) log.warn("PROVIDER_BASE_URL is not set: order commands and sandbox calls are unavailable");
-    const services = await startServices({ config, databaseUrl: db.url, log, web: role === "web", worker: role === "worker", provider });
+    let services: Services;
+    try {
+      await requireMigrations(db.url);
+      const provider = configuredProvider(config, log);
+      if (!provider) log.warn("PROVIDER_BASE_URL is not set: order commands and sandbox calls are unavailable");
+      services = await startServices({ config, databaseUrl: db.url, log, web: role === "web", worker: role === "worker", provider });
+    } catch (err) {
+      // An embedded PostgreSQL this process started would otherwise outlive it.
+      await db.release().catch(() => {});
+      throw err;
+    }
     if (role === "web") log.info({ url: services.http?.url }, "web listening");
     else log.info({ concurrency: config.worker.concurrency }, "worker running");
     stopOnSignal(log, async () => {
@@ -25,5 +51,5 @@ export function runRole(role: "web" | "worker"): void {
       await db.release();
     });
   };
-  main().catch(fatal(log));
+  main().catch(fatal(log, config));
 }

@@ -31,11 +31,12 @@ describe("npm start with no configuration", () => {
     chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
     const port = await freePort();
-    const proc = startProcess("src/main.ts", { DATA_DIR: dataDir, PORT: String(port), HOST: "127.0.0.1" });
+    const proc = startProcess("src/main.ts", { DATA_DIR: dataDir, PORT: String(port), EMULATOR_PORT: "0", HOST: "127.0.0.1" });
     cleanups.push(async () => void (await proc.kill("SIGKILL")));
     const [, callbackUrl] = (await proc.waitFor(/callback URL:\s+(\S+)/, 90_000)) as unknown as [string, string];
     assert.match(callbackUrl, new RegExp(`^http://127\\.0\\.0\\.1:${port}/callbacks/[A-Za-z0-9_-]{20,}$`));
     assert.match(proc.output(), /API docs:\s+http:\/\/127\.0\.0\.1:\d+\/docs/);
+    assert.match(proc.output(), new RegExp(`listening on:\\s+127\\.0\\.0\\.1 port ${port} only \\(HOST=127\\.0\\.0\\.1\\): http://127\\.0\\.0\\.1:${port}\n`));
     assert.match(proc.output(), /API token:\s+generated, stored in .*api-token/);
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     assert.equal(ready.status, 200);

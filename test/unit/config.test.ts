@@ -3,9 +3,20 @@ import { mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { ConfigError, loadConfig } from "../../src/config.ts";
+import { ConfigError, ENV_DOCS, envVariables, loadConfig, resolveLogFormat } from "../../src/config.ts";
 
 const dataDir = () => mkdtempSync(join(tmpdir(), "tracklane-config-"));
+
+/** The lines printed at start: each problem with an example of a good value. */
+function lines(env: Record<string, string>): string[] {
+  try {
+    loadConfig({ DATA_DIR: dataDir(), ...env });
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return err.lines;
+  }
+  assert.fail("expected a ConfigError");
+}
 
 function problems(env: Record<string, string>): string[] {
   try {
@@ -113,5 +124,84 @@ describe("config", () => {
       assert.deepEqual(market.provider.auth, { method: "oauth", clientId: "id", clientSecret: "sec", product: "hyperlocal_marketplace" });
       assert.equal(market.provider.gatewayUrl, "https://provider.example");
     });
+  });
+});
+
+describe("config errors for people", () => {
+  it("a bad enum names the variable, every allowed value, what was found and a good value", () => {
+    assert.deepEqual(lines({ PROVIDER_PRODUCT: "hyperlocal" }), [
+      'PROVIDER_PRODUCT: must be one of reverse_logistics, forward_logistics, exchange, hyperlocal_marketplace, hyperlocal_dedicated_store, quick_commerce (found "hyperlocal"); e.g. PROVIDER_PRODUCT=hyperlocal_dedicated_store',
+    ]);
+  });
+
+  it("says what to write, not what type zod expected", () => {
+    const found = lines({ PORT: "eighty", WORKER_CONCURRENCY: "1.5", AWB_POOL_TARGET: "0", INGEST_BATCH_WAIT_MS: "5000", LOG_LEVEL: "loud" });
+    assert.deepEqual(found.sort(), [
+      'AWB_POOL_TARGET: must be at least 1 (found "0"); e.g. AWB_POOL_TARGET=1000',
+      'INGEST_BATCH_WAIT_MS: must be at most 1000 (found "5000"); e.g. INGEST_BATCH_WAIT_MS=5',
+      'LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent (found "loud"); e.g. LOG_LEVEL=debug',
+      'PORT: must be a number (found "eighty"); e.g. PORT=8080',
+      'WORKER_CONCURRENCY: must be a whole number (found "1.5"); e.g. WORKER_CONCURRENCY=16',
+    ]);
+  });
+
+  it("every line, cross-variable ones too, carries an example", () => {
+    const all = [
+      ...lines({ AWB_POOL_LOW_WATERMARK: "600", AWB_POOL_TARGET: "500" }),
+      ...lines({ HTTP_REQUEST_TIMEOUT_MS: "1000", HTTP_HEADERS_TIMEOUT_MS: "2000" }),
+      ...lines({ PROVIDER_BASE_URL: "https://provider.example", PROVIDER_PRODUCT: "quick_commerce" }),
+      ...lines({ PROVIDER_BASE_URL: "https://provider.example", PROVIDER_PRODUCT: "exchange", PROVIDER_CLIENT_ID: "id" }),
+      ...lines({ PROVIDER_GATEWAY_URL: "https://gw.example" }),
+      ...lines({ CALLBACK_SECRET: "short", PROVIDER_TIMEZONE: "Mars/Olympus", PROVIDER_DEDUPES_ORDERS: "yes" }),
+    ];
+    assert.ok(all.length >= 8, all.join("\n"));
+    for (const line of all) assert.match(line, /^[A-Z_]+(?: \/ [A-Z_]+)*: .+; e\.g\. [A-Z_]+=\S+/, line);
+    assert.ok(all.includes("AWB_POOL_LOW_WATERMARK: must not be greater than AWB_POOL_TARGET; e.g. AWB_POOL_LOW_WATERMARK=100"));
+    assert.ok(all.some((l) => /^PROVIDER_PRODUCT: quick_commerce needs credentials.*; e\.g\. PROVIDER_CLIENT_ID=\S+ PROVIDER_CLIENT_SECRET=\S+$/.test(l)), all.join("\n"));
+  });
+
+  it("never echoes a secret or a database password back", () => {
+    const found = lines({ DATABASE_URL: "mysql://app:hunter2-password@db/x", CALLBACK_SECRET: "tiny-secret", METRICS_TOKEN: "short-metrics" });
+    assert.equal(found.length, 3, found.join("\n"));
+    for (const secret of ["hunter2-password", "tiny-secret", "short-metrics"]) {
+      assert.ok(!found.join("\n").includes(secret), `${secret} was printed`);
+    }
+  });
+
+  it("documents every variable of the schema, each example is accepted for its variable", () => {
+    const names = envVariables().map((v) => v.name);
+    assert.deepEqual(Object.keys(ENV_DOCS).sort(), [...names].sort(), "ENV_DOCS and envSchema list different variables");
+    // Variables that are only valid together with another one.
+    const companions: Record<string, Record<string, string>> = { PROVIDER_GATEWAY_URL: { PROVIDER_BASE_URL: ENV_DOCS.PROVIDER_BASE_URL!.example } };
+    for (const v of envVariables()) {
+      assert.ok(v.description.length > 10 && v.example.length > 0, `${v.name} has no description or example`);
+      try {
+        loadConfig({ DATA_DIR: dataDir(), ...companions[v.name], [v.name]: v.example });
+      } catch (err) {
+        assert.ok(err instanceof ConfigError);
+        // Others may object (credentials without a provider URL); this variable may not.
+        const own = err.problems.filter((p) => p.startsWith(`${v.name}:`));
+        assert.deepEqual(own, [], `the example ${v.name}=${v.example} is refused`);
+      }
+    }
+  });
+});
+
+describe("LOG_FORMAT and METRICS_TOKEN", () => {
+  it("LOG_FORMAT unset follows whether stdout is a terminal; set, it wins", () => {
+    assert.equal(resolveLogFormat(undefined, true), "pretty");
+    assert.equal(resolveLogFormat(undefined, false), "json");
+    assert.equal(resolveLogFormat("json", true), "json");
+    assert.equal(resolveLogFormat("pretty", false), "pretty");
+    assert.equal(loadConfig({ DATA_DIR: dataDir() }, { stdoutIsTTY: true }).logFormat, "pretty");
+    assert.equal(loadConfig({ DATA_DIR: dataDir() }, { stdoutIsTTY: false }).logFormat, "json");
+    assert.equal(loadConfig({ DATA_DIR: dataDir(), LOG_FORMAT: "json" }, { stdoutIsTTY: true }).logFormat, "json");
+    assert.match(lines({ LOG_FORMAT: "text" })[0]!, /^LOG_FORMAT: must be one of pretty, json \(found "text"\); e\.g\. LOG_FORMAT=json$/);
+  });
+
+  it("METRICS_TOKEN: unset by default, taken when long enough", () => {
+    assert.equal(loadConfig({ DATA_DIR: dataDir() }).metricsToken, undefined);
+    assert.equal(loadConfig({ DATA_DIR: dataDir(), METRICS_TOKEN: "m".repeat(20) }).metricsToken, "m".repeat(20));
+    assert.match(lines({ METRICS_TOKEN: "short" })[0]!, /^METRICS_TOKEN: must be at least 16 characters; e\.g\. METRICS_TOKEN=/);
   });
 });

@@ -1,14 +1,39 @@
-/** Unauthenticated operational endpoints: liveness, readiness, Prometheus metrics. */
+/**
+ * Operational endpoints: liveness, readiness, Prometheus metrics. Unauthenticated, except
+ * /metrics when METRICS_TOKEN is set.
+ */
 import { Hono } from "hono";
 import { Gauge } from "prom-client";
 import type { Sql } from "postgres";
 import { poolCounts } from "../../awb/pool.ts";
 import { migrationsApplied } from "../../db/ready.ts";
 import type { Metrics } from "../../metrics.ts";
+import { safeEqual } from "../auth.ts";
+import { ApiError } from "../errors.ts";
 import type { AppEnv } from "../types.ts";
 
-export function opsRoutes(sql: Sql, metrics: Metrics) {
+export interface OpsOptions {
+  /** Bearer token /metrics requires (METRICS_TOKEN); undefined: open. */
+  metricsToken?: string | undefined;
+}
+
+export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) {
   const app = new Hono<AppEnv>();
+  const { metricsToken } = options;
+
+  // Metrics name order volumes and failures: on a shared network, only the scraper reads
+  // them. Same header grammar as the API's bearerAuth, with its own message.
+  if (metricsToken !== undefined) {
+    app.use("/metrics", async (c, next) => {
+      const header = c.req.header("authorization") ?? "";
+      const match = /^Bearer[ \t]+([\x21-\x7e]+)[ \t]*$/i.exec(header);
+      if (!match || !safeEqual(match[1]!, metricsToken)) {
+        c.header("www-authenticate", 'Bearer realm="tracklane-metrics"');
+        throw new ApiError("unauthorized", header ? "invalid metrics token" : "missing Authorization: Bearer <METRICS_TOKEN> header");
+      }
+      await next();
+    });
+  }
 
   // Read from the database at scrape time, so they are right whichever process did the work.
   const backlog = new Gauge({

@@ -1,0 +1,143 @@
+/**
+ * Why a process could not start, said in one line a person can act on, and its exit code:
+ * 78 (EX_CONFIG of sysexits.h) for configuration, 1 for anything else. The one place that
+ * decides: entry points load their config with `loadConfigOrExit` and end a failed start
+ * with lifecycle.ts `fatal`, which both come here. A stack trace helps whoever debugs
+ * tracklane, not whoever runs it, so it is logged only at LOG_LEVEL=debug.
+ */
+import { ConfigError, loadConfig } from "../config.ts";
+import type { Config } from "../config.ts";
+import { isDatabaseUnavailable } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+
+/** sysexits.h EX_CONFIG: the configuration is wrong; restarting the same way cannot help. */
+export const EX_CONFIG = 78;
+const EX_FAILURE = 1;
+
+/** The database has no tracklane schema: nobody ran `npm run migrate` against it. */
+export class MigrationsMissingError extends Error {
+  constructor() {
+    super("the database has no tracklane tables");
+    this.name = "MigrationsMissingError";
+  }
+}
+
+/** What the failing process was configured with, to name the setting to change. */
+export type StartupContext = Partial<Pick<Config, "port" | "host" | "databaseUrl" | "dataDir">>;
+
+export interface StartupFailure {
+  exitCode: number;
+  /** Each a complete sentence, prefixed `tracklane: `. */
+  lines: string[];
+}
+
+/** The first error in the cause chain (drizzle and graphile-worker wrap driver errors) with one of these codes. */
+function findCode(err: unknown, codes: readonly string[]): (Error & { code: string; address?: string; port?: number }) | undefined {
+  for (let e = err, depth = 0; typeof e === "object" && e !== null && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && codes.includes(code)) return e as Error & { code: string };
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/** `host:port/database` of a postgres URL: enough to tell which database, never the password. */
+function databaseName(context: StartupContext): string {
+  if (context.databaseUrl === undefined) {
+    return `the embedded PostgreSQL${context.dataDir ? ` in ${context.dataDir}` : ""}`;
+  }
+  try {
+    const u = new URL(context.databaseUrl);
+    return `${u.hostname || "localhost"}:${u.port || "5432"}${u.pathname.length > 1 ? u.pathname : ""} (DATABASE_URL)`;
+  } catch {
+    return "DATABASE_URL";
+  }
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, " ").trim();
+}
+
+const CONNECT_REASONS: Record<string, string> = {
+  ECONNREFUSED: "connection refused, nothing listens there",
+  ETIMEDOUT: "the connection timed out",
+  CONNECT_TIMEOUT: "the connection timed out",
+  ENOTFOUND: "the host name does not resolve",
+  EAI_AGAIN: "the host name could not be resolved (DNS)",
+  ECONNRESET: "the server closed the connection",
+  CONNECTION_CLOSED: "the server closed the connection",
+  "57P03": "the server is starting up or shutting down",
+  "53300": "the server has no connection slots left",
+};
+
+/** What to print and which code to exit with, for an error that ended a start. */
+export function describeStartupError(err: unknown, context: StartupContext = {}, stackLogged = false): StartupFailure {
+  if (err instanceof ConfigError) {
+    return { exitCode: EX_CONFIG, lines: err.lines.map((line) => `tracklane: ${line}`) };
+  }
+
+  // Errors written for people already (`EMULATOR_PORT: port 4010 ... is already in use; ...`).
+  if (err instanceof Error && /^[A-Z][A-Z0-9_]+: /.test(err.message)) {
+    return { exitCode: EX_FAILURE, lines: [`tracklane: ${oneLine(err.message)}`] };
+  }
+
+  const listen = findCode(err, ["EADDRINUSE", "EACCES", "EADDRNOTAVAIL"]);
+  if (listen && (listen as { syscall?: unknown }).syscall === "listen") {
+    const port = listen.port ?? context.port;
+    const host = listen.address ?? context.host;
+    const where = `${host ?? "?"}:${port ?? "?"} (HOST=${context.host ?? host ?? "?"}, PORT=${context.port ?? port ?? "?"})`;
+    const other = typeof port === "number" && port > 0 && port < 65535 ? port + 1 : 8080;
+    const line =
+      listen.code === "EADDRINUSE"
+        ? `cannot listen on ${where}: another process already uses that port; stop it or choose another port, e.g. PORT=${other}`
+        : listen.code === "EACCES"
+          ? `cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose another port, e.g. PORT=8080`
+          : `cannot listen on ${where}: no network interface of this machine has that address; e.g. HOST=0.0.0.0 (every interface) or HOST=127.0.0.1`;
+    return { exitCode: EX_FAILURE, lines: [`tracklane: ${line}`] };
+  }
+
+  if (err instanceof MigrationsMissingError) {
+    return {
+      exitCode: EX_FAILURE,
+      lines: [`tracklane: ${databaseName(context)} has no tracklane tables yet: run \`npm run migrate\` against it first (Procfile: release), then start again`],
+    };
+  }
+
+  const login = findCode(err, ["28P01", "28000", "3D000"]);
+  if (login) {
+    const what = login.code === "3D000" ? "that database does not exist; create it or fix the name" : "the server refused the login; check the user and password";
+    return { exitCode: EX_FAILURE, lines: [`tracklane: could not connect to ${databaseName(context)}: ${what}`] };
+  }
+
+  if (isDatabaseUnavailable(err)) {
+    const found = findCode(err, Object.keys(CONNECT_REASONS));
+    const reason = found ? CONNECT_REASONS[found.code]! : oneLine(err instanceof Error ? err.message : String(err));
+    const hint = context.databaseUrl === undefined ? "see the log above for the embedded server" : "check that PostgreSQL runs there and that DATABASE_URL is right";
+    return { exitCode: EX_FAILURE, lines: [`tracklane: could not connect to the database at ${databaseName(context)}: ${reason}; ${hint}`] };
+  }
+
+  const message = oneLine(err instanceof Error ? err.message : String(err)) || "unknown error";
+  const more = stackLogged ? "" : " (LOG_LEVEL=debug logs the stack trace)";
+  return { exitCode: EX_FAILURE, lines: [`tracklane: failed to start: ${message}${more}`] };
+}
+
+/**
+ * Prints why the start failed (stderr, one line a problem) and returns the exit code. With
+ * a logger at debug level the error itself, stack and all, is logged as well.
+ */
+export function reportStartupError(err: unknown, context: StartupContext = {}, log?: Logger): number {
+  const debug = log !== undefined && log.isLevelEnabled("debug");
+  if (debug) log.fatal({ err }, "tracklane failed to start");
+  const failure = describeStartupError(err, context, debug);
+  for (const line of failure.lines) console.error(line);
+  return failure.exitCode;
+}
+
+/** For entry points: the config, or its problems printed one a line and exit 78. */
+export function loadConfigOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (err) {
+    process.exit(reportStartupError(err));
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * A failed start, as the person running tracklane sees it: real entry points (`node
+ * src/<entry>.ts`, what the npm scripts run) with a bad configuration, a taken port, a
+ * database that is not there or has no schema. Each says why in one line (one per
+ * configuration problem), with no stack trace, and exits 78 (configuration) or 1.
+ */
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, describe, it } from "node:test";
+import postgres from "postgres";
+import { freePort } from "../../src/db/embedded.ts";
+import { createTestDatabase, serverUrl } from "../helpers/db.ts";
+import { startProcess } from "../helpers/process.ts";
+
+const root = resolve(import.meta.dirname, "../..");
+const cleanups: (() => Promise<void>)[] = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c().catch(() => {});
+});
+
+type Entry = "main" | "web" | "worker" | "migrate" | "rebuild";
+const ENTRIES: Entry[] = ["main", "web", "worker", "migrate", "rebuild"];
+
+interface Outcome {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** stderr's non-empty lines. */
+  lines: string[];
+}
+
+function dataDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "tracklane-startup-"));
+  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Runs `node src/<entry>.ts` to its exit (which a failed start must reach on its own). */
+function run(entry: Entry, env: Record<string, string>, ms = 60_000): Promise<Outcome> {
+  const child = spawn(process.execPath, [resolve(root, `src/${entry}.ts`)], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATA_DIR: env.DATA_DIR ?? dataDir(), API_TOKEN: "startup-test-token-0123456789", CALLBACK_SECRET: "startup-test-secret-0123456789", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString("utf8")));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString("utf8")));
+  return new Promise((done, fail) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      fail(new Error(`${entry} did not exit within ${ms} ms; stdout:\n${stdout}\nstderr:\n${stderr}`));
+    }, ms);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      // 'exit' may come before the pipes are drained.
+      setImmediate(() => done({ code, stdout, stderr, lines: stderr.split("\n").filter(Boolean) }));
+    });
+  });
+}
+
+const STACK = /\n\s+at /;
+
+function assertNoStack(entry: string, out: Outcome): void {
+  assert.doesNotMatch(out.stdout + out.stderr, STACK, `${entry} printed a stack trace:\n${out.stdout}${out.stderr}`);
+}
+
+describe("a failed start", () => {
+  it("bad configuration: exit 78, one line per problem with an example, from every entry point", async () => {
+    const env = { PROVIDER_PRODUCT: "hyperlocal", PORT: "eighty" };
+    const outcomes = await Promise.all(ENTRIES.map((entry) => run(entry, env)));
+    for (const [i, out] of outcomes.entries()) {
+      const entry = ENTRIES[i]!;
+      assert.equal(out.code, 78, `${entry}: ${out.stderr}`);
+      assert.deepEqual(out.lines.sort(), [
+        'tracklane: PORT: must be a number (found "eighty"); e.g. PORT=8080',
+        'tracklane: PROVIDER_PRODUCT: must be one of reverse_logistics, forward_logistics, exchange, hyperlocal_marketplace, hyperlocal_dedicated_store, quick_commerce (found "hyperlocal"); e.g. PROVIDER_PRODUCT=hyperlocal_dedicated_store',
+      ], entry);
+      assert.equal(out.stdout, "", entry);
+    }
+  });
+
+  it("a taken port: exit 1, one line naming HOST and PORT and another port to use; the stack only at LOG_LEVEL=debug", async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const blocker = createServer();
+    const port = await freePort();
+    await new Promise<void>((r) => blocker.listen(port, "127.0.0.1", r));
+    cleanups.push(() => new Promise<void>((r) => blocker.close(() => r())));
+    const env = { DATABASE_URL: db.url, HOST: "127.0.0.1", PORT: String(port), EMULATOR_PORT: String(await freePort()) };
+    const expected = `tracklane: cannot listen on 127.0.0.1:${port} (HOST=127.0.0.1, PORT=${port}): another process already uses that port; stop it or choose another port, e.g. PORT=${port + 1}`;
+    for (const entry of ["web", "main"] as const) {
+      const out = await run(entry, env);
+      assert.equal(out.code, 1, `${entry}: ${out.stderr}`);
+      assert.deepEqual(out.lines, [expected], entry);
+      assertNoStack(entry, out);
+    }
+    const debug = await run("web", { ...env, LOG_LEVEL: "debug", LOG_FORMAT: "json" });
+    assert.equal(debug.code, 1);
+    assert.deepEqual(debug.lines, [expected]);
+    const fatal = debug.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { level: number; err?: { stack?: string } }).find((l) => l.level === 60);
+    assert.match(fatal?.err?.stack ?? "", /EADDRINUSE[\s\S]*\n\s+at /, "LOG_LEVEL=debug logs the stack");
+  });
+
+  it("npm start on a taken port with the embedded PostgreSQL: one line, and the server it started is stopped", async () => {
+    const dir = dataDir();
+    chmodSync(dir, 0o755); // reachable by the postgres system user when run as root
+    const blocker = createServer();
+    const port = await freePort();
+    await new Promise<void>((r) => blocker.listen(port, "127.0.0.1", r));
+    cleanups.push(() => new Promise<void>((r) => blocker.close(() => r())));
+    const out = await run("main", { DATA_DIR: dir, HOST: "127.0.0.1", PORT: String(port), EMULATOR_PORT: String(await freePort()) }, 120_000);
+    assert.equal(out.code, 1, out.stderr);
+    assert.deepEqual(out.lines, [
+      `tracklane: cannot listen on 127.0.0.1:${port} (HOST=127.0.0.1, PORT=${port}): another process already uses that port; stop it or choose another port, e.g. PORT=${port + 1}`,
+    ]);
+    assert.match(out.stdout, /embedded PostgreSQL started/);
+    assert.match(out.stdout, /embedded PostgreSQL stopped/);
+    assert.ok(!existsSync(join(dir, "pg", "postmaster.pid")), "the embedded PostgreSQL outlived the failed start");
+  });
+
+  it("a database that is not there: exit 1, one line naming DATABASE_URL's host:port", async () => {
+    const port = await freePort(); // nothing listens there
+    const env = { DATABASE_URL: `postgres://tracklane:pw-not-shown@127.0.0.1:${port}/tracklane`, HOST: "127.0.0.1", PORT: String(await freePort()), EMULATOR_PORT: String(await freePort()) };
+    const outcomes = await Promise.all(ENTRIES.map((entry) => run(entry, env)));
+    for (const [i, out] of outcomes.entries()) {
+      const entry = ENTRIES[i]!;
+      assert.equal(out.code, 1, `${entry}: ${out.stderr}`);
+      assert.deepEqual(out.lines, [
+        `tracklane: could not connect to the database at 127.0.0.1:${port}/tracklane (DATABASE_URL): connection refused, nothing listens there; check that PostgreSQL runs there and that DATABASE_URL is right`,
+      ], entry);
+      assertNoStack(entry, out);
+      assert.ok(!(out.stdout + out.stderr).includes("pw-not-shown"), `${entry} printed the password`);
+    }
+  });
+
+  it("web and worker on a database without migrations: exit 1, one line saying to run npm run migrate", async () => {
+    const name = `tracklane_empty_${randomBytes(4).toString("hex")}`;
+    const admin = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create database ${name}`);
+    cleanups.push(async () => {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    });
+    const url = new URL(serverUrl(name));
+    const env = { DATABASE_URL: url.toString(), HOST: "127.0.0.1", PORT: String(await freePort()) };
+    for (const entry of ["web", "worker"] as const) {
+      const out = await run(entry, env);
+      assert.equal(out.code, 1, `${entry}: ${out.stderr}`);
+      assert.deepEqual(out.lines, [
+        `tracklane: ${url.hostname}:${url.port || "5432"}/${name} (DATABASE_URL) has no tracklane tables yet: run \`npm run migrate\` against it first (Procfile: release), then start again`,
+      ], entry);
+      assertNoStack(entry, out);
+    }
+  });
+});
+
+describe("a start on every interface (HOST=0.0.0.0), pretty logs", () => {
+  it("the banner says so and lists 127.0.0.1 first with the port; log lines are for people", async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const port = await freePort();
+    const proc = startProcess("src/main.ts", {
+      DATA_DIR: dataDir(),
+      DATABASE_URL: db.url,
+      HOST: "0.0.0.0",
+      PORT: String(port),
+      EMULATOR_PORT: String(await freePort()),
+      LOG_FORMAT: "pretty",
+    });
+    cleanups.push(async () => void (await proc.kill("SIGKILL")));
+    await proc.waitFor(/callback secret:/, 90_000);
+    const banner = proc.output();
+    assert.match(banner, new RegExp(`listening on:\\s+every interface \\(HOST=0\\.0\\.0\\.0\\), port ${port}:\\n\\s+http://127\\.0\\.0\\.1:${port}\\n`));
+    assert.match(banner, new RegExp(`service:\\s+http://127\\.0\\.0\\.1:${port}\\n`));
+    assert.match(banner, new RegExp(`metrics:\\s+http://127\\.0\\.0\\.1:${port}/metrics\\s+\\(open`));
+    assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+    const running = banner.split("\n").find((l) => l.includes("tracklane running"));
+    assert.ok(running, banner);
+    assert.throws(() => JSON.parse(running));
+    assert.match(running, /INFO.*tracklane running/);
+    assert.equal(await proc.kill("SIGINT"), 0);
+  });
+});
