@@ -80,7 +80,8 @@ export function cpuSeconds(pid: number): number {
  */
 export const SERVICE_NODE_ARGS: string[] = (() => {
   const pkg = JSON.parse(readFileSync(resolve(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> };
-  const words = pkg.scripts["web"]!.split(/\s+/);
+  // The last command of the script: the ones before it check the Node version.
+  const words = pkg.scripts["web"]!.split("&&").at(-1)!.trim().split(/\s+/);
   return words.slice(1, -1);
 })();
 

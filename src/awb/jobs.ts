@@ -39,7 +39,8 @@ export const AWB_CRONTAB = `* * * * * ${REPLENISH_TASK} ?id=awb_topup&jobKey=${R
 
 /**
  * Why a top-up runs: cron, allocation (available fell below the low watermark), empty (an
- * allocation found no number) or manual (POST /v1/awb/replenish). See `shouldTopUp`.
+ * allocation found no number), start (a worker started below the watermark) or manual
+ * (POST /v1/awb/replenish). See `topUpNeed`.
  */
 export const replenishPayload = z.object({
   reason: z.string().default("cron"),
@@ -64,14 +65,31 @@ export type PollPayload = z.infer<typeof pollPayload>;
  * its run_at to now on every allocation) and keeps concurrent allocators from all
  * updating the same job row; a race between two checks ends in one job anyway (job_key).
  */
-export async function enqueueAutoReplenish(tx: Tx, reason: "allocation" | "empty"): Promise<void> {
-  await tx`
+export async function enqueueAutoReplenish(tx: Tx, reason: "allocation" | "empty" | "start"): Promise<boolean> {
+  const added = await tx`
     select graphile_worker.add_job(
       ${REPLENISH_TASK}, json_build_object('reason', ${reason}::text),
       queue_name := ${AWB_QUEUE}, job_key := ${REPLENISH_KEY}, max_attempts := ${REPLENISH_MAX_ATTEMPTS}::int)
     where not exists (
       select 1 from graphile_worker.jobs
       where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts)`;
+  return added.count > 0;
+}
+
+/**
+ * At worker start: the automatic top-up at once when the pool is below the low watermark
+ * (or empty, as the cron decides), rather than at the cron's first minute, which leaves a
+ * fresh install without numbers for up to a minute. The same job and key as the cron and
+ * allocations, so starting many workers at once still queues one top-up. Counting stops
+ * at the watermark (a bounded index-only scan). True when this call queued the job (or,
+ * racing another start, replaced the one just queued: still one job).
+ */
+export async function enqueueStartReplenish(sql: Tx, lowWatermark: number): Promise<boolean> {
+  const floor = Math.max(1, lowWatermark);
+  const [level] = await sql<{ n: number }[]>`
+    select count(*)::int as n from (select 1 from awb_numbers where state = 'available' limit ${floor}) s`;
+  if ((level?.n ?? 0) >= floor) return false;
+  return await enqueueAutoReplenish(sql, "start");
 }
 
 /** A manual top-up: no job key (each request is honoured), serialised by the queue. */

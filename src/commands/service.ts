@@ -234,3 +234,69 @@ export async function retryPlacement(sql: Sql, orderId: number): Promise<number>
     return await insertCommand(tx, orderId, "place", first.request);
   });
 }
+
+// ---------------------------------------------------------------- a failed command again
+
+interface RetriedCommand {
+  id: string;
+  order_id: string;
+  kind: CommandKind;
+  state: string;
+  outcome_unknown: boolean;
+}
+
+/**
+ * `POST /v1/commands/{id}/retry`: a `failed` command runs again, as a new round of the
+ * same row with a new job, in one transaction: state back to pending and its attempts
+ * counted from 0 again (a command that gave up after COMMAND_MAX_ATTEMPTS gets a whole
+ * new round), last_error kept until the next attempt replaces it. The order's state checks apply again: what was allowed when
+ * the command was recorded may not be any more.
+ *
+ * A `place` is retried here only when the provider refused it (its outcome is known): a
+ * place that may have created an order goes through `…/placement/retry`, which says what
+ * a second send risks. Its order's placement goes back to pending with it.
+ */
+export async function retryCommand(sql: Sql, id: number): Promise<number> {
+  return await sql.begin(async (tx) => {
+    const [peek] = await tx<{ order_id: string; kind: CommandKind }[]>`select order_id::text, kind from commands where id = ${id}`;
+    if (!peek) throw new ApiError("command_not_found", `no command with id ${id}`);
+    const orderId = Number(peek.order_id);
+    // A place changes its order's placement: the order first, then the command, as
+    // confirmPlacement and retryPlacement lock them.
+    const placement = peek.kind === "place" ? await lockOrder(tx, orderId) : undefined;
+    const [command] = await tx<RetriedCommand[]>`
+      select id::text, order_id::text, kind, state, outcome_unknown from commands where id = ${id} for update`;
+    if (!command) throw new ApiError("command_not_found", `no command with id ${id}`);
+    if (command.state !== "failed") {
+      throw new ApiError("conflict", `command ${id} is ${command.state}: only a failed command can be retried`);
+    }
+    if (command.kind === "place") {
+      checkPlaceRetryable(command, placement!);
+      await tx`update orders set placement_state = 'pending', placement_error = null, updated_at = now() where id = ${orderId}`;
+    } else if (command.kind === "confirm_placement") {
+      throw new ApiError("conflict", `command ${id} is a confirmation by hand: there is nothing to send again`);
+    } else {
+      const [order] = await tx<(Omit<OrderState, "id"> & { id: string })[]>`
+        select id::text, client_order_id, svc_order_id, status, placement_state from orders where id = ${orderId}`;
+      if (!order) throw new ApiError("order_not_found", "order not found");
+      checkCommandAllowed(command.kind, { ...order, id: orderId });
+    }
+    await tx`update commands set state = 'pending', attempts = 0, completed_at = null, updated_at = now() where id = ${id}`;
+    await enqueueCommand(tx, id, orderId);
+    return id;
+  });
+}
+
+/** Only a refused place of an order whose placement failed may be sent again from here. */
+function checkPlaceRetryable(command: RetriedCommand, order: LockedOrder): void {
+  const name = order.client_order_id ?? order.svc_order_id ?? `#${order.id}`;
+  if (command.outcome_unknown || order.placement_state === "unconfirmed") {
+    throw new ApiError(
+      "conflict",
+      `command ${command.id} is a place whose outcome is unknown: the provider may have created the order. ` +
+        `Look for it at the provider, then adopt it (POST /v1/orders/${encodeURIComponent(name)}/placement/confirm) ` +
+        `or send it again with POST /v1/orders/${encodeURIComponent(name)}/placement/retry, which creates a duplicate if the earlier attempt did create one`,
+    );
+  }
+  if (order.placement_state !== "failed") refuseUnresolvable(order);
+}

@@ -18,6 +18,7 @@ export type ErrorCode =
   | "sandbox_disabled"
   | "not_found"
   | "order_not_found"
+  | "command_not_found"
   | "method_not_allowed"
   | "conflict"
   | "order_picked_up"
@@ -43,6 +44,7 @@ export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 405 | 409 | 4
       return 403;
     case "not_found":
     case "order_not_found":
+    case "command_not_found":
       return 404;
     case "method_not_allowed":
       return 405;

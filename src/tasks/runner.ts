@@ -10,7 +10,7 @@ import type { ProviderClient } from "../provider/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { graphileLogger } from "./logger.ts";
-import { AWB_CRONTAB } from "../awb/jobs.ts";
+import { AWB_CRONTAB, enqueueStartReplenish } from "../awb/jobs.ts";
 import { awbPoll } from "./awb__poll.ts";
 import { awbReplenish } from "./awb__replenish.ts";
 import { commandExecute } from "./command__execute.ts";
@@ -69,5 +69,20 @@ export async function startWorker(deps: WorkerDeps): Promise<Runner> {
   });
   runner.events.on("job:success", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "success" }));
   runner.events.on("job:error", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "failure" }));
+  await topUpAtStart(deps);
   return runner;
+}
+
+/**
+ * A pool below the low watermark is topped up when a worker starts, not at the cron's
+ * next minute. Best effort: should this fail, the cron still comes.
+ */
+async function topUpAtStart(deps: WorkerDeps): Promise<void> {
+  try {
+    if (await enqueueStartReplenish(deps.sql, deps.config.awb.lowWatermark)) {
+      deps.log.info({ lowWatermark: deps.config.awb.lowWatermark }, "awb pool below the low watermark at start: top-up queued");
+    }
+  } catch (err) {
+    deps.log.warn({ err }, "could not check the awb pool at start; the cron tops it up");
+  }
 }

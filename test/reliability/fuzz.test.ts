@@ -286,7 +286,17 @@ async function checkResponse(res: Response, label: string): Promise<ErrorJson | 
   const text = await res.text();
   const where = `${label} -> ${res.status} ${text.slice(0, 300)}`;
   assert.ok(res.status < 500 || (res.status === 503 && DESIGNED_503.has((JSON.parse(text) as ErrorJson).error.code)), `server error: ${where}`);
-  if (res.status < 400) return text === "" ? null : (JSON.parse(text) as unknown);
+  if (res.status < 400) {
+    if (text === "") return null;
+    const type = res.headers.get("content-type") ?? "";
+    // The export streams NDJSON (a JSON object a line) or CSV: each must be well formed.
+    if (type.startsWith("application/x-ndjson")) return text.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as unknown);
+    if (type.startsWith("text/csv")) {
+      assert.match(text, /^client_order_id,/, where);
+      return text;
+    }
+    return JSON.parse(text) as unknown;
+  }
   assert.match(res.headers.get("content-type") ?? "", /^application\/json/, where);
   const body = JSON.parse(text) as ErrorJson;
   assert.deepEqual(Object.keys(body), ["error"], where);

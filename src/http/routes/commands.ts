@@ -6,10 +6,11 @@
  */
 import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { Sql } from "postgres";
-import { COMMAND_KINDS, confirmPlacement, createCommand, placeOrder, retryPlacement } from "../../commands/service.ts";
+import { COMMAND_KINDS, confirmPlacement, createCommand, placeOrder, retryCommand, retryPlacement } from "../../commands/service.ts";
 import type { OrderCommandKind, OrderState } from "../../commands/service.ts";
 import type { Db } from "../../db/client.ts";
-import type { OrderRef } from "../../db/orders.ts";
+import { listCommands } from "../../db/orders.ts";
+import type { CommandListRow, OrderRef } from "../../db/orders.ts";
 import type { JsonObject } from "../../domain/normalise.ts";
 import {
   CancelOrderBodySchema,
@@ -17,7 +18,8 @@ import {
   EditOrderBodySchema,
   PlaceOrderBodySchema,
 } from "../../provider/schemas.ts";
-import { ErrorSchema, OrderSchema, orderJson } from "../schemas.ts";
+import { ApiError } from "../errors.ts";
+import { ErrorSchema, OrderSchema, decodeCursor, encodeCursor, limitParam, orderJson } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
 import { ORDER_PATHS, errors, orderParams, refFrom, requireOrder } from "./orders.ts";
@@ -33,6 +35,33 @@ const CommandSchema = z
     completed_at: z.string().nullable(),
   })
   .openapi("Command");
+
+const COMMAND_STATES = ["pending", "succeeded", "failed"] as const;
+
+const CommandWithOrderSchema = CommandSchema.extend({
+  order: z.object({ client_order_id: z.string().nullable(), svc_order_id: z.string().nullable() }),
+}).openapi("CommandWithOrder");
+
+const commandWithOrderJson = (r: CommandListRow): z.infer<typeof CommandWithOrderSchema> => ({
+  id: String(r.id),
+  kind: z.enum(COMMAND_KINDS).parse(r.kind),
+  state: z.enum(COMMAND_STATES).parse(r.state),
+  attempts: r.attempts,
+  last_error: r.lastError,
+  created_at: r.createdAt.toISOString(),
+  completed_at: r.completedAt?.toISOString() ?? null,
+  order: { client_order_id: r.clientOrderId, svc_order_id: r.svcOrderId },
+});
+
+/** Its own key, so that a cursor of another list is refused rather than misread. */
+const CommandCursor = z.object({ c: z.number().int() });
+
+const CommandIdParams = z.object({
+  id: z
+    .string()
+    .regex(/^[1-9]\d{0,14}$/, "must be a command id (digits)")
+    .openapi({ param: { name: "id", in: "path" }, example: "42" }),
+});
 
 const commandErrors = {
   ...errors,
@@ -236,5 +265,72 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
       },
     );
   }
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/commands",
+      tags: ["commands"],
+      summary: "Commands of every order, newest first",
+      description: "Filters: state, kind. Pages with next_cursor (pass it back as cursor).",
+      security,
+      request: {
+        query: z.object({
+          state: z.enum(COMMAND_STATES).optional(),
+          kind: z.enum(COMMAND_KINDS).optional(),
+          limit: limitParam(500, 50),
+          cursor: z.string().max(200).optional(),
+        }),
+      },
+      responses: {
+        200: {
+          description: "A page of commands",
+          content: {
+            "application/json": {
+              schema: z.object({ items: z.array(CommandWithOrderSchema), next_cursor: z.string().nullable() }),
+            },
+          },
+        },
+        400: errors[400],
+        401: errors[401],
+      },
+    }),
+    async (c) => {
+      const q = c.req.valid("query");
+      const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor, CommandCursor);
+      if (before === null) throw new ApiError("invalid_parameter", "cursor: not a cursor from this endpoint", { issues: [{ path: "cursor", message: "invalid cursor" }] });
+      const page = await listCommands(db, { state: q.state, kind: q.kind, limit: q.limit, beforeId: before?.c });
+      return c.json(
+        { items: page.rows.map(commandWithOrderJson), next_cursor: page.nextId === null ? null : encodeCursor({ c: page.nextId }) },
+        200,
+      );
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/commands/{id}/retry",
+      tags: ["commands"],
+      summary: "Run a failed command again",
+      description:
+        "Re-queues a `failed` command as a new attempt of the same command (state back to pending; attempts and last_error kept until it runs). " +
+        "The order's state checks apply again. A refused `place` may be retried here (its order's placement goes back to pending); " +
+        "a `place` whose outcome is unknown (placement `unconfirmed`) is refused with 409: use POST /v1/orders/{order}/placement/retry or …/placement/confirm.",
+      security,
+      request: { params: CommandIdParams },
+      responses: {
+        202: { description: "Re-queued", content: { "application/json": { schema: CommandSchema } } },
+        400: errors[400],
+        401: errors[401],
+        404: { description: "No such command", content: { "application/json": { schema: ErrorSchema } } },
+        409: commandErrors[409],
+      },
+    }),
+    async (c) => {
+      const id = await retryCommand(sql, Number(c.req.valid("param").id));
+      return c.json(await commandById(sql, id), 202);
+    },
+  );
   return app;
 }
