@@ -338,6 +338,8 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       ...(process.env as Record<string, string>),
       DATABASE_URL: url,
       PORT: "0",
+      // npm start's built-in emulator (single-process runs): any free port.
+      EMULATOR_PORT: "0",
       HOST: "127.0.0.1",
       CALLBACK_SECRET,
       API_TOKEN,

@@ -3,7 +3,7 @@ import { resolvePaths } from "../provider/paths.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
 import { createRequireAuth, registerOAuthRoutes } from "./auth.ts";
 import { registerAwbRoutes } from "./awb.ts";
-import { resolveBehaviour } from "./behaviour.ts";
+import { resolveBehaviour, sameBehaviour } from "./behaviour.ts";
 import type { Behaviour } from "./behaviour.ts";
 import { createCallbackDispatcher } from "./callbacks.ts";
 import type { CallbackDispatcher } from "./callbacks.ts";
@@ -15,8 +15,10 @@ import type { Faults } from "./faults.ts";
 import { createHangs } from "./hang.ts";
 import { CONTROL_PREFIX, injectFaults, requestLog } from "./middleware.ts";
 import { registerOrderRoutes } from "./orders.ts";
+import { createSaver, emulatorStateFile, loadSavedState } from "./persist.ts";
+import type { Saver } from "./persist.ts";
 import { registerSandboxRoutes } from "./sandbox.ts";
-import { createState } from "./state.ts";
+import { createState, serialiseState } from "./state.ts";
 import { registerStatusRoutes } from "./status.ts";
 import type { EmulatorState } from "./state.ts";
 import type { EmulatorApp, EmulatorContext, EmulatorOptions, ResolvedOptions } from "./types.ts";
@@ -31,9 +33,13 @@ export interface Emulator {
   options: ResolvedOptions;
   /** The switches now in force (same object as GET /__emulator/behaviour shows). */
   behaviour: Behaviour;
+  /** Where the state is kept (options.dataDir); undefined: in memory only. */
+  stateFile: string | undefined;
   /** Same as POST /__emulator/reset. */
   reset(seed?: number): void;
-  /** Stops callback delivery and releases hanging requests. */
+  /** After changing `state` directly (e.g. callbackUrls): saves it soon. No-op in memory. */
+  stateChanged(): void;
+  /** Stops callback delivery, releases hanging requests and writes the state if it changed. */
   close(): void;
 }
 
@@ -72,7 +78,10 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
   const resolved = resolveOptions(options);
   const logger = options.logger?.child({ component: "emulator" });
   const clock = createClock();
-  const state = createState(options.callbackUrls);
+  const stateFile = options.dataDir === undefined ? undefined : emulatorStateFile(options.dataDir);
+  const restored = stateFile === undefined ? undefined : loadSavedState(stateFile, { reset: options.resetSavedState, logger });
+  const state = restored?.state ?? createState(options.callbackUrls);
+  if (restored) clock.advance(restored.extras.clockOffsetMs);
   const faults = createFaults(resolved.seed);
   const callbacks = createCallbackDispatcher(state, clock, faults, resolved.callbacks, logger);
   const hangs = createHangs(resolved.maxHangMs);
@@ -86,9 +95,36 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
     behaviour: { ...resolved.behaviour },
     logger,
     requireAuth: createRequireAuth(resolved, state, clock),
+    stateChanged: () => saver?.changed(),
   };
+  if (restored) {
+    // Switches changed at run time come back, unless the start options changed meanwhile
+    // (e.g. EMULATOR_REALISTIC flipped): then what the operator asked for now wins.
+    if (sameBehaviour(restored.extras.startBehaviour, resolved.behaviour)) Object.assign(ctx.behaviour, restored.extras.behaviour);
+    else logger?.info({ saved: restored.extras.behaviour, now: resolved.behaviour }, "start behaviour changed since the state was saved; using the new one");
+    logger?.info({ file: stateFile, orders: state.orders.size }, "emulator state restored");
+  }
+  const saver: Saver | undefined =
+    stateFile === undefined
+      ? undefined
+      : createSaver(
+          stateFile,
+          () => serialiseState(state, { behaviour: ctx.behaviour, startBehaviour: resolved.behaviour, clockOffsetMs: clock.offsetMs() }),
+          { logger },
+        );
 
   const app: EmulatorApp = new Hono();
+  if (saver) {
+    // Every state change but AWB minting on a poll (awb.ts) comes from a POST, PUT or DELETE
+    // (provider or control endpoint); a refused one costs a needless write at most.
+    app.use("*", async (c, next) => {
+      try {
+        await next();
+      } finally {
+        if (c.req.method !== "GET" && c.req.method !== "HEAD") saver.changed();
+      }
+    });
+  }
   app.use("*", requestLog(state, clock, logger));
   app.use("*", injectFaults(faults, hangs));
   app.route(CONTROL_PREFIX, createControlApp(ctx, hangs));
@@ -116,10 +152,16 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
     faults,
     options: resolved,
     behaviour: ctx.behaviour,
-    reset: (seed) => resetEmulator(ctx, hangs, seed),
+    stateFile,
+    reset(seed) {
+      resetEmulator(ctx, hangs, seed);
+      ctx.stateChanged();
+    },
+    stateChanged: ctx.stateChanged,
     close() {
       callbacks.close();
       hangs.releaseAll();
+      saver?.close();
     },
   };
 }

@@ -110,7 +110,11 @@ export function registerAwbRoutes(app: EmulatorApp, ctx: EmulatorContext): void 
         delay_time: Math.ceil((request.readyAt - now) / 1000),
       });
     }
-    request.numbers ??= Array.from({ length: request.count }, () => mintAwb(state, awb.suffix));
+    if (request.numbers === null) {
+      request.numbers = Array.from({ length: request.count }, () => mintAwb(state, awb.suffix));
+      // Minted on a GET: the request middleware only saves after writes.
+      ctx.stateChanged();
+    }
     return c.json({ status: "SUCCESS", retry_flag: false, awb_numbers: request.numbers });
   });
 }

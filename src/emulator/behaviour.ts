@@ -41,7 +41,7 @@ export const REALISTIC_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
   callback_timezone: "Asia/Kolkata",
 });
 
-function isTimeZone(name: string): boolean {
+export function isTimeZone(name: string): boolean {
   try {
     new Intl.DateTimeFormat("en-US", { timeZone: name });
     return true;
@@ -74,6 +74,10 @@ export function applyBehaviour(current: Readonly<Behaviour>, patch: BehaviourPat
   const base = realistic === undefined ? current : realistic ? REALISTIC_BEHAVIOUR : DEFAULT_BEHAVIOUR;
   const given = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as Partial<Behaviour>;
   return { ...base, ...given };
+}
+
+export function sameBehaviour(a: Readonly<Behaviour>, b: Readonly<Behaviour>): boolean {
+  return (Object.keys(DEFAULT_BEHAVIOUR) as (keyof Behaviour)[]).every((k) => a[k] === b[k]);
 }
 
 /** The start option, validated: a bad value stops the start like any other bad option. */

@@ -1,7 +1,7 @@
 /** The provider emulator's public surface (PRODUCT.md §9). */
 export { createEmulator } from "./app.ts";
 export type { Emulator } from "./app.ts";
-export { startEmulator } from "./server.ts";
+export { EmulatorPortInUseError, startEmulator } from "./server.ts";
 export type { RunningEmulator, StartEmulatorOptions } from "./server.ts";
 export type { EmulatorOptions } from "./types.ts";
 export type { DeliveryLogEntry } from "./callbacks.ts";

@@ -1,11 +1,26 @@
 /**
  * `npm run emulator`: the provider emulator alone (PRODUCT.md §9), for development against
- * a local tracklane or any other client. Settings come from config.ts (EMULATOR_*).
+ * a local tracklane or any other client. Settings come from config.ts (EMULATOR_*, DATA_DIR).
+ * Its state is kept in DATA_DIR/emulator/state.json; `npm run emulator -- --reset` starts
+ * from nothing (the saved state is deleted first).
  */
+import { parseArgs } from "node:util";
 import { ConfigError, loadEmulatorConfig } from "../config.ts";
 import { createLogger } from "../logger.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
-import { startEmulator } from "./server.ts";
+import { EmulatorPortInUseError, startEmulator } from "./server.ts";
+
+const USAGE = "usage: npm run emulator [-- --reset]";
+
+function parseFlags(): { reset: boolean } {
+  try {
+    const { values } = parseArgs({ options: { reset: { type: "boolean", default: false } }, strict: true, allowPositionals: false });
+    return { reset: values.reset };
+  } catch (err) {
+    console.error(`${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
+    process.exit(2);
+  }
+}
 
 function loadConfigOrExit(): ReturnType<typeof loadEmulatorConfig> {
   try {
@@ -18,6 +33,7 @@ function loadConfigOrExit(): ReturnType<typeof loadEmulatorConfig> {
 }
 
 async function main(): Promise<void> {
+  const flags = parseFlags();
   const config = loadConfigOrExit();
   const logger = createLogger({ level: config.logLevel });
   const support = PRODUCT_AUTH[config.product];
@@ -29,6 +45,8 @@ async function main(): Promise<void> {
     product: config.product,
     env: config.env,
     behaviour: { realistic: config.realistic },
+    dataDir: config.dataDir,
+    resetSavedState: flags.reset,
     logger,
   });
 
@@ -39,6 +57,8 @@ async function main(): Promise<void> {
   if (support.token) console.log(`  token auth: Authorization: Token ${config.token}`);
   if (support.oauth) console.log(`  OAuth2: POST ${running.url}/oauth/token/ as ${config.clientId}:${config.clientSecret}`);
   console.log(`  control: ${running.url}/__emulator/ (behaviour, callback-urls, orders, clock, faults, requests, reset)`);
+  const orders = running.emulator.state.orders.size;
+  console.log(`  state:   ${running.emulator.stateFile ?? "in memory"} (${flags.reset ? "reset" : `${orders} order${orders === 1 ? "" : "s"} restored`})`);
 
   let stopping = false;
   const stop = (signal: string) => {
@@ -55,6 +75,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  console.error(err);
+  // A busy port is the operator's to fix: the message says how, a stack would only bury it.
+  console.error(err instanceof EmulatorPortInUseError ? err.message : err);
   process.exit(1);
 });

@@ -1,5 +1,9 @@
 import { randomInt } from "node:crypto";
+import { z } from "zod";
+import { PlaceOrderBodySchema } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
+import { CALLBACK_SHAPES, isTimeZone, PLACE_ANSWERS } from "./behaviour.ts";
+import type { Behaviour } from "./behaviour.ts";
 
 /** Who is calling: one per accepted token or OAuth client (ids never contain secrets). */
 export interface Principal {
@@ -64,11 +68,19 @@ export interface RequestLogEntry {
   fault?: string;
 }
 
-/** Identifier sources that survive `reset`: nothing is ever issued twice by one emulator. */
+/** The last number each IdMinter source issued. */
+export interface IdCounters {
+  order: number;
+  awb: number;
+  contact: number;
+}
+
+/** Identifier sources that survive `reset` (and, with a data dir, restarts): nothing is ever issued twice. */
 export interface IdMinter {
   orderId(): string;
   awbDigits(): string;
   contactNumber(): string;
+  counters(): IdCounters;
 }
 
 export interface EmulatorState {
@@ -92,14 +104,15 @@ export const MAX_REQUEST_LOG = 10_000;
  * Counters start at a random point so numbers from two emulator runs (e.g. before and
  * after a restart of `npm start`, whose database survives) are very unlikely to meet.
  */
-export function createIdMinter(): IdMinter {
-  let order = randomInt(100_000_000, 800_000_000);
-  let awb = randomInt(1_000_000_000, 8_000_000_000);
-  let contact = randomInt(0, 1_000_000_000);
+export function createIdMinter(start?: IdCounters): IdMinter {
+  let order = start?.order ?? randomInt(100_000_000, 800_000_000);
+  let awb = start?.awb ?? randomInt(1_000_000_000, 8_000_000_000);
+  let contact = start?.contact ?? randomInt(0, 1_000_000_000);
   return {
     orderId: () => String(++order),
     awbDigits: () => String(++awb).padStart(10, "0"),
     contactNumber: () => `08${String(++contact % 1_000_000_000).padStart(9, "0")}`,
+    counters: () => ({ order, awb, contact }),
   };
 }
 
@@ -133,4 +146,133 @@ export function orderKey(storeCode: string, clientOrderId: string): string {
 export function appendRequestLog(state: EmulatorState, entry: RequestLogEntry): void {
   state.requestLog.push(entry);
   if (state.requestLog.length > MAX_REQUEST_LOG) state.requestLog.splice(0, state.requestLog.length - MAX_REQUEST_LOG);
+}
+
+// ---------------------------------------------------------------- saved state (persist.ts writes it)
+
+/**
+ * What survives a restart when the emulator has a data dir: orders (and the keys that
+ * enforce client_order_id uniqueness), AWB pools and fresh requests, the id counters,
+ * callback URLs, behaviour switches and the clock offset (saved times are on the
+ * emulator's clock). Not saved: OAuth tokens (clients ask again after a 401), the request
+ * and delivery logs, queued callbacks and fault rules. Bump SNAPSHOT_VERSION when the
+ * shape changes incompatibly: an older file then fails to parse and is set aside.
+ */
+export const SNAPSHOT_VERSION = 1;
+
+const counter = z.number().int().nonnegative();
+const time = z.number().finite();
+
+const BehaviourSchema = z.strictObject({
+  accept_duplicate_orders: z.boolean(),
+  place_answer: z.enum(PLACE_ANSWERS),
+  callback_shape: z.enum(CALLBACK_SHAPES),
+  callback_timezone: z.string().refine(isTimeZone, { error: "unknown time zone" }).nullable(),
+  status_endpoint: z.boolean(),
+}) satisfies z.ZodType<Behaviour>;
+
+const OrderSchema = z.object({
+  svcOrderId: z.string().min(1),
+  storeCode: z.string(),
+  clientOrderId: z.string(),
+  principalId: z.string(),
+  status: z.string(),
+  trackUrl: z.string(),
+  body: PlaceOrderBodySchema,
+  rider: z.object({ id: z.string(), name: z.string(), contact: z.string() }).nullable(),
+  pickedUp: z.boolean(),
+  virtualContactNumber: z.string().nullable(),
+  rtsOrderId: z.string().nullable(),
+  dispatchReady: z.object({ at: time, shipmentReadyTimestamp: z.union([z.string(), z.number()]) }).nullable(),
+  reattempt: z.object({ scheduledAt: time, enabled: z.boolean() }).nullable(),
+  cancel: z.object({ reason: z.string(), user: z.string(), at: time }).nullable(),
+  lastLocation: z.object({ latitude: z.number(), longitude: z.number(), accuracy: z.number().nullable(), at: time }).nullable(),
+  history: z.array(z.object({ status: z.string(), at: time })),
+  createdAt: time,
+  updatedAt: time,
+}) satisfies z.ZodType<EmulatorOrder>;
+
+const AwbRequestSchema = z.object({
+  requestId: z.string().min(1),
+  principalId: z.string(),
+  count: counter,
+  requestType: z.string(),
+  createdAt: time,
+  readyAt: time,
+  delaySeconds: z.number().nonnegative(),
+  numbers: z.array(z.string()).nullable(),
+}) satisfies z.ZodType<AwbRequest>;
+
+export const EmulatorSnapshotSchema = z.object({
+  version: z.literal(SNAPSHOT_VERSION),
+  savedAt: z.string(),
+  ids: z.object({ order: counter, awb: counter, contact: counter }),
+  orders: z.array(OrderSchema),
+  /** [orderKey(store_code, client_order_id), svc_order_id] */
+  orderKeys: z.array(z.tuple([z.string(), z.string()])),
+  awbPools: z.record(z.string(), z.object({ unused: z.array(z.string()), used: z.array(z.string()) })),
+  awbRequests: z.array(AwbRequestSchema),
+  callbackUrls: z.array(z.string()),
+  behaviour: BehaviourSchema,
+  /** The start values in force when saved: a restart with other start options uses those instead. */
+  startBehaviour: BehaviourSchema,
+  clockOffsetMs: z.number().finite().nonnegative(),
+});
+/** As written; reading it back through the schema normalises numeric strings in order bodies. */
+export type EmulatorSnapshot = z.input<typeof EmulatorSnapshotSchema>;
+
+/** What is saved beside EmulatorState: owned by other modules, passed in and handed back. */
+export interface SavedExtras {
+  behaviour: Behaviour;
+  startBehaviour: Behaviour;
+  clockOffsetMs: number;
+}
+
+/**
+ * A JSON-ready view of the state. Orders and AWB requests are the live objects (copying
+ * them all on every save would double its cost): stringify it before the state moves on.
+ */
+export function serialiseState(state: EmulatorState, extras: SavedExtras, savedAt: Date = new Date()): EmulatorSnapshot {
+  return {
+    version: SNAPSHOT_VERSION,
+    savedAt: savedAt.toISOString(),
+    ids: state.ids.counters(),
+    orders: [...state.orders.values()],
+    orderKeys: [...state.orderKeys],
+    awbPools: Object.fromEntries([...state.awbPools].map(([id, p]) => [id, { unused: [...p.unused], used: [...p.used] }])),
+    awbRequests: [...state.awbRequests.values()],
+    callbackUrls: [...state.callbackUrls],
+    behaviour: { ...extras.behaviour },
+    startBehaviour: { ...extras.startBehaviour },
+    clockOffsetMs: extras.clockOffsetMs,
+  };
+}
+
+export type DeserialiseResult = { ok: true; state: EmulatorState; extras: SavedExtras } | { ok: false; error: string };
+
+/** Validates what was read back from disk and rebuilds the state from it. */
+export function deserialiseState(input: unknown): DeserialiseResult {
+  const parsed = EmulatorSnapshotSchema.safeParse(input);
+  if (!parsed.success) {
+    const first = parsed.error.issues.slice(0, 3).map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`);
+    return { ok: false, error: first.join("; ") };
+  }
+  const s = parsed.data;
+  const orders = new Map(s.orders.map((o) => [o.svcOrderId, o]));
+  // A key naming an order the file does not hold would refuse a place with a dangling id.
+  const orderKeys = new Map(s.orderKeys.filter(([, id]) => orders.has(id)));
+  return {
+    ok: true,
+    state: {
+      orders,
+      orderKeys,
+      oauthTokens: new Map(),
+      awbPools: new Map(Object.entries(s.awbPools).map(([id, p]) => [id, { unused: new Set(p.unused), used: new Set(p.used) }])),
+      awbRequests: new Map(s.awbRequests.map((r) => [r.requestId, r])),
+      callbackUrls: s.callbackUrls,
+      requestLog: [],
+      ids: createIdMinter(s.ids),
+    },
+    extras: { behaviour: s.behaviour, startBehaviour: s.startBehaviour, clockOffsetMs: s.clockOffsetMs },
+  };
 }

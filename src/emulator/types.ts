@@ -52,6 +52,13 @@ export interface EmulatorOptions {
    * is the preset, fields beside it win. Also at GET/PUT /__emulator/behaviour.
    */
   behaviour?: BehaviourInput;
+  /**
+   * Keep the state in `<dataDir>/emulator/state.json` (persist.ts): loaded at start, saved
+   * shortly after each change and on close. Unset: in memory only (tests).
+   */
+  dataDir?: string;
+  /** With dataDir: forget the saved state and start empty (`npm run emulator -- --reset`). */
+  resetSavedState?: boolean;
 }
 
 export interface ResolvedOptions {
@@ -94,4 +101,9 @@ export interface EmulatorContext {
   behaviour: Behaviour;
   logger: Logger | undefined;
   requireAuth: EmulatorMiddleware;
+  /**
+   * For a change to saved state that no POST/PUT/DELETE made (those are noticed by a
+   * middleware), e.g. AWB numbers minted on a poll. No-op without a data dir.
+   */
+  stateChanged(): void;
 }

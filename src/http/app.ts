@@ -3,7 +3,6 @@
  * Transports stay thin: routes validate, call db/ingest code, and map errors.
  */
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { Scalar } from "@scalar/hono-api-reference";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import type { Sql } from "postgres";
@@ -19,6 +18,8 @@ import { ApiError, errorHandler } from "./errors.ts";
 import { awbRoutes } from "./routes/awb.ts";
 import { callbackRoutes } from "./routes/callbacks.ts";
 import { commandRoutes } from "./routes/commands.ts";
+import { docsRoutes } from "./routes/docs.ts";
+import { exportRoutes } from "./routes/export.ts";
 import { opsRoutes } from "./routes/ops.ts";
 import { orderReadRoutes } from "./routes/orders.ts";
 import { rejectedRoutes } from "./routes/rejected.ts";
@@ -66,7 +67,7 @@ export function createApp(deps: AppDeps) {
       timeZone: deps.config.provider.timezone,
     }),
   );
-  app.route("/", opsRoutes(deps.sql, deps.metrics));
+  app.route("/", opsRoutes(deps.sql, deps.metrics, { metricsToken: deps.config.metricsToken }));
 
   app.use("/v1/*", bearerAuth(deps.config.apiToken));
   app.use(
@@ -78,6 +79,8 @@ export function createApp(deps: AppDeps) {
       },
     }),
   );
+  // Before the order routes: there "export" would be an order's id.
+  app.route("/", exportRoutes({ db: deps.db, log: deps.log }));
   app.route("/", orderReadRoutes(deps.db));
   app.route("/", rejectedRoutes(deps.db));
   app.route("/", commandRoutes({ sql: deps.sql, db: deps.db }));
@@ -96,7 +99,7 @@ export function createApp(deps: AppDeps) {
         "everything under /v1 needs Authorization: Bearer <API_TOKEN>.",
     },
   });
-  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "tracklane API" }));
+  app.route("/", docsRoutes());
 
   app.notFound((c) => {
     throw new ApiError("not_found", `no route for ${c.req.method} ${redactPath(c.req.path)}`);

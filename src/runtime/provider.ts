@@ -1,7 +1,8 @@
 /**
  * The provider tracklane talks to: the configured one, or (all-in-one `npm start` with no
  * PROVIDER_BASE_URL) the built-in emulator, started in-process in staging with fresh
- * credentials and tracklane's callback URL registered.
+ * credentials and tracklane's callback URL registered, on EMULATOR_PORT, keeping its
+ * state under DATA_DIR/emulator/ so orders and their track_urls outlive a restart.
  */
 import { randomBytes } from "node:crypto";
 import type { Config } from "../config.ts";
@@ -28,6 +29,9 @@ export interface BuiltInProvider {
 export async function startBuiltInEmulator(config: Config, log: Logger): Promise<BuiltInProvider> {
   const token = randomBytes(18).toString("base64url");
   const emulator = await startEmulator({
+    // A fixed port: saved track_urls name it, and so does the database's view of the provider.
+    port: config.emulatorPort,
+    dataDir: config.dataDir,
     tokens: [token],
     product: "hyperlocal_dedicated_store",
     env: "staging",
@@ -45,6 +49,7 @@ export async function startBuiltInEmulator(config: Config, log: Logger): Promise
     emulator,
     register(callbackUrl) {
       emulator.emulator.state.callbackUrls = [callbackUrl];
+      emulator.emulator.stateChanged();
     },
   };
 }

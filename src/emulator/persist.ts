@@ -1,0 +1,143 @@
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { Logger } from "../logger.ts";
+import { deserialiseState } from "./state.ts";
+import type { EmulatorSnapshot, EmulatorState, SavedExtras } from "./state.ts";
+
+/**
+ * The emulator's state on disk (`<DATA_DIR>/emulator/state.json`), so a restart keeps
+ * orders and their track_urls working. What goes in the file is state.ts's business
+ * (serialiseState / deserialiseState); this module only reads, sets aside and writes it.
+ */
+
+/** Changes are gathered for this long and written once: a burst of requests costs one write. */
+export const SAVE_DELAY_MS = 250;
+/**
+ * A write blocks the event loop (it is synchronous, see createSaver) for as long as the
+ * state takes to stringify: the wait before the next one grows with it, so saving takes
+ * at most about a tenth of the time of an emulator under steady load with many orders.
+ */
+const SAVE_COST_FACTOR = 10;
+
+export function emulatorStateFile(dataDir: string): string {
+  return join(dataDir, "emulator", "state.json");
+}
+
+type Warn = (fields: Record<string, unknown>, message: string) => void;
+
+function warner(logger: Logger | undefined): Warn {
+  if (logger) return (fields, message) => logger.warn(fields, message);
+  // Without a logger (library use) a warning still reaches stderr.
+  return (fields, message) => process.emitWarning(`${message} ${JSON.stringify(fields)}`);
+}
+
+export interface RestoredState {
+  state: EmulatorState;
+  extras: SavedExtras;
+}
+
+/**
+ * The saved state, or undefined when there is none. `reset` deletes the file first. A file
+ * that is not JSON or not a snapshot is renamed to `state.json.bad-<time>` (kept for a
+ * look, never read again) and the emulator starts empty. A file that cannot be read at
+ * all (permissions) throws: starting empty would overwrite it.
+ */
+export function loadSavedState(file: string, options: { reset?: boolean; logger?: Logger | undefined } = {}): RestoredState | undefined {
+  if (options.reset) {
+    rmSync(file, { force: true });
+    return undefined;
+  }
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new Error(`cannot read the emulator's saved state ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  let problem: string;
+  try {
+    const result = deserialiseState(JSON.parse(text));
+    if (result.ok) return { state: result.state, extras: result.extras };
+    problem = result.error;
+  } catch (err) {
+    problem = err instanceof Error ? err.message : String(err);
+  }
+  const aside = `${file}.bad-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+  renameSync(file, aside);
+  warner(options.logger)({ file, setAsideAs: aside, problem }, "emulator state file unreadable: set aside, starting empty");
+  return undefined;
+}
+
+/**
+ * Temp file, fsync, rename: a crash mid-write leaves the previous snapshot, never half a
+ * file. The temp name carries the pid so two writers cannot interleave in one temp file.
+ */
+export function writeSnapshot(file: string, snapshot: EmulatorSnapshot): void {
+  mkdirSync(dirname(file), { recursive: true });
+  const temp = `${file}.tmp-${process.pid}`;
+  const fd = openSync(temp, "w", 0o600);
+  try {
+    writeSync(fd, JSON.stringify(snapshot));
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(temp, file);
+}
+
+export interface Saver {
+  /** Something saved changed: written within SAVE_DELAY_MS (longer for a large state). */
+  changed(): void;
+  /** Writes now if anything changed since the last write. */
+  flush(): void;
+  /** Flushes and stops; later changes are not written. */
+  close(): void;
+}
+
+/**
+ * Writes are synchronous: a save never overlaps a later one or the final flush on close,
+ * so the file always holds the newest snapshot. A failed write is logged and retried on
+ * the next change; the emulator keeps serving from memory.
+ */
+export function createSaver(
+  file: string,
+  snapshot: () => EmulatorSnapshot,
+  options: { delayMs?: number; logger?: Logger | undefined } = {},
+): Saver {
+  const delayMs = options.delayMs ?? SAVE_DELAY_MS;
+  const warn = warner(options.logger);
+  let dirty = false;
+  let closed = false;
+  let timer: NodeJS.Timeout | null = null;
+  let lastWriteMs = 0;
+
+  function flush(): void {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    if (!dirty) return;
+    dirty = false;
+    const started = performance.now();
+    try {
+      writeSnapshot(file, snapshot());
+      lastWriteMs = performance.now() - started;
+    } catch (err) {
+      dirty = true;
+      warn({ file, err: err instanceof Error ? err.message : String(err) }, "emulator state not saved");
+    }
+  }
+
+  return {
+    changed() {
+      if (closed) return;
+      dirty = true;
+      // Not re-armed by later changes: under steady traffic the file still follows within delayMs.
+      timer ??= setTimeout(flush, Math.max(delayMs, lastWriteMs * SAVE_COST_FACTOR)).unref();
+    },
+    flush,
+    close() {
+      if (closed) return;
+      flush();
+      closed = true;
+    },
+  };
+}

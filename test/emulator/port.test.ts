@@ -1,0 +1,155 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, describe, it } from "node:test";
+import { loadConfig, loadEmulatorConfig } from "../../src/config.ts";
+import { freePort } from "../../src/db/embedded.ts";
+import { emulatorStateFile } from "../../src/emulator/persist.ts";
+import { EmulatorPortInUseError, startEmulator } from "../../src/emulator/server.ts";
+import { createLogger } from "../../src/logger.ts";
+import { startBuiltInEmulator } from "../../src/runtime/provider.ts";
+import { placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+function tempDataDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "tracklane-emu-port-"));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+const root = resolve(import.meta.dirname, "../..");
+const silent = createLogger({ level: "silent" });
+
+describe("EMULATOR_PORT", () => {
+  it("is read by both configs, default 4010", () => {
+    assert.equal(loadEmulatorConfig({}).port, 4010);
+    assert.equal(loadEmulatorConfig({ EMULATOR_PORT: "4555" }).port, 4555);
+    const dataDir = tempDataDir();
+    assert.equal(loadConfig({ DATA_DIR: dataDir }).emulatorPort, 4010);
+    assert.equal(loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: "4556" }).emulatorPort, 4556);
+    assert.throws(() => loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: "70000" }), /EMULATOR_PORT/);
+    assert.equal(loadEmulatorConfig({ DATA_DIR: dataDir }).dataDir, dataDir);
+  });
+
+  it("a busy port is an error naming EMULATOR_PORT, never another port, and leaves the saved state alone", async () => {
+    const dataDir = tempDataDir();
+    const owner = await startEmulatorPair({ emulator: { dataDir } });
+    cleanups.push(() => owner.close());
+    await owner.client.placeOrder(placeOrderBody());
+    await owner.close();
+    const blocker = await startEmulator({ tokens: ["t"] });
+    cleanups.push(() => blocker.close());
+    const port = Number(new URL(blocker.url).port);
+
+    const err: unknown = await startEmulator({ port, dataDir, resetSavedState: true }).then(
+      () => assert.fail("started on a busy port"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof EmulatorPortInUseError);
+    assert.equal(err.code, "EADDRINUSE");
+    assert.match(err.message, /EMULATOR_PORT/);
+    assert.match(err.message, new RegExp(`\\b${port}\\b`));
+    // The failed start did not reset the state another emulator may own.
+    assert.ok(existsSync(emulatorStateFile(dataDir)));
+  });
+
+  it("npm start's built-in emulator listens on config.emulatorPort and keeps its state in DATA_DIR", async () => {
+    const dataDir = tempDataDir();
+    const port = await freePort();
+    const config = loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: String(port) });
+    const builtIn = await startBuiltInEmulator(config, silent);
+    cleanups.push(() => builtIn.emulator.close());
+    assert.equal(builtIn.emulator.url, `http://127.0.0.1:${port}`);
+    assert.equal(builtIn.emulator.emulator.stateFile, emulatorStateFile(dataDir));
+    builtIn.register("http://127.0.0.1:9/callbacks/secret");
+
+    const second = await startBuiltInEmulator(config, silent).then(
+      () => assert.fail("a second built-in emulator started"),
+      (e: unknown) => e,
+    );
+    assert.ok(second instanceof Error && /EMULATOR_PORT/.test(second.message), String(second));
+    assert.equal((second as { code?: unknown }).code, "EADDRINUSE");
+
+    await builtIn.emulator.close();
+    // register() alone (no request) changed saved state: it was written on close.
+    const again = await startBuiltInEmulator(config, silent);
+    cleanups.push(() => again.emulator.close());
+    assert.deepEqual(again.emulator.emulator.state.callbackUrls, ["http://127.0.0.1:9/callbacks/secret"]);
+  });
+});
+
+/** `node src/emulator/main.ts <args>` with only `env` (plus PATH, HOME) in its environment. */
+function runEmulatorCli(args: string[], env: Record<string, string>) {
+  const child = spawn(process.execPath, [join(root, "src/emulator/main.ts"), ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString("utf8")));
+  child.stderr.on("data", (d: Buffer) => (out += d.toString("utf8")));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  cleanups.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    await exited;
+  });
+  return {
+    output: () => out,
+    exited,
+    async waitFor(pattern: RegExp, ms = 30_000): Promise<void> {
+      const deadline = Date.now() + ms;
+      while (!pattern.test(out)) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no ${pattern} in:\n${out}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    },
+    async stop(): Promise<number | null> {
+      child.kill("SIGTERM");
+      return await exited;
+    },
+  };
+}
+
+describe("npm run emulator", () => {
+  it("uses EMULATOR_PORT and DATA_DIR, restores its orders, --reset empties them, a busy port exits 1 naming EMULATOR_PORT", async () => {
+    const dataDir = tempDataDir();
+    const port = await freePort();
+    const env = { EMULATOR_PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: "warn" };
+    const first = runEmulatorCli([], env);
+    await first.waitFor(/state: .*\(0 orders restored\)/);
+    assert.match(first.output(), new RegExp(`listening on http://127\\.0\\.0\\.1:${port} `));
+    const placed = await fetch(`http://127.0.0.1:${port}/api/v2/stores/orders/`, {
+      method: "POST",
+      headers: { authorization: "Token emulator-token", "content-type": "application/json" },
+      body: JSON.stringify(placeOrderBody()),
+    });
+    assert.equal(placed.status, 200);
+
+    const busy = runEmulatorCli([], env);
+    assert.equal(await busy.exited, 1);
+    assert.match(busy.output(), /EMULATOR_PORT: port \d+ on 127\.0\.0\.1 is already in use/);
+    assert.doesNotMatch(busy.output(), /\n\s+at /, "no stack trace");
+
+    assert.equal(await first.stop(), 0);
+    const restarted = runEmulatorCli([], env);
+    await restarted.waitFor(/\(1 order restored\)/);
+    assert.equal(await restarted.stop(), 0);
+
+    const reset = runEmulatorCli(["--reset"], env);
+    await reset.waitFor(/state: .*\(reset\)/);
+    assert.equal(await reset.stop(), 0);
+    const afterReset = runEmulatorCli([], env);
+    await afterReset.waitFor(/\(0 orders restored\)/);
+    assert.equal(await afterReset.stop(), 0);
+
+    const bad = runEmulatorCli(["--rest"], env);
+    assert.equal(await bad.exited, 2);
+    assert.match(bad.output(), /usage: npm run emulator/);
+  });
+});

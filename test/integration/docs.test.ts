@@ -1,0 +1,96 @@
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { gunzipSync } from "node:zlib";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+
+/** /docs must work with no internet: everything it loads comes from tracklane itself. */
+
+const ORIGIN = "http://tracklane.test";
+
+function attributeUrls(html: string): string[] {
+  return [...html.matchAll(/\b(?:src|href)\s*=\s*["']([^"']*)["']/gi)].map((m) => m[1]!);
+}
+
+describe("GET /docs (offline API reference)", () => {
+  let t: TestApp;
+  before(async () => {
+    t = await createTestApp();
+  });
+  after(() => t.close());
+
+  it("is an HTML page whose every src/href is same-origin, loading our copy of Scalar and /openapi.json", async () => {
+    const res = await t.request(`${ORIGIN}/docs`, { token: null });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", /^text\/html/);
+    const html = await res.text();
+    const urls = attributeUrls(html);
+    assert.ok(urls.length > 0, "the page references its script");
+    for (const u of urls) {
+      assert.doesNotMatch(u, /^\s*\/\//, `protocol-relative URL ${u}`);
+      assert.equal(new URL(u, `${ORIGIN}/docs`).origin, ORIGIN, `${u} is not same-origin`);
+    }
+    // Nor any other absolute URL (module imports, CSS @import, font links).
+    assert.doesNotMatch(html, /https?:\/\//i);
+    assert.doesNotMatch(html, /import\s*\{[^}]*\}\s*from/, "no ESM build, which would import chunks by URL");
+    assert.match(html, /"url":\s*"\/openapi\.json"/);
+    assert.match(html, /"withDefaultFonts":\s*false/, "default fonts come from fonts.scalar.com");
+    assert.equal((await t.request("/openapi.json", { token: null })).status, 200);
+  });
+
+  it("serves the referenced script as JavaScript, cacheable for long, gzipped when asked", async () => {
+    const html = await (await t.request("/docs", { token: null })).text();
+    const scripts = [...html.matchAll(/<script\b[^>]*\bsrc\s*=\s*["']([^"']+)["']/gi)].map((m) => m[1]!);
+    assert.equal(scripts.length, 1, scripts.join(", "));
+    const src = scripts[0]!;
+    assert.match(src, /^\/docs\/assets\/scalar\.js\?v=\d+\.\d+\.\d+/);
+
+    const res = await t.request(src, { token: null });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", /^(text|application)\/javascript\b/);
+    const maxAge = Number(/max-age=(\d+)/.exec(res.headers.get("cache-control") ?? "")?.[1] ?? 0);
+    assert.ok(maxAge >= 86_400 * 30, `cache-control: ${res.headers.get("cache-control")}`);
+    const body = Buffer.from(await res.arrayBuffer());
+    assert.ok(body.length > 500_000, `only ${body.length} bytes`);
+    assert.match(body.subarray(0, 200_000).toString("utf8") + body.subarray(-200_000).toString("utf8"), /createApiReference/);
+
+    const zipped = await t.request(src, { token: null, headers: { "accept-encoding": "gzip, deflate, br" } });
+    assert.equal(zipped.status, 200);
+    assert.equal(zipped.headers.get("content-encoding"), "gzip");
+    const compressed = Buffer.from(await zipped.arrayBuffer());
+    assert.ok(compressed.length < body.length / 2);
+    assert.ok(gunzipSync(compressed).equals(body));
+  });
+
+  it("works through a real socket too (what a browser does)", async () => {
+    const server = await t.listen();
+    try {
+      const page = await fetch(`${server.url}/docs`);
+      assert.equal(page.status, 200);
+      const src = attributeUrls(await page.text())[0]!;
+      const script = await fetch(new URL(src, server.url));
+      assert.equal(script.status, 200);
+      assert.match(script.headers.get("content-type") ?? "", /javascript/);
+      assert.ok((await script.arrayBuffer()).byteLength > 500_000);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe("no CDN anywhere under src/", () => {
+  it("names no jsDelivr, unpkg, cdnjs or Google Fonts", () => {
+    const root = resolve(import.meta.dirname, "../../src");
+    const files = readdirSync(root, { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile())
+      .map((e) => join(e.parentPath, e.name));
+    assert.ok(files.length > 20);
+    const hits = files.flatMap((f) => {
+      const text = readFileSync(f, "utf8");
+      return ["cdn.jsdelivr", "unpkg.com", "cdnjs.", "fonts.googleapis"].filter((s) => text.includes(s)).map((s) => `${f}: ${s}`);
+    });
+    assert.deepEqual(hits, []);
+  });
+});
