@@ -2,6 +2,8 @@ import type { Logger } from "../logger.ts";
 import { reportStartupError } from "./startup-errors.ts";
 import type { StartupContext } from "./startup-errors.ts";
 
+/** Signals this close to the first are the same Ctrl-C delivered twice (see below). */
+const SAME_KEYPRESS_MS = 500;
 /** Above the worker's wait for running jobs (15 s) and the steps around it. */
 const STOP_LIMIT_MS = 30_000;
 
@@ -10,13 +12,16 @@ const STOP_LIMIT_MS = 30_000;
  * second Ctrl-C), or a stop that takes longer than 30 s, exits at once with 1.
  */
 export function stopOnSignal(log: Logger, stop: () => Promise<void>): void {
-  let stopping = false;
+  let stoppingSince: number | null = null;
   const onSignal = (signal: NodeJS.Signals) => {
-    if (stopping) {
+    if (stoppingSince !== null) {
+      // `npm start` forwards the terminal's Ctrl-C to this process, which the terminal
+      // already signalled: one keypress arrives twice, within milliseconds.
+      if (Date.now() - stoppingSince < SAME_KEYPRESS_MS) return;
       log.warn({ signal }, "second signal: exiting now, without waiting for the rest of the stop");
       process.exit(1);
     }
-    stopping = true;
+    stoppingSince = Date.now();
     log.info({ signal }, "shutting down (the same signal again forces the exit)");
     const timer = setTimeout(() => {
       log.error("shutdown took too long: exiting");

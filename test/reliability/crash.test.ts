@@ -243,7 +243,7 @@ describe("PostgreSQL stopped and started mid-load", () => {
     // The same worker process projects again: no restart in between.
     const sql = postgres(url, { max: 2, onnotice: () => {} });
     cleanups.push(() => sql.end());
-    await waitProjectionsDrained(sql, 30_000, () => `worker exit code ${worker.child.exitCode}, output:\n${worker.output().slice(-3000)}`);
+    await waitProjectionsDrained(sql, 30_000, () => `worker exit code ${worker.child.exitCode}, output:\n${worker.output().split("\n").filter((l) => /"level":(40|50|60)|Error|error:/.test(l)).slice(-15).join("\n").slice(-6000)}`);
     const [projectedAfter] = await sql<{ n: number }[]>`select count(*)::int as n from orders where updated_at > ${restartedAt}`;
     assert.ok(projectedAfter!.n > 0, "the worker projected orders after PostgreSQL came back");
     assert.equal(web.child.exitCode, null, `web exited:\n${web.output().slice(-3000)}`);
