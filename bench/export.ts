@@ -17,7 +17,7 @@ import postgres from "postgres";
 import { runMigrations } from "../src/db/migrate.ts";
 import { createLogger } from "../src/logger.ts";
 import { resolveDatabase } from "../src/runtime/database.ts";
-import { ROOT, SERVICE_NODE_ARGS, procMemMiB, startService, stopAllChildren } from "./lib/processes.ts";
+import { ROOT, SERVICE_NODE_ARGS, procMemMiB, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 
 const API_TOKEN = "bench-api-token-0123456789abcdef";
 const CALLBACK_SECRET = "bench-callback-secret-0123456789";
@@ -159,15 +159,7 @@ async function main() {
   }
 }
 
-let interrupted = false;
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, () => {
-    if (interrupted) process.exit(130);
-    interrupted = true;
-    console.error(`bench:export: ${signal}, stopping`);
-    stopAllChildren();
-  });
-}
+stopChildrenOnSignal("bench:export");
 
 main().catch((err: unknown) => {
   console.error(err);

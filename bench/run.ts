@@ -30,7 +30,7 @@ import { createLogger } from "../src/logger.ts";
 import { resolveDatabase } from "../src/runtime/database.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { CALLBACK_SECRET, ROOT, echoBaseline, insertBaseline, tracklanePhase } from "./lib/phases.ts";
-import { SERVICE_NODE_ARGS, stopAllChildren } from "./lib/processes.ts";
+import { SERVICE_NODE_ARGS, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { BenchOptions, HttpPhase, TracklanePhase } from "./lib/phases.ts";
 import { formatProfile, summariseProfile } from "./lib/profile.ts";
 import type { ProfileSummary } from "./lib/profile.ts";
@@ -163,15 +163,7 @@ async function main() {
 }
 
 // Ctrl-C: stop the children; the run then fails, drops its database and exits.
-let interrupted = false;
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, () => {
-    if (interrupted) process.exit(130);
-    interrupted = true;
-    console.error(`bench: ${signal}, stopping`);
-    stopAllChildren();
-  });
-}
+stopChildrenOnSignal("bench");
 
 main().catch((err: unknown) => {
   console.error(err);

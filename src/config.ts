@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import { isTimeZone } from "./domain/time-zones.ts";
 import { PRODUCTS, PRODUCT_AUTH, chooseAuthMethod } from "./provider/products.ts";
 import type { ProviderAuthConfig } from "./provider/client.ts";
 import type { AuthMethod, Product } from "./provider/products.ts";
@@ -105,7 +106,7 @@ const envSchema = z.object({
     emptyToUndefined,
     z
       .string()
-      .refine(isTimeZone, { error: "must be an IANA time zone name, e.g. Asia/Kolkata or UTC" })
+      .refine(isTimeZone, { error: "must be an IANA time zone name" })
       .default("UTC"),
   ),
   /** Poll the provider for active orders silent this long (minutes, fractions allowed); 0 turns it off. */
@@ -217,15 +218,6 @@ export function envVariables(): EnvVariable[] {
   });
 }
 
-/** Whether Intl knows this IANA zone name (the only zones tracklane accepts). */
-function isTimeZone(name: string): boolean {
-  try {
-    new Intl.DateTimeFormat("en-US", { timeZone: name });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 export interface ProviderConfig {
   env: "staging" | "production";

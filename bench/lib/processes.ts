@@ -22,9 +22,22 @@ function track(child: ChildProcess): ChildProcess {
 export const interruption = new AbortController();
 
 /** SIGTERM to every child still running (on Ctrl-C). */
-export function stopAllChildren(): void {
+function stopAllChildren(): void {
   interruption.abort();
   for (const child of live) child.kill("SIGTERM");
+}
+
+/** Ctrl-C (or SIGTERM) stops the children, so the run fails and cleans up; twice exits now. */
+export function stopChildrenOnSignal(label: string): void {
+  let interrupted = false;
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.on(signal, () => {
+      if (interrupted) process.exit(130);
+      interrupted = true;
+      console.error(`${label}: ${signal}, stopping`);
+      stopAllChildren();
+    });
+  }
 }
 
 export interface ServiceProcess {

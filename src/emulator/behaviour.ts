@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { isTimeZone } from "../domain/time-zones.ts";
 
 /**
  * Behaviour switches: the emulator follows the written interface ("strict", the defaults)
@@ -40,15 +41,6 @@ export const REALISTIC_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
   callback_shape: "nested",
   callback_timezone: "Asia/Kolkata",
 });
-
-export function isTimeZone(name: string): boolean {
-  try {
-    new Intl.DateTimeFormat("en-US", { timeZone: name });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * A partial update. Strict, so a misspelt switch is refused rather than silently ignored.

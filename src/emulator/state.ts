@@ -2,7 +2,8 @@ import { randomInt } from "node:crypto";
 import { z } from "zod";
 import { PlaceOrderBodySchema } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
-import { CALLBACK_SHAPES, isTimeZone, PLACE_ANSWERS } from "./behaviour.ts";
+import { isTimeZone } from "../domain/time-zones.ts";
+import { CALLBACK_SHAPES, PLACE_ANSWERS } from "./behaviour.ts";
 import type { Behaviour } from "./behaviour.ts";
 
 /** Who is calling: one per accepted token or OAuth client (ids never contain secrets). */
