@@ -93,9 +93,10 @@ export function cpuSeconds(pid: number): number {
  */
 export const SERVICE_NODE_ARGS: string[] = (() => {
   const pkg = JSON.parse(readFileSync(resolve(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> };
-  // The last command of the script: the ones before it check the Node version.
+  // The last command of the script (the ones before it check the Node version), from
+  // after its `node` up to the script: `exec node <flags> src/web.ts`.
   const words = pkg.scripts["web"]!.split("&&").at(-1)!.trim().split(/\s+/);
-  return words.slice(1, -1);
+  return words.slice(words.indexOf("node") + 1, -1);
 })();
 
 /** USER_HZ: Linux reports process times in 1/100 s on every architecture Node runs on. */
