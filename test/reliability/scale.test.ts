@@ -52,7 +52,7 @@ async function run(plan: LoadPlan, webs: number, workers: number): Promise<RunRe
     bases.push(`http://127.0.0.1:${port}`);
   }
   // Workers log each completed job at info: that shows every worker took part.
-  const workerProcs = Array.from({ length: workers }, () => startProcess("src/worker.ts", { ...env, PORT: "0", LOG_LEVEL: "info" }));
+  const workerProcs = Array.from({ length: workers }, () => startProcess("src/worker.ts", { ...env, PORT: "0", LOG_LEVEL: "debug" }));
   procs.push(...workerProcs);
   cleanups.push(async () => void (await Promise.all(procs.map((p) => p.kill("SIGKILL")))));
   await Promise.all([...bases.map((b) => waitReady(b)), ...workerProcs.map((w) => w.waitFor(/"msg":"worker running"/, 30_000))]);

@@ -82,7 +82,7 @@ describe("config", () => {
     assert.deepEqual([set.provider.timezone, set.provider.dedupesOrders, set.provider.reconcileAfterMin], ["Asia/Kolkata", true, 0.5]);
     const p = problems({ PROVIDER_TIMEZONE: "Asia/Bangalore", PROVIDER_DEDUPES_ORDERS: "yes", RECONCILE_AFTER_MIN: "-1" });
     assert.equal(p.length, 3, p.join("\n"));
-    assert.match(p.find((l) => l.startsWith("PROVIDER_TIMEZONE"))!, /IANA time zone name.*; e\.g\. PROVIDER_TIMEZONE=Asia\/Kolkata/);
+    assert.match(p.find((l) => l.startsWith("PROVIDER_TIMEZONE"))!, /IANA time zone name \(found "Asia\/Bangalore"\)/);
     assert.match(p.find((l) => l.startsWith("PROVIDER_DEDUPES_ORDERS"))!, /"true" or "false"/);
     assert.ok(p.some((l) => l.startsWith("RECONCILE_AFTER_MIN")));
   });
