@@ -8,20 +8,9 @@ import { after, before, describe, it } from "node:test";
 import { placeOrderBody } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
+import type { Command, Order } from "../helpers/api.ts";
 
 const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
-interface Command {
-  id: string;
-  kind: string;
-  state: string;
-  attempts: number;
-  last_error: string | null;
-  order?: { client_order_id: string | null; svc_order_id: string | null };
-}
-interface Order {
-  svc_order_id: string | null;
-  placement: { state: string; error: string | null };
-}
 
 describe("retrying a refused place through POST /v1/commands/{id}/retry", () => {
   let s: Stack;

@@ -8,26 +8,8 @@ import { placeOrderBody } from "../helpers/emulator.ts";
 import type { PairOptions } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
+import type { Command, Order } from "../helpers/api.ts";
 
-interface Order {
-  client_order_id: string;
-  svc_order_id: string | null;
-  status: string | null;
-  provider_status: string | null;
-  track_url: string | null;
-  pickup_otp: string | null;
-  placement: { state: string; error: string | null };
-  rider: { id: string | null; name: string | null; contact: string | null; latitude: number | null } | null;
-  event_count: number;
-}
-interface Command {
-  id: string;
-  kind: string;
-  state: string;
-  attempts: number;
-  last_error: string | null;
-  completed_at: string | null;
-}
 
 const setup = (env: Record<string, string> = {}, pairOptions: PairOptions = {}) =>
   startStack({ COMMAND_MAX_ATTEMPTS: "4", ...env }, { client: { timeoutMs: 400 }, ...pairOptions });
@@ -156,8 +138,8 @@ describe("order lifecycle through the provider", () => {
 
   it("customer-return -> CANCELLED_BY_CUSTOMER, with the provider's rts_order_id", async () => {
     const order = await placeAndSettle(s);
-    await sandbox(s, order.client_order_id, "allot", { rider_id: 9 });
-    const res = await sandbox(s, order.client_order_id, "customer-return");
+    await sandbox(s, order.client_order_id!, "allot", { rider_id: 9 });
+    const res = await sandbox(s, order.client_order_id!, "customer-return");
     assert.equal(res.status, 200);
     assert.ok((await json<{ rts_order_id?: string }>(res)).rts_order_id);
     await settle(s.t, s.pair);
@@ -172,8 +154,8 @@ describe("order lifecycle through the provider", () => {
     const provider = s.pair.emulator.state.orders.get(order.svc_order_id!)!;
     assert.deepEqual([provider.body.order_details.order_value, provider.body.order_details.payment_mode], [300, "prepaid"]);
 
-    await sandbox(s, order.client_order_id, "allot", { rider_id: 10 });
-    await sandbox(s, order.client_order_id, "collect", { status: "COLLECTED", pickup_lat: 1, pickup_lng: 2 });
+    await sandbox(s, order.client_order_id!, "allot", { rider_id: 10 });
+    await sandbox(s, order.client_order_id!, "collect", { status: "COLLECTED", pickup_lat: 1, pickup_lng: 2 });
     await settle(s.t, s.pair);
     const late = await s.t.request(`/v1/orders/${order.client_order_id}`, { method: "PATCH", json: { order_details: { order_value: 1 } } });
     assert.equal(late.status, 409);
@@ -308,7 +290,7 @@ describe("sandbox and auth modes", () => {
     const s = await setup({ PROVIDER_ENV: "production" });
     try {
       const order = await placeAndSettle(s);
-      const res = await sandbox(s, order.client_order_id, "allot", { rider_id: 1 });
+      const res = await sandbox(s, order.client_order_id!, "allot", { rider_id: 1 });
       assert.equal(res.status, 403);
       assert.equal((await json<{ error: { code: string } }>(res)).error.code, "sandbox_disabled");
     } finally {

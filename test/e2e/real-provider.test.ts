@@ -11,26 +11,8 @@ import { placeOrderBody } from "../helpers/emulator.ts";
 import type { PairOptions } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
+import type { Command, Order } from "../helpers/api.ts";
 
-interface Order {
-  client_order_id: string | null;
-  svc_order_id: string | null;
-  svc_order_ids: string[];
-  status: string | null;
-  provider_status: string | null;
-  status_at: string | null;
-  track_url: string | null;
-  placement: { state: string; error: string | null };
-  rider: { id: string | null; name: string | null; contact: string | null; latitude: number | null; longitude: number | null } | null;
-  event_count: number;
-}
-interface Command {
-  id: string;
-  kind: string;
-  state: string;
-  attempts: number;
-  last_error: string | null;
-}
 interface TimelineEvent {
   kind: string;
   source: string;

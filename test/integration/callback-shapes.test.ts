@@ -12,6 +12,7 @@ import type { JsonObject } from "../../src/domain/normalise.ts";
 import { appendEvents } from "../../src/ingest/append.ts";
 import { CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
+import type { Order } from "../helpers/api.ts";
 
 let t: TestApp;
 before(async () => {
@@ -21,16 +22,6 @@ after(async () => {
   await t.close();
 });
 
-interface Order {
-  client_order_id: string | null;
-  svc_order_id: string | null;
-  status: string | null;
-  provider_status: string | null;
-  status_at: string | null;
-  event_count: number;
-  last_event_at: string | null;
-  rider: { id: string | null; name: string | null; contact: string | null; latitude: number | null; longitude: number | null; location_at: string | null } | null;
-}
 
 interface TimelineEvent {
   kind: string;

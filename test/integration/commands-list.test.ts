@@ -8,19 +8,10 @@ import { after, before, describe, it } from "node:test";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { placeOrderBody } from "../helpers/emulator.ts";
+import type { Command } from "../helpers/api.ts";
 
 const json = async <T>(res: Response) => (await res.json()) as T;
 type Err = { error: { code: string; message: string; issues?: { path: string }[] } };
-interface Command {
-  id: string;
-  kind: string;
-  state: string;
-  attempts: number;
-  last_error: string | null;
-  created_at: string;
-  completed_at: string | null;
-  order?: { client_order_id: string | null; svc_order_id: string | null };
-}
 type Page = { items: Command[]; next_cursor: string | null };
 
 let t: TestApp;

@@ -13,20 +13,8 @@ import { placeOrderBody } from "../helpers/emulator.ts";
 import type { EmulatorPair } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
+import type { Command, Order } from "../helpers/api.ts";
 
-interface Order {
-  client_order_id: string;
-  svc_order_id: string | null;
-  status: string | null;
-  placement: { state: string; error: string | null };
-}
-interface Command {
-  id: string;
-  kind: string;
-  state: string;
-  attempts: number;
-  last_error: string | null;
-}
 
 const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
 

@@ -38,6 +38,9 @@ const CommandSchema = z
 
 const COMMAND_STATES = ["pending", "succeeded", "failed"] as const;
 
+/** A command as the API shows it (`order` only in the list across orders). */
+export type CommandJson = z.infer<typeof CommandSchema> & { order?: { client_order_id: string | null; svc_order_id: string | null } };
+
 const CommandWithOrderSchema = CommandSchema.extend({
   order: z.object({ client_order_id: z.string().nullable(), svc_order_id: z.string().nullable() }),
 }).openapi("CommandWithOrder");
