@@ -129,8 +129,8 @@ export function alreadyCancelled(err: unknown, svcOrderId: string): { svc_order_
 
 /**
  * `unknownBefore`: an earlier attempt may have reached the provider without our learning
- * what it did (one recorded as ambiguous, or a run of this job that ended without
- * recording its attempt: the worker died or the database went away during the call).
+ * what it did: one recorded as ambiguous, or one whose run died during the call (its
+ * "sending" mark, `outcome_unknown` set just before the call, was never cleared).
  */
 async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: CommandRow, order: OrderState, unknownBefore: boolean): Promise<Outcome> {
   const svc = order.svc_order_id;
@@ -142,11 +142,18 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
   }
   switch (command.kind) {
     case "place": {
+      // The provider already named this order (its callback, or a confirmation by hand):
+      // it has it, and sending again could only make a second one.
+      if (svc !== null) return { type: "succeeded", response: { message: "the provider already has the order", data: { svc_order_id: svc } } };
       if (unknownBefore && !deps.dedupesOrders) {
         return { type: "unconfirmed", error: "outcome unknown, not re-sent: an earlier attempt ended without an answer" };
       }
+      const body = PlaceOrderBodySchema.parse(command.request);
+      // Durable before the call: a run that dies during it leaves the mark, and the next
+      // run knows the provider may have acted. A definite outcome clears it (below).
+      await deps.sql`update commands set outcome_unknown = true where id = ${command.id}`;
       try {
-        return { type: "succeeded", response: await provider.placeOrder(PlaceOrderBodySchema.parse(command.request)) };
+        return { type: "succeeded", response: await provider.placeOrder(body) };
       } catch (err) {
         const existing = existingOrderFromError(err);
         if (existing) return { type: "succeeded", response: { message: "adopted the order the provider already had", data: existing } };
@@ -183,8 +190,7 @@ async function settle(call: Promise<unknown>): Promise<Outcome> {
 
 const placedData = z.looseObject({ data: z.looseObject({ svc_order_id: z.coerce.string(), track_url: z.string().nullish() }) });
 
-/** `jobRun`: which run of its graphile-worker job this is (1 the first time). */
-export async function executeCommand(deps: ExecuteDeps, commandId: number, jobRun = 1): Promise<void> {
+export async function executeCommand(deps: ExecuteDeps, commandId: number): Promise<void> {
   const loaded = await loadCommand(deps.sql, commandId);
   if (!loaded || loaded.command.state !== "pending") return;
   const { command, order } = loaded;
@@ -193,10 +199,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobRu
     await finish(deps.sql, command, order, { type: "failed", error: "no provider configured (PROVIDER_BASE_URL)" });
     return;
   }
-  // Each recorded attempt schedules a fresh job; a run of this same job before this one
-  // ended without recording its attempt (the worker died, or the database went away
-  // during or after the call), so it may have reached the provider.
-  const unknownBefore = command.outcome_unknown || jobRun > 1;
+  const unknownBefore = command.outcome_unknown;
   const outcome = await attempt(deps, deps.provider, command, order, unknownBefore);
   if (outcome.type === "wait") {
     await enqueueCommand(deps.sql, command.id, order.id, new Date(Date.now() + WAIT_MS));
@@ -232,7 +235,7 @@ async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome:
     if (outcome.type === "succeeded") {
       await tx`
         update commands set state = 'succeeded', attempts = ${command.attempts}, response = ${JSON.stringify(outcome.response ?? null)}::text::jsonb,
-          last_error = null, completed_at = now(), updated_at = now()
+          last_error = null, outcome_unknown = false, completed_at = now(), updated_at = now()
         where id = ${command.id}`;
       if (command.kind === "place") {
         const placed = placedData.parse(outcome.response).data;
@@ -250,13 +253,25 @@ async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome:
         );
       }
     } else if (outcome.type === "failed" || outcome.type === "unconfirmed") {
+      // Evidence may have arrived while this attempt was out: the provider's callback named
+      // the order with its id. Then the provider has it, whatever this attempt's answer.
+      const [named] =
+        command.kind === "place"
+          ? await tx<{ svc_order_id: string }[]>`select svc_order_id from orders where id = ${order.id} and svc_order_id is not null for update`
+          : [];
+      if (named) {
+        await tx`
+          update commands set state = 'succeeded', attempts = ${command.attempts}, last_error = null, completed_at = now(), updated_at = now(),
+            response = ${JSON.stringify({ message: `the provider's event named the order (this attempt: ${outcome.error})`, data: named })}::text::jsonb
+          where id = ${command.id}`;
+        await tx`update orders set placement_state = 'placed', placement_error = null, updated_at = now() where id = ${order.id}`;
+        return;
+      }
       await tx`
         update commands set state = 'failed', attempts = ${command.attempts}, last_error = ${outcome.error},
           outcome_unknown = ${command.outcome_unknown}, completed_at = now(), updated_at = now()
         where id = ${command.id}`;
       if (command.kind === "place") {
-        // Evidence may have confirmed the order while this attempt was out (the provider's
-        // callback names both ids): a placed order stays placed.
         await tx`
           update orders set placement_state = ${outcome.type}, placement_error = ${outcome.error}, updated_at = now()
           where id = ${order.id} and placement_state = 'pending'`;

@@ -157,6 +157,13 @@ async function lockOrder(tx: TransactionSql, orderId: number): Promise<LockedOrd
   return row;
 }
 
+/** The provider has named this order (an event with its id): sending it again would make a second one. */
+function refuseNamedOrder(row: LockedOrder): void {
+  if (row.svc_order_id !== null) {
+    throw new ApiError("conflict", `the provider already has order ${row.client_order_id ?? row.svc_order_id} as ${row.svc_order_id}: it is not sent again`);
+  }
+}
+
 function refuseUnresolvable(row: LockedOrder): never {
   const name = row.client_order_id ?? row.svc_order_id;
   if (row.placement_state === "external") {
@@ -176,6 +183,19 @@ function refuseUnresolvable(row: LockedOrder): never {
  * already has is answered again (idempotent), not refused.
  */
 export async function confirmPlacement(sql: Sql, orderId: number, svcOrderId: string): Promise<{ commandId: number; created: boolean }> {
+  try {
+    return await confirmIn(sql, orderId, svcOrderId);
+  } catch (err) {
+    // Two confirmations of one provider id for two orders at once: the second one's insert
+    // meets the first one's row on the unique svc_order_id.
+    if ((err as { code?: string }).code === "23505") {
+      throw new ApiError("conflict", `provider order ${svcOrderId} was just confirmed for another order`);
+    }
+    throw err;
+  }
+}
+
+async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise<{ commandId: number; created: boolean }> {
   return await sql.begin(async (tx) => {
     const row = await lockOrder(tx, orderId);
     if (row.placement_state === "placed" && row.svc_order_id === svcOrderId) {
@@ -227,6 +247,7 @@ export async function retryPlacement(sql: Sql, orderId: number): Promise<number>
   return await sql.begin(async (tx) => {
     const row = await lockOrder(tx, orderId);
     if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
+    refuseNamedOrder(row);
     const [first] = await tx<{ request: JsonObject }[]>`
       select request from commands where order_id = ${orderId} and kind = 'place' order by id limit 1`;
     if (!first) throw new ApiError("conflict", "the order has no place command to send again");
@@ -272,6 +293,7 @@ export async function retryCommand(sql: Sql, id: number): Promise<number> {
     }
     if (command.kind === "place") {
       checkPlaceRetryable(command, placement!);
+      refuseNamedOrder(placement!);
       await tx`update orders set placement_state = 'pending', placement_error = null, updated_at = now() where id = ${orderId}`;
     } else if (command.kind === "confirm_placement") {
       throw new ApiError("conflict", `command ${id} is a confirmation by hand: there is nothing to send again`);

@@ -149,6 +149,8 @@ export async function startEmbeddedPostgres(configuredDir: string, log: Logger, 
 
 const POSTGRES_FLAGS = ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"];
 const READY = "database system is ready to accept connections";
+/** Recovery after a crash can take a while; a server that says nothing for this long is stuck. */
+const START_TIMEOUT_MS = 120_000;
 
 /** As root, PostgreSQL runs as the `postgres` user (created by initialise when missing). */
 function postgresUser(): { uid: number; gid: number } | Record<string, never> {
@@ -170,22 +172,40 @@ async function startDetached(dataDir: string, port: number, log: Logger): Promis
     ...postgresUser(),
     detached: true,
     stdio: ["ignore", "ignore", "pipe"],
-    // English server messages: READY is matched on them.
-    env: { ...process.env, LC_MESSAGES: "C" },
+    // Only what the server needs: not tracklane's secrets. English messages: READY is
+    // matched on them.
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_MESSAGES: "C" },
   });
   let output = "";
-  await new Promise<void>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      const text = chunk.toString("utf8");
-      log.debug({ pg: text.trim() }, "embedded postgres");
-      if (output.length < 16_384) output += text;
-      if (text.includes(READY)) resolve();
-    };
-    child.stderr!.on("data", onData);
-    child.once("error", reject);
-    child.once("exit", (code) => reject(new Error(`embedded PostgreSQL exited with code ${code} while starting:\n${output.trim()}`)));
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`embedded PostgreSQL did not start within ${START_TIMEOUT_MS / 1000} s:\n${output.trim()}`)), START_TIMEOUT_MS);
+      child.stderr!.on("data", (chunk: Buffer) => {
+        const text = chunk.toString("utf8");
+        log.debug({ pg: text.trim() }, "embedded postgres");
+        // Until ready, the whole output: the message may arrive split across chunks.
+        if (output.length < 65_536) output += text;
+        if (output.includes(READY)) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once("error", (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+      child.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`embedded PostgreSQL exited with code ${code} while starting:\n${output.trim()}`));
+      });
+    });
+  } catch (err) {
+    // Never leave a half-started server behind.
+    await stopServer(child);
+    throw err;
+  }
   child.removeAllListeners("exit");
+  output = "";
   return child;
 }
 

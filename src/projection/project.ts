@@ -281,7 +281,7 @@ interface Before {
 
 /** What the rows of one order said before this transaction writes them. */
 const beforeOf = (rows: readonly OrderDbRow[]): Before => ({
-  placement: rows.some((r) => r.placement_state === "unconfirmed") ? "unconfirmed" : (rows[0]?.placement_state ?? "external"),
+  placement: rows[0]?.placement_state ?? "external",
   svcIds: rows.reduce((n, r) => Math.max(n, r.svc_order_ids.length), 0),
 });
 
@@ -394,8 +394,9 @@ function withNotes(result: ProjectResult, notes: WriteNotes): ProjectResult {
 }
 
 /**
- * The place commands whose outcome was unknown, of orders an event has just confirmed:
- * they did create the order, so they end `succeeded`, in the projection's transaction.
+ * The failed place commands of orders an event has just confirmed (the provider names
+ * the order with its id: it has it, whatever the answers said) end `succeeded`, in the
+ * projection's transaction.
  */
 async function recordConfirmations(tx: Tx, orderIds: readonly number[]): Promise<void> {
   if (orderIds.length === 0) return;
@@ -406,7 +407,7 @@ async function recordConfirmations(tx: Tx, orderIds: readonly number[]): Promise
         'data', jsonb_build_object('svc_order_id', o.svc_order_id, 'track_url', o.track_url))
     from orders o
     where o.id = c.order_id and c.order_id = any(${orderIds}::bigint[])
-      and c.kind = 'place' and c.state = 'failed' and c.outcome_unknown`;
+      and c.kind = 'place' and c.state = 'failed'`;
 }
 
 /** Several orders: one transaction, one result per start (see projectOrdersIn). */
@@ -538,7 +539,7 @@ async function mergeInto(tx: Tx, survivorId: number, otherIds: number[]): Promis
 
 /** What writing the projections found beyond the changed rows. */
 export interface WriteNotes {
-  /** Orders whose placement was unconfirmed and is now placed: a callback named both ids. */
+  /** Orders whose placement was unconfirmed or failed and is now placed: an event named the provider's id. */
   confirmed: number[];
   /** Orders that now carry several provider ids for the first time. */
   duplicated: { orderId: number; svcOrderIds: string[] }[];
@@ -577,10 +578,11 @@ async function writeProjections(tx: Tx, written: readonly Written[], notes: Writ
     };
   });
   // Identifiers and track_url are only ever filled in, never blanked: an order placed
-  // through tracklane knows them before any event does. An unconfirmed placement becomes
-  // placed once an event names a provider id for the order (PRODUCT.md §10's evidence):
-  // the order's events are the provider's callbacks, tracklane's own record of an answer
-  // or of a confirmation by hand.
+  // through tracklane knows them before any event does. An unconfirmed or failed
+  // placement becomes placed once an event names a provider id for the order (the
+  // evidence): the order's events are the provider's callbacks and polls, tracklane's own
+  // record of an answer or of a confirmation by hand. A pending one is left to its place
+  // command, which adopts the id instead of sending (commands/execute.ts).
   const rows = await tx<{ id: string; placement: string; svcs: string[] }[]>`
     update orders o set
       svc_order_id = coalesce(v.svc, o.svc_order_id),
@@ -591,15 +593,15 @@ async function writeProjections(tx: Tx, written: readonly Written[], notes: Writ
       rider_id = v.rider_id, rider_name = v.rider_name, rider_contact = v.rider_contact,
       rider_latitude = v.lat, rider_longitude = v.lng, rider_location_at = v.location_at,
       event_count = v.count, last_event_at = v.last_event_at, projection_state = v.state,
-      placement_state = case when o.placement_state = 'unconfirmed' and v.svc is not null then 'placed' else o.placement_state end,
-      placement_error = case when o.placement_state = 'unconfirmed' and v.svc is not null then null else o.placement_error end,
+      placement_state = case when o.placement_state in ('unconfirmed', 'failed') and v.svc is not null then 'placed' else o.placement_state end,
+      placement_error = case when o.placement_state in ('unconfirmed', 'failed') and v.svc is not null then null else o.placement_error end,
       updated_at = now()
     from json_to_recordset(${JSON.stringify(input)}::text::json) as v(
       id bigint, fresh boolean, state text, svc text, svcs text[], coid text, status text, provider_status text, status_at timestamptz,
       track_url text, rider_id text, rider_name text, rider_contact text, lat float8, lng float8,
       location_at timestamptz, count int, last_event_at timestamptz)
     where o.id = v.id and o.id = any(${written.map((w) => w.orderId)}::bigint[])
-      and (v.fresh or (o.placement_state = 'unconfirmed' and v.svc is not null) or (
+      and (v.fresh or (o.placement_state in ('unconfirmed', 'failed') and v.svc is not null) or (
         o.svc_order_id, o.svc_order_ids, o.client_order_id, o.status, o.provider_status, o.status_at, o.track_url,
         o.rider_id, o.rider_name, o.rider_contact, o.rider_latitude, o.rider_longitude, o.rider_location_at,
         o.event_count, o.last_event_at, o.projection_state
@@ -612,7 +614,7 @@ async function writeProjections(tx: Tx, written: readonly Written[], notes: Writ
   const before = new Map(written.map((w) => [w.orderId, w.before]));
   for (const r of rows) {
     const was = before.get(Number(r.id));
-    if (was?.placement === "unconfirmed" && r.placement === "placed") notes.confirmed.push(Number(r.id));
+    if ((was?.placement === "unconfirmed" || was?.placement === "failed") && r.placement === "placed") notes.confirmed.push(Number(r.id));
     if (r.svcs.length > 1 && (was?.svcIds ?? 0) <= 1) notes.duplicated.push({ orderId: Number(r.id), svcOrderIds: r.svcs });
   }
   return new Set(rows.map((r) => Number(r.id)));

@@ -80,9 +80,14 @@ async function dueOrders(sql: Sql, afterMin: number, limit: number): Promise<Due
     limit ${limit}`;
 }
 
-/** A 404 whose body is not JSON: the path itself is unknown to the provider. */
+/**
+ * A 404 with an HTML page: the path itself is unknown to the provider (a web server's
+ * "Not Found" page). An order the provider does not know is a JSON 404 (`{"detail": …}`),
+ * and an empty or plain 404 is read as that too: a missing endpoint must be shown, not
+ * guessed, since it turns polling off.
+ */
 function endpointIsMissing(err: unknown): boolean {
-  return err instanceof ProviderError && err.status === 404 && typeof err.body === "string";
+  return err instanceof ProviderError && err.status === 404 && typeof err.body === "string" && /<html|<!doctype|<h1/i.test(err.body);
 }
 
 /**
@@ -110,6 +115,7 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
     last = Date.now();
     report.asked++;
     const log = deps.log.child({ orderId: Number(order.id), svcOrderId: order.svc_order_id });
+    let stop = false;
     try {
       const answer = await deps.provider.orderStatus(order.svc_order_id);
       if (await appendPoll(deps, order, answer.data)) report.learned++;
@@ -126,12 +132,12 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
       report.failed++;
       log.warn({ error: err.message }, "order status poll failed");
       // Rate limited or down: the rest of this run would fare no better.
-      if (err.kind === "rate_limited" || err.kind === "network" || err.kind === "timeout") {
-        await markPolled(deps.sql, order.id);
-        break;
-      }
+      stop = err.kind === "rate_limited" || err.kind === "network" || err.kind === "timeout";
+    } finally {
+      // Whatever happened, this order goes to the back of the line.
+      await markPolled(deps.sql, order.id);
     }
-    await markPolled(deps.sql, order.id);
+    if (stop) break;
   }
   if (report.asked > 0) deps.log.info(report, "reconciliation run");
   return report;

@@ -8,7 +8,7 @@ const SAME_KEYPRESS_MS = 500;
 const STOP_LIMIT_MS = 30_000;
 
 /**
- * Runs until SIGINT or SIGTERM, then calls `stop` once and exits 0. A second signal (a
+ * Runs until SIGINT, SIGTERM or SIGHUP, then calls `stop` once and exits 0. A second signal (a
  * second Ctrl-C), or a stop that takes longer than 30 s, exits at once with 1.
  */
 export function stopOnSignal(log: Logger, stop: () => Promise<void>): void {
@@ -43,6 +43,9 @@ export function stopOnSignal(log: Logger, stop: () => Promise<void>): void {
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  // The terminal closed: the embedded PostgreSQL, in a session of its own, would not get
+  // it, so stop as for Ctrl-C rather than die and leave the server behind.
+  process.on("SIGHUP", onSignal);
 }
 
 /**

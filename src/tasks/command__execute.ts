@@ -23,7 +23,6 @@ export function commandExecute(deps: WorkerDeps): Task {
         dedupesOrders: deps.config.provider.dedupesOrders,
       },
       payload.data.command_id,
-      helpers.job.attempts,
     );
   };
 }

@@ -6,9 +6,11 @@ export const RECONCILE_TASK = "order__reconcile";
 
 /**
  * Every minute, one run across all workers (graphile-worker's cron runs each item once per
- * tick); one at a time (job key, and at most one attempt: the next tick is the retry).
+ * tick), never two at once: a run may outlast its minute, and a job key alone does not
+ * stop the next tick's job from starting beside it, a queue does. At most one attempt:
+ * the next tick is the retry.
  */
-export const RECONCILE_CRONTAB = `* * * * * ${RECONCILE_TASK} ?id=order_reconcile&jobKey=order_reconcile&max=1`;
+export const RECONCILE_CRONTAB = `* * * * * ${RECONCILE_TASK} ?id=order_reconcile&jobKey=order_reconcile&queue=reconcile&max=1`;
 
 /** Asks the provider for the status of active orders that fell silent (src/reconcile/). */
 export function orderReconcile(deps: WorkerDeps): Task {

@@ -266,6 +266,53 @@ describe("§10 place requests as merchants send them", () => {
   });
 });
 
+describe("§10 evidence settles a placement whatever state it is in", () => {
+  let s: Stack;
+  before(async () => (s = await realistic()));
+  after(async () => s.close());
+
+  /** The provider's callback for an order it has as `svc`, in its real (nested) shape. */
+  const evidence = (coid: string, svc: string) =>
+    s.t.callback({ sfx_order_id: Number(svc), client_order_id: coid, order_status: "ACCEPTED", accept_time: "2026-11-23 10:00:00" });
+
+  it("a pending place whose order the provider has already named is adopted, not sent again", async () => {
+    // The first attempt is refused (503: retried later); the provider's callback names the
+    // order before the retry runs, as if an earlier attempt had reached it after all.
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 503 });
+    const body = placeOrderBody();
+    const coid = body.order_details.client_order_id;
+    const before = (await placeRequests(s)).length;
+    assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+    const [command] = await s.t.database.sql<{ id: number }[]>`
+      select c.id::int from commands c join orders o on o.id = c.order_id where o.client_order_id = ${coid}`;
+    const { executeCommand } = await import("../../src/commands/execute.ts");
+    const deps = { sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false };
+    await executeCommand(deps, command!.id);
+    assert.equal((await evidence(coid, "98765001")).status, 200);
+    // Projected before the retry runs (in production the retry waits seconds, the
+    // projection some tens of milliseconds).
+    const { projectOrders } = await import("../../src/projection/project.ts");
+    await projectOrders(s.t.database.sql, [{ svcOrderId: "98765001", clientOrderId: coid }]);
+    await settle(s.t, s.pair);
+    const o = await order(s, coid);
+    assert.deepEqual([o.placement.state, o.svc_order_id], ["placed", "98765001"]);
+    assert.equal((await placeRequests(s)).length - before, 1, "sent once: the refused attempt only");
+    assert.deepEqual((await commands(s, coid)).map((c) => [c.kind, c.state]), [["place", "succeeded"]]);
+  });
+
+  it("a place the provider refused, whose order it then names, becomes placed (and cannot be re-sent)", async () => {
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 200, body: { message: "Store closed" } });
+    const { coid, order: o } = await place(s);
+    assert.equal(o.placement.state, "failed");
+    assert.equal((await evidence(coid, "98765002")).status, 200);
+    await settle(s.t, s.pair);
+    const after = await order(s, coid);
+    assert.deepEqual([after.placement.state, after.svc_order_id], ["placed", "98765002"]);
+    assert.deepEqual((await commands(s, coid)).map((c) => [c.kind, c.state]), [["place", "succeeded"]]);
+    assert.equal((await s.t.request(`/v1/orders/${coid}/placement/retry`, { method: "POST" })).status, 409);
+  });
+});
+
 describe("§10 callbacks in the real shapes", () => {
   it("nested rider_details with string coordinates and zone-less times read in PROVIDER_TIMEZONE", async () => {
     const s = await realistic();

@@ -84,6 +84,9 @@ describe("reconciliation", () => {
     const report = await reconcileDue(deps());
     assert.equal(report.off, false);
     assert.ok(report.asked > 1, "went on after the order-level 404");
+    await age(5);
+    await s.pair.control.addFault({ path_regex: "/status/$", times: 1, action: "status", status: 404, body: "" });
+    assert.equal((await reconcileDue(deps())).off, false, "an empty 404 is an unknown order too, not a missing endpoint");
   });
 
   it("a poll's payload keeps the answer and adds only the ids it leaves out", () => {
@@ -93,19 +96,42 @@ describe("reconciliation", () => {
 });
 
 describe("a place whose job died during the call", () => {
-  it("is not sent again on the job's next run: unconfirmed (PROVIDER_DEDUPES_ORDERS=false)", async () => {
+  const deps = (s: Stack) => ({ sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false });
+  const places = async (s: Stack) => (await s.pair.control.requests()).filter((r) => r.path === "/api/v2/stores/orders/").length;
+
+  it("is not sent again when the run died after marking it as sending: unconfirmed (PROVIDER_DEDUPES_ORDERS=false)", async () => {
     const s = await startStack({}, { client: { timeoutMs: 400 } });
     try {
       const body = placeOrderBody();
       assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
       const [command] = await s.t.database.sql<{ id: number }[]>`select id::int from commands where kind = 'place'`;
-      // Its first run died: graphile-worker runs the job a second time.
-      const deps = { sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false };
-      await executeCommand(deps, command!.id, 2);
+      // What a run that died during the call leaves behind: the mark set before sending.
+      await s.t.database.sql`update commands set outcome_unknown = true where id = ${command!.id}`;
+      await executeCommand(deps(s), command!.id);
       const o = await json<{ placement: { state: string; error: string } }>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}`));
       assert.equal(o.placement.state, "unconfirmed");
       assert.match(o.placement.error, /an earlier attempt ended without an answer/);
-      assert.equal((await s.pair.control.requests()).filter((r) => r.path === "/api/v2/stores/orders/").length, 0, "not sent");
+      assert.equal(await places(s), 0, "not sent");
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("is sent when the run died before the call (no mark), and a definite answer clears the mark", async () => {
+    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    try {
+      const body = placeOrderBody();
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      const [command] = await s.t.database.sql<{ id: number }[]>`select id::int from commands where kind = 'place'`;
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 503 });
+      await executeCommand(deps(s), command!.id);
+      const [row] = await s.t.database.sql<{ outcome_unknown: boolean; state: string }[]>`select outcome_unknown, state from commands where id = ${command!.id}`;
+      assert.deepEqual([row!.state, row!.outcome_unknown], ["pending", false], "a 503 is a refusal: the mark is cleared");
+      await executeCommand(deps(s), command!.id);
+      const o = await json<{ placement: { state: string } }>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}`));
+      assert.equal(o.placement.state, "placed");
+      assert.equal(await places(s), 2);
+      assert.equal((await s.pair.control.orders(body.order_details.client_order_id)).length, 1);
     } finally {
       await s.close();
     }

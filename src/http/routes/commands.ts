@@ -317,7 +317,7 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
       tags: ["commands"],
       summary: "Run a failed command again",
       description:
-        "Re-queues a `failed` command as a new attempt of the same command (state back to pending; attempts and last_error kept until it runs). " +
+        "Re-queues a `failed` command as a new round of the same command (state back to pending, attempts counted from 0, last_error kept until the next attempt). " +
         "The order's state checks apply again. A refused `place` may be retried here (its order's placement goes back to pending); " +
         "a `place` whose outcome is unknown (placement `unconfirmed`) is refused with 409: use POST /v1/orders/{order}/placement/retry or …/placement/confirm.",
       security,
