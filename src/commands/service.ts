@@ -12,7 +12,7 @@ import { STATUS_RANK, canonicalStatus, isTerminal } from "../domain/statuses.ts"
 import { appendEvents } from "../ingest/append.ts";
 import { pickupOtp } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
-import { ApiError } from "../http/errors.ts";
+import { DomainError } from "../domain/errors.ts";
 
 export const COMMAND_KINDS = ["place", "edit", "cancel", "dispatch_ready", "stop_reattempt", "confirm_placement"] as const;
 export type CommandKind = (typeof COMMAND_KINDS)[number];
@@ -65,7 +65,7 @@ export async function placeOrder(sql: Sql, body: PlaceOrderBody): Promise<PlaceR
           order by c.id limit 1`;
         if (existing) {
           if (existing.place_hash === hash) return { created: false, orderId: Number(existing.id) };
-          throw new ApiError(
+          throw new DomainError(
             "conflict",
             existing.place_hash === null
               ? `order ${coid} is already known from the provider's callbacks; it was not placed through tracklane`
@@ -117,16 +117,16 @@ export async function appendTracklaneEvent(tx: TransactionSql, payload: JsonObje
 export function checkCommandAllowed(kind: OrderCommandKind, order: OrderState): void {
   const status = canonicalStatus(order.status);
   if (order.placement_state === "failed") {
-    throw new ApiError("conflict", `order ${order.client_order_id ?? order.svc_order_id} was never placed with the provider (placement failed)`);
+    throw new DomainError("conflict", `order ${order.client_order_id ?? order.svc_order_id} was never placed with the provider (placement failed)`);
   }
   if (kind === "edit" && status !== null && STATUS_RANK[status] >= STATUS_RANK.COLLECTED) {
-    throw new ApiError("order_picked_up", `order is ${status}: it can only be edited until the rider picks it up`);
+    throw new DomainError("order_picked_up", `order is ${status}: it can only be edited until the rider picks it up`);
   }
   if ((kind === "cancel" || kind === "dispatch_ready") && status !== null && isTerminal(status)) {
-    throw new ApiError("conflict", `order is already ${status}`);
+    throw new DomainError("conflict", `order is already ${status}`);
   }
   if (kind === "dispatch_ready" && order.client_order_id === null) {
-    throw new ApiError("conflict", "dispatch-ready needs the order's client_order_id, which tracklane has not seen");
+    throw new DomainError("conflict", "dispatch-ready needs the order's client_order_id, which tracklane has not seen");
   }
 }
 
@@ -153,26 +153,26 @@ interface LockedOrder {
 async function lockOrder(tx: TransactionSql, orderId: number): Promise<LockedOrder> {
   const [row] = await tx<LockedOrder[]>`
     select id::text, client_order_id, svc_order_id, placement_state from orders where id = ${orderId} for update`;
-  if (!row) throw new ApiError("order_not_found", "order not found");
+  if (!row) throw new DomainError("order_not_found", "order not found");
   return row;
 }
 
 /** The provider has named this order (an event with its id): sending it again would make a second one. */
 function refuseNamedOrder(row: LockedOrder): void {
   if (row.svc_order_id !== null) {
-    throw new ApiError("conflict", `the provider already has order ${row.client_order_id ?? row.svc_order_id} as ${row.svc_order_id}: it is not sent again`);
+    throw new DomainError("conflict", `the provider already has order ${row.client_order_id ?? row.svc_order_id} as ${row.svc_order_id}: it is not sent again`);
   }
 }
 
 function refuseUnresolvable(row: LockedOrder): never {
   const name = row.client_order_id ?? row.svc_order_id;
   if (row.placement_state === "external") {
-    throw new ApiError("conflict", `order ${name} was not placed through tracklane: there is no placement to resolve`);
+    throw new DomainError("conflict", `order ${name} was not placed through tracklane: there is no placement to resolve`);
   }
   if (row.placement_state === "pending") {
-    throw new ApiError("conflict", `order ${name} is being placed right now: wait for the place command to end`);
+    throw new DomainError("conflict", `order ${name} is being placed right now: wait for the place command to end`);
   }
-  throw new ApiError("conflict", `order ${name} is already placed${row.svc_order_id ? ` as ${row.svc_order_id}` : ""}`);
+  throw new DomainError("conflict", `order ${name} is already placed${row.svc_order_id ? ` as ${row.svc_order_id}` : ""}`);
 }
 
 /**
@@ -189,7 +189,7 @@ export async function confirmPlacement(sql: Sql, orderId: number, svcOrderId: st
     // Two confirmations of one provider id for two orders at once: the second one's insert
     // meets the first one's row on the unique svc_order_id.
     if ((err as { code?: string }).code === "23505") {
-      throw new ApiError("conflict", `provider order ${svcOrderId} was just confirmed for another order`);
+      throw new DomainError("conflict", `provider order ${svcOrderId} was just confirmed for another order`);
     }
     throw err;
   }
@@ -208,7 +208,7 @@ async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise
     const [owner] = await tx<{ client_order_id: string | null; placement_state: string }[]>`
       select client_order_id, placement_state from orders where svc_order_id = ${svcOrderId} and id <> ${orderId}`;
     if (owner && owner.placement_state !== "external") {
-      throw new ApiError("conflict", `provider order ${svcOrderId} already belongs to order ${owner.client_order_id ?? "(unknown)"}`);
+      throw new DomainError("conflict", `provider order ${svcOrderId} already belongs to order ${owner.client_order_id ?? "(unknown)"}`);
     }
     const request = { svc_order_id: svcOrderId };
     const response = { message: "placement confirmed by hand", data: request };
@@ -250,7 +250,7 @@ export async function retryPlacement(sql: Sql, orderId: number): Promise<number>
     refuseNamedOrder(row);
     const [first] = await tx<{ request: JsonObject }[]>`
       select request from commands where order_id = ${orderId} and kind = 'place' order by id limit 1`;
-    if (!first) throw new ApiError("conflict", "the order has no place command to send again");
+    if (!first) throw new DomainError("conflict", "the order has no place command to send again");
     await tx`update orders set placement_state = 'pending', placement_error = null, updated_at = now() where id = ${orderId}`;
     return await insertCommand(tx, orderId, "place", first.request);
   });
@@ -280,27 +280,27 @@ interface RetriedCommand {
 export async function retryCommand(sql: Sql, id: number): Promise<number> {
   return await sql.begin(async (tx) => {
     const [peek] = await tx<{ order_id: string; kind: CommandKind }[]>`select order_id::text, kind from commands where id = ${id}`;
-    if (!peek) throw new ApiError("command_not_found", `no command with id ${id}`);
+    if (!peek) throw new DomainError("command_not_found", `no command with id ${id}`);
     const orderId = Number(peek.order_id);
     // A place changes its order's placement: the order first, then the command, as
     // confirmPlacement and retryPlacement lock them.
     const placement = peek.kind === "place" ? await lockOrder(tx, orderId) : undefined;
     const [command] = await tx<RetriedCommand[]>`
       select id::text, order_id::text, kind, state, outcome_unknown from commands where id = ${id} for update`;
-    if (!command) throw new ApiError("command_not_found", `no command with id ${id}`);
+    if (!command) throw new DomainError("command_not_found", `no command with id ${id}`);
     if (command.state !== "failed") {
-      throw new ApiError("conflict", `command ${id} is ${command.state}: only a failed command can be retried`);
+      throw new DomainError("conflict", `command ${id} is ${command.state}: only a failed command can be retried`);
     }
     if (command.kind === "place") {
       checkPlaceRetryable(command, placement!);
       refuseNamedOrder(placement!);
       await tx`update orders set placement_state = 'pending', placement_error = null, updated_at = now() where id = ${orderId}`;
     } else if (command.kind === "confirm_placement") {
-      throw new ApiError("conflict", `command ${id} is a confirmation by hand: there is nothing to send again`);
+      throw new DomainError("conflict", `command ${id} is a confirmation by hand: there is nothing to send again`);
     } else {
       const [order] = await tx<(Omit<OrderState, "id"> & { id: string })[]>`
         select id::text, client_order_id, svc_order_id, status, placement_state from orders where id = ${orderId}`;
-      if (!order) throw new ApiError("order_not_found", "order not found");
+      if (!order) throw new DomainError("order_not_found", "order not found");
       checkCommandAllowed(command.kind, { ...order, id: orderId });
     }
     await tx`update commands set state = 'pending', attempts = 0, completed_at = null, updated_at = now() where id = ${id}`;
@@ -313,7 +313,7 @@ export async function retryCommand(sql: Sql, id: number): Promise<number> {
 function checkPlaceRetryable(command: RetriedCommand, order: LockedOrder): void {
   const name = order.client_order_id ?? order.svc_order_id ?? `#${order.id}`;
   if (command.outcome_unknown || order.placement_state === "unconfirmed") {
-    throw new ApiError(
+    throw new DomainError(
       "conflict",
       `command ${command.id} is a place whose outcome is unknown: the provider may have created the order. ` +
         `Look for it at the provider, then adopt it (POST /v1/orders/${encodeURIComponent(name)}/placement/confirm) ` +

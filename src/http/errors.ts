@@ -6,6 +6,8 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ZodError } from "zod";
 import { isDatabaseUnavailable } from "../db/client.ts";
+import { DomainError } from "../domain/errors.ts";
+import type { DomainErrorKind } from "../domain/errors.ts";
 import type { Logger } from "../logger.ts";
 
 export type ErrorCode =
@@ -106,8 +108,17 @@ export function errorBody(err: ApiError, requestId: string) {
   };
 }
 
+/** The code each refusal of the core answers with (its status: statusOf). */
+const DOMAIN_CODES: Record<DomainErrorKind, ErrorCode> = {
+  order_not_found: "order_not_found",
+  command_not_found: "command_not_found",
+  conflict: "conflict",
+  order_picked_up: "order_picked_up",
+};
+
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  if (err instanceof DomainError) return new ApiError(DOMAIN_CODES[err.kind], err.message, { cause: err });
   if (isDatabaseUnavailable(err)) {
     return new ApiError("database_unavailable", "the database is unavailable; retry later", { cause: err, headers: { "retry-after": "1" } });
   }
