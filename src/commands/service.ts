@@ -10,6 +10,7 @@ import { dedupeKey } from "../domain/normalise.ts";
 import type { JsonObject } from "../domain/normalise.ts";
 import { STATUS_RANK, canonicalStatus, isTerminal } from "../domain/statuses.ts";
 import { appendEvents } from "../ingest/append.ts";
+import { succeedFailedPlaces } from "./placements.ts";
 import { pickupOtp } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
 import { DomainError } from "../domain/errors.ts";
@@ -218,17 +219,14 @@ async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise
               ${sha256Hex(canonicalJson(request))}, ${JSON.stringify(response)}::text::jsonb, now())
       returning id::text`;
     const commandId = Number(command!.id);
-    // The place commands whose outcome was unknown did create this order.
-    await tx`
-      update commands set state = 'succeeded', last_error = null, updated_at = now(), completed_at = now(),
-        response = ${JSON.stringify({ message: `confirmed by hand (command ${commandId})`, data: request })}::text::jsonb
-      where order_id = ${orderId} and kind = 'place' and state = 'failed' and outcome_unknown`;
     // An external row already holding the id (its callbacks came first) is merged into
     // this one by the projection, through the link event below.
     await tx`
       update orders set placement_state = 'placed', placement_error = null, updated_at = now(),
         svc_order_id = case when ${owner === undefined} then ${svcOrderId} else svc_order_id end
       where id = ${orderId}`;
+    // The provider has the order: its failed place commands reached it after all.
+    await succeedFailedPlaces(tx, [orderId], `confirmed by hand (command ${commandId})`);
     await appendTracklaneEvent(
       tx,
       { client_order_id: row.client_order_id, svc_order_id: svcOrderId, tracklane: "placement confirmed by hand", command_id: commandId },
@@ -270,8 +268,8 @@ interface RetriedCommand {
  * `POST /v1/commands/{id}/retry`: a `failed` command runs again, as a new round of the
  * same row with a new job, in one transaction: state back to pending and its attempts
  * counted from 0 again (a command that gave up after COMMAND_MAX_ATTEMPTS gets a whole
- * new round), last_error kept until the next attempt replaces it. The order's state checks apply again: what was allowed when
- * the command was recorded may not be any more.
+ * new round), last_error kept until the next attempt replaces it. The order's state
+ * checks apply again: what was allowed when the command was recorded may not be any more.
  *
  * A `place` is retried here only when the provider refused it (its outcome is known): a
  * place that may have created an order goes through `…/placement/retry`, which says what

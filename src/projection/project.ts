@@ -24,6 +24,7 @@ import { DETAIL_SOURCES, foldState, latestFirst, mergeStates, payloadsNeeded, pr
 import type { FoldState, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../domain/normalise.ts";
+import { succeedFailedPlaces } from "../commands/placements.ts";
 import type { Logger } from "../logger.ts";
 import { decodeState, encodeState } from "./state.ts";
 
@@ -359,7 +360,7 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
     ),
     notes,
   );
-  await recordConfirmations(tx, notes.confirmed);
+  await succeedFailedPlaces(tx, notes.confirmed, CONFIRMED_BY_EVENT);
 
   return starts.map((s) => {
     if (s.svcOrderId === null && s.clientOrderId === null) return null;
@@ -391,23 +392,6 @@ function withNotes(result: ProjectResult, notes: WriteNotes): ProjectResult {
   const duplicated = notes.duplicated.find((d) => d.orderId === result.orderId);
   if (duplicated) result.duplicatedAs = duplicated.svcOrderIds;
   return result;
-}
-
-/**
- * The failed place commands of orders an event has just confirmed (the provider names
- * the order with its id: it has it, whatever the answers said) end `succeeded`, in the
- * projection's transaction.
- */
-async function recordConfirmations(tx: Tx, orderIds: readonly number[]): Promise<void> {
-  if (orderIds.length === 0) return;
-  await tx`
-    update commands c set state = 'succeeded', last_error = null, completed_at = now(), updated_at = now(),
-      response = jsonb_build_object(
-        'message', 'confirmed: an event from the provider named the order''s provider id',
-        'data', jsonb_build_object('svc_order_id', o.svc_order_id, 'track_url', o.track_url))
-    from orders o
-    where o.id = c.order_id and c.order_id = any(${orderIds}::bigint[])
-      and c.kind = 'place' and c.state = 'failed'`;
 }
 
 /** Several orders: one transaction, one result per start (see projectOrdersIn). */
@@ -483,7 +467,7 @@ export async function projectQueued(tx: Tx, events: readonly StoredEvent[]): Pro
   }
   const notes: WriteNotes = { confirmed: [], duplicated: [] };
   const changed = await writeProjections(tx, merged, notes);
-  await recordConfirmations(tx, notes.confirmed);
+  await succeedFailedPlaces(tx, notes.confirmed, CONFIRMED_BY_EVENT);
   const results = new Map<number, ProjectResult>(
     merged.map((m) => [m.orderId, withNotes({ orderId: m.orderId, changed: changed.has(m.orderId), newestReceivedAt: m.newestReceivedAt }, notes)]),
   );
@@ -536,6 +520,9 @@ async function mergeInto(tx: Tx, survivorId: number, otherIds: number[]): Promis
       updated_at = now()
     where id = ${survivorId}`;
 }
+
+/** The answer recorded on a place command that an event from the provider settled. */
+const CONFIRMED_BY_EVENT = "confirmed: an event from the provider named the order's provider id";
 
 /** What writing the projections found beyond the changed rows. */
 export interface WriteNotes {
