@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { isTimeZone } from "../domain/time-zones.ts";
+import { isTimeZone, wallClock } from "../domain/time-zones.ts";
 
 /**
  * Behaviour switches: the emulator follows the written interface ("strict", the defaults)
@@ -81,30 +81,12 @@ export function resolveBehaviour(input: BehaviourInput | undefined): Behaviour {
   return applyBehaviour(DEFAULT_BEHAVIOUR, parsed.data);
 }
 
-const wallClockFormats = new Map<string, Intl.DateTimeFormat>();
-
 /** `YYYY-MM-DD HH:MM:SS` as a wall clock in `timeZone` shows the instant (seconds truncated). */
-export function wallClock(at: number, timeZone: string): string {
-  let format = wallClockFormats.get(timeZone);
-  if (!format) {
-    format = new Intl.DateTimeFormat("en-US", {
-      timeZone,
-      year: "numeric",
-      month: "2-digit",
-      day: "2-digit",
-      hour: "2-digit",
-      minute: "2-digit",
-      second: "2-digit",
-      // h23: "en-US" with hour12 false would write midnight as 24.
-      hourCycle: "h23",
-    });
-    wallClockFormats.set(timeZone, format);
-  }
-  const parts = Object.fromEntries(format.formatToParts(at).map((p) => [p.type, p.value]));
-  return `${parts["year"]}-${parts["month"]}-${parts["day"]} ${parts["hour"]}:${parts["minute"]}:${parts["second"]}`;
+export function wallClockText(at: number, timeZone: string): string {
+  return new Date(wallClock(at, timeZone)).toISOString().slice(0, 19).replace("T", " ");
 }
 
 /** A time as the provider writes it into callbacks and the status answer. */
 export function providerTime(behaviour: Readonly<Behaviour>, at: number): string {
-  return behaviour.callback_timezone === null ? new Date(at).toISOString() : wallClock(at, behaviour.callback_timezone);
+  return behaviour.callback_timezone === null ? new Date(at).toISOString() : wallClockText(at, behaviour.callback_timezone);
 }
