@@ -82,7 +82,7 @@ export function resolveBehaviour(input: BehaviourInput | undefined): Behaviour {
 }
 
 /** `YYYY-MM-DD HH:MM:SS` as a wall clock in `timeZone` shows the instant (seconds truncated). */
-export function wallClockText(at: number, timeZone: string): string {
+function wallClockText(at: number, timeZone: string): string {
   return new Date(wallClock(at, timeZone)).toISOString().slice(0, 19).replace("T", " ");
 }
 

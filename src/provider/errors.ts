@@ -84,7 +84,7 @@ const NOT_SENT_CODES: ReadonlySet<string> = new Set([
 ]);
 
 /** The error codes along an error's cause chain (fetch wraps the socket's error). */
-export function errorCodes(err: unknown): string[] {
+function errorCodes(err: unknown): string[] {
   const codes: string[] = [];
   for (let e: unknown = err, depth = 0; e !== null && typeof e === "object" && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;

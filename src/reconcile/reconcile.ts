@@ -20,9 +20,9 @@ import type { ProviderClient } from "../provider/client.ts";
 import { ProviderError } from "../provider/errors.ts";
 
 /** Orders asked about in one run (the cron runs every minute): at most this many calls a minute. */
-export const RECONCILE_BATCH = 60;
+const RECONCILE_BATCH = 60;
 /** At least this long between two calls: at most 5 a second, whatever the backlog. */
-export const RECONCILE_SPACING_MS = 200;
+const RECONCILE_SPACING_MS = 200;
 
 export interface ReconcileDeps {
   sql: Sql;
