@@ -178,6 +178,19 @@ export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorke
     process.exit(1);
   };
   process.on("unhandledRejection", onUnhandled);
+  // The same losses can also surface as an 'error' event that nobody listens to (a
+  // node-postgres client dropped while connecting or ending): the runner is replaced,
+  // as for a rejection, instead of the process dying. Anything else stays fatal.
+  const onUncaught = (err: Error) => {
+    if (connectionLost(err)) {
+      replace(err);
+      return;
+    }
+    log.fatal({ err }, "uncaught exception");
+    log.flush();
+    process.exit(1);
+  };
+  process.on("uncaughtException", onUncaught);
 
   current = await launch();
   const timer = setInterval(() => void tick(), SWEEP_MS);
@@ -199,6 +212,7 @@ export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorke
       if (ours.size > 0) await deps.sql`select graphile_worker.force_unlock_workers(${[...ours]}::text[])`.catch(() => {});
       await liveness.end({ timeout: 5 });
       process.off("unhandledRejection", onUnhandled);
+      process.off("uncaughtException", onUncaught);
     },
   };
 }
