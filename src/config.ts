@@ -40,7 +40,7 @@ const flag = (fallback: boolean) =>
       .transform((v) => v === "true"),
   );
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
-export const LOG_FORMATS = ["pretty", "json"] as const;
+const LOG_FORMATS = ["pretty", "json"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 const httpTimeout = (fallback: number) =>
   z.preprocess(emptyToUndefined, z.coerce.number().int().min(100).max(3_600_000).default(fallback));

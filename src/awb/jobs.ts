@@ -1,16 +1,11 @@
 /**
- * The AWB pool's jobs: names, keys, payloads and how they are enqueued (always through
- * SQL, so a job is added in the same transaction as the change that calls for it).
- *
- * Every AWB job runs in the named queue `awb`: graphile-worker runs a queue's jobs one at a
- * time, so two top-ups never overlap even when a keyed job is replaced while it runs
- * (graphile then clears the running job's key and inserts a new one).
+ * The AWB pool's jobs: names, keys, payloads and how they are enqueued, always with SQL in
+ * the transaction of the change that calls for them. Every AWB job runs in the queue
+ * `awb`, one at a time, so two top-ups never overlap.
  */
-import type { Sql, TransactionSql } from "postgres";
 import { z } from "zod";
+import type { Tx } from "../db/client.ts";
 import { MAX_AWB_COUNT } from "../provider/schemas.ts";
-
-type Tx = Sql | TransactionSql;
 
 export const AWB_QUEUE = "awb";
 export const REPLENISH_TASK = "awb__replenish";

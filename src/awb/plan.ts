@@ -92,7 +92,7 @@ export const MAX_POOL_ROUNDS = 6;
  * within the provider's limit (awb_count <= 100000), at most `MAX_FRESH_REQUESTS` per run
  * (10 x 100000 covers the largest allowed target).
  */
-export const MAX_FRESH_REQUESTS = 10;
+const MAX_FRESH_REQUESTS = 10;
 export function freshBatches(need: number): number[] {
   const batches: number[] = [];
   let left = need;
@@ -111,7 +111,7 @@ export function freshBatches(need: number): number[] {
  * Bounded: give up (request failed) after MAX_POLLS polls or MAX_POLL_AGE_MS.
  */
 export const MAX_POLLS = 40;
-export const MAX_POLL_AGE_MS = 2 * 60 * 60_000;
+const MAX_POLL_AGE_MS = 2 * 60 * 60_000;
 const MIN_POLL_DELAY_MS = 1000;
 const MAX_POLL_DELAY_MS = 5 * 60_000;
 

@@ -1,17 +1,15 @@
 /**
- * The AWB pool in the database: allocation, the set-based insert of numbers from the
- * provider, and the figures the API, the metrics and top-up planning read.
- *
- * One row per number (awb_numbers). A number goes available -> allocated once and never
- * back: allocation is one UPDATE of one row picked with FOR UPDATE SKIP LOCKED, and every
- * insert is ON CONFLICT DO NOTHING, so a number the provider hands out again (pool mode)
- * keeps its row, allocated or not.
+ * The AWB pool in the database: allocation (one row picked FOR UPDATE SKIP LOCKED), the
+ * set-based insert of numbers from the provider (ON CONFLICT DO NOTHING), and the figures
+ * the API, the metrics and top-up planning read. A number goes available -> allocated
+ * once and never back.
  */
 import type { Sql, TransactionSql } from "postgres";
+import type { Tx } from "../db/client.ts";
+import type { awbRequests } from "../db/schema/index.ts";
+import { assignAwb } from "../orders/store.ts";
 import { enqueueAutoReplenish } from "./jobs.ts";
 import type { PoolSnapshot } from "./plan.ts";
-
-type Tx = Sql | TransactionSql;
 
 export interface Allocation {
   awbNumber: string;
@@ -51,7 +49,7 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
     const [held] = await tx<{ awb_number: string }[]>`
       select awb_number from awb_numbers where client_order_id = ${clientOrderId}`;
     if (held) {
-      await linkOrder(tx, clientOrderId, held.awb_number);
+      await assignAwb(tx, clientOrderId, held.awb_number);
       return { awbNumber: held.awb_number, existing: true };
     }
   }
@@ -73,7 +71,7 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
     await enqueueAutoReplenish(tx, "empty");
     return null;
   }
-  if (clientOrderId !== null) await linkOrder(tx, clientOrderId, row.awb_number);
+  if (clientOrderId !== null) await assignAwb(tx, clientOrderId, row.awb_number);
   // Counting stops at the watermark: a bounded index-only scan, not a count of the pool.
   const limit = Math.max(1, lowWatermark);
   const [level] = await tx<{ n: number }[]>`
@@ -82,12 +80,6 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
   const left = level?.n ?? 0;
   if (left < lowWatermark || left === 0) await enqueueAutoReplenish(tx, "allocation");
   return { awbNumber: row.awb_number, existing: false };
-}
-
-async function linkOrder(tx: Tx, clientOrderId: string, awbNumber: string): Promise<void> {
-  await tx`
-    update orders set awb_number = ${awbNumber}, updated_at = now()
-    where client_order_id = ${clientOrderId} and awb_number is distinct from ${awbNumber}`;
 }
 
 /**
@@ -149,26 +141,12 @@ export async function poolCounts(sql: Tx): Promise<{ available: number; allocate
   return { available: row?.available ?? 0, allocated: row?.allocated ?? 0 };
 }
 
-export interface AwbRequestRow {
-  id: number;
-  mode: "pool" | "fresh";
-  request_id: string | null;
-  status: "pending" | "completed" | "failed";
-  count: number;
-  received: number;
-  added: number;
-  polls: number;
-  next_poll_at: Date | null;
-  last_error: string | null;
-  created_at: Date;
-  completed_at: Date | null;
-}
+export type AwbRequestRow = typeof awbRequests.$inferSelect;
 
 /** Every pending request plus the `recent` latest ones, newest first. */
 export async function listAwbRequests(sql: Tx, recent = 10): Promise<AwbRequestRow[]> {
   return await sql<AwbRequestRow[]>`
-    select id::int, mode, request_id, status, count, received, added, polls, next_poll_at, last_error, created_at, completed_at
-    from awb_requests
+    select * from awb_requests
     where status = 'pending' or id in (select id from awb_requests order by created_at desc, id desc limit ${recent})
     order by created_at desc, id desc`;
 }

@@ -1,17 +1,15 @@
 /**
- * Topping the pool up from the provider, in both modes, and polling fresh requests.
- * Called by the tasks (src/tasks/awb__*.ts), which only parse payloads.
- *
- * Failures: a permanent provider error (4xx, "Failure" body) is recorded on an
- * awb_requests row and the job ends; a transient one is thrown so graphile-worker retries
- * with its backoff, or, when the provider sent Retry-After, the job re-schedules itself
- * for then. On the last attempt the failure is recorded before the job fails for good.
+ * Topping the pool up from the provider, in both modes, and polling fresh requests. A
+ * permanent provider error is recorded on an awb_requests row and ends the job; a
+ * transient one is thrown for graphile-worker to retry, or the job re-schedules itself
+ * for the provider's Retry-After.
  */
 import type { Sql, TransactionSql } from "postgres";
 import type { Config } from "../config.ts";
 import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
-import { ProviderError } from "../provider/errors.ts";
+import type { JobInfo } from "../worker/deps.ts";
+import { ProviderError, describeProviderError } from "../provider/errors.ts";
 import { MAX_AWB_COUNT } from "../provider/schemas.ts";
 import { MAX_RETRY_AFTER_RESCHEDULES, rescheduleReplenish, schedulePoll } from "./jobs.ts";
 import type { PollPayload, ReplenishPayload } from "./jobs.ts";
@@ -26,20 +24,13 @@ import {
   topUpNeed,
 } from "./plan.ts";
 import { insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
+import type { AwbRequestRow } from "./pool.ts";
 
 export interface TopUpDeps {
   sql: Sql;
   provider: ProviderClient | undefined;
   settings: Config["awb"];
   log: Logger;
-}
-
-/** What a task knows about the job it runs. */
-export interface JobInfo {
-  /** graphile-worker will not retry if this run throws. */
-  lastAttempt: boolean;
-  attempts: number;
-  key: string | null;
 }
 
 export type TopUpResult =
@@ -49,14 +40,10 @@ export type TopUpResult =
   | { outcome: "failed"; error: string }
   | { outcome: "rescheduled"; afterMs: number };
 
-export function describeProviderError(err: ProviderError): string {
-  return `${err.kind}${err.status ? ` ${err.status}` : ""}: ${err.providerMessage || err.message}`;
-}
-
 // ---------------------------------------------------------------- top-up
 
 export async function replenish(deps: TopUpDeps, payload: ReplenishPayload, job: JobInfo): Promise<TopUpResult> {
-  const log = deps.log.child({ task: "awb__replenish", reason: payload.reason });
+  const log = deps.log.child({ reason: payload.reason });
   if (!deps.provider) {
     // Nothing to retry until the configuration changes: end the job, quietly enough for a cron.
     log.warn("awb top-up skipped: no provider configured");
@@ -135,7 +122,7 @@ async function requestFresh(sql: Sql, provider: ProviderClient, count: number, l
     const [row] = await tx<{ id: number }[]>`
       insert into awb_requests (mode, request_id, status, count, next_poll_at)
       values ('fresh', ${accepted.request_id}, 'pending', ${count}, now() + ${delayMs}::int * interval '1 millisecond')
-      returning id::int`;
+      returning id`;
     await schedulePoll(tx, row!.id, delayMs);
     return row!.id;
   });
@@ -168,17 +155,12 @@ async function onTopUpFailure(
 
 // ---------------------------------------------------------------- fresh polling
 
-interface PendingRow {
-  id: number;
-  request_id: string | null;
-  status: string;
-  polls: number;
-}
+type PendingRow = Pick<AwbRequestRow, "id" | "request_id" | "status" | "polls">;
 
 export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobInfo): Promise<TopUpResult> {
-  const log = deps.log.child({ task: "awb__poll", request: payload.request });
+  const log = deps.log.child({ request: payload.request });
   const [row] = await deps.sql<PendingRow[]>`
-    select id::int, request_id, status, polls from awb_requests where id = ${payload.request} and mode = 'fresh'`;
+    select id, request_id, status, polls from awb_requests where id = ${payload.request} and mode = 'fresh'`;
   if (!row || row.status !== "pending" || row.request_id === null) {
     return { outcome: "skipped", reason: row ? `request is ${row.status}` : "no such request" };
   }

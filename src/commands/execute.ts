@@ -1,37 +1,26 @@
 /**
- * Carrying out one command against the provider. Transient failures (network, timeout,
- * 429, 5xx: ProviderError.retryable) are retried by re-scheduling the job with backoff
- * (and the provider's Retry-After when it gives one); permanent ones end the command
- * `failed` with the provider's message.
- *
- * No double placement (PRODUCT.md §10). Every provider order dispatches a paid rider, and
- * the real provider does not refuse a repeated client_order_id. So a place is re-sent only
- * when the provider cannot have acted on the earlier attempt (not sent, or refused). When
- * it may have (ProviderError.delivery "ambiguous": a timeout, a connection closed after the
- * request was written, a 500/502/504, an unreadable 2xx, or a run that died mid-call), the
- * placement becomes `unconfirmed` and stays so until evidence arrives (a callback naming
- * both ids, projection/project.ts) or a person confirms or retries it (commands/service.ts).
- * With PROVIDER_DEDUPES_ORDERS the provider refuses a second order and names the first,
- * so an ambiguous place is re-sent and that refusal adopts the order.
- *
- * Edit, cancel, dispatch-ready and stop-reattempt are harmless to repeat: ambiguous
- * failures retry. A refusal that says the wanted state already holds (a cancel of an order
- * already cancelled) ends the command `succeeded`.
+ * Carrying out one command against the provider, and recording its outcome. A place is
+ * re-sent only when the provider cannot have acted on the earlier attempt; when it may
+ * have, the placement becomes `unconfirmed` for evidence or a person to settle
+ * (docs/provider.md). Other commands are harmless to repeat and retry.
  */
 import type { Sql } from "postgres";
 import { z } from "zod";
 import { canonicalStatus } from "../domain/statuses.ts";
 import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
-import { ProviderError, cancelRefusalFromError, existingOrderFromError } from "../provider/errors.ts";
+import { ProviderError, cancelRefusalFromError, describeProviderError, existingOrderFromError } from "../provider/errors.ts";
 import {
   CancelOrderBodySchema,
   DispatchReadyBodySchema,
   EditOrderBodySchema,
   PlaceOrderBodySchema,
 } from "../provider/schemas.ts";
-import { appendTracklaneEvent, enqueueCommand } from "./service.ts";
+import { recordAccepted, recordPlaced, recordPlacementEnded, lockOrder } from "../orders/store.ts";
+import { appendTracklaneEvent } from "./service.ts";
 import type { OrderState } from "./service.ts";
+import { commandWithOrder, enqueueCommand, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
+import type { CommandRow } from "./store.ts";
 
 export interface ExecuteDeps {
   sql: Sql;
@@ -41,16 +30,6 @@ export interface ExecuteDeps {
   retryBaseMs: number;
   /** PROVIDER_DEDUPES_ORDERS: an ambiguous place may be sent again. */
   dedupesOrders: boolean;
-}
-
-interface CommandRow {
-  id: number;
-  order_id: number;
-  kind: string;
-  state: string;
-  request: unknown;
-  attempts: number;
-  outcome_unknown: boolean;
 }
 
 type Outcome =
@@ -71,28 +50,13 @@ export function backoffMs(attempt: number, baseMs: number): number {
   return Math.round(exp * (0.8 + Math.random() * 0.4)); // ±20% jitter: retries of many orders spread out
 }
 
-async function loadCommand(sql: Sql, id: number): Promise<{ command: CommandRow; order: OrderState } | null> {
-  const [row] = await sql<(CommandRow & { o_id: string; client_order_id: string | null; svc_order_id: string | null; status: string | null; placement_state: string })[]>`
-    select c.id::int, c.order_id::int, c.kind, c.state, c.request, c.attempts, c.outcome_unknown,
-           o.id::text as o_id, o.client_order_id, o.svc_order_id, o.status, o.placement_state
-    from commands c join orders o on o.id = c.order_id
-    where c.id = ${id}`;
-  if (!row) return null;
-  return {
-    command: { id: row.id, order_id: row.order_id, kind: row.kind, state: row.state, request: row.request, attempts: row.attempts, outcome_unknown: row.outcome_unknown },
-    order: { id: Number(row.o_id), client_order_id: row.client_order_id, svc_order_id: row.svc_order_id, status: row.status, placement_state: row.placement_state },
-  };
-}
-
-const describe = (err: ProviderError) => `${err.kind}${err.status ? ` ${err.status}` : ""}: ${err.providerMessage || err.message}`;
-
 /**
  * A failed call's outcome for a command that is safe to repeat. Errors that are not the
  * provider's doing are thrown: graphile-worker retries the job.
  */
 function classify(err: unknown): Outcome {
   if (!(err instanceof ProviderError)) throw err;
-  const error = describe(err);
+  const error = describeProviderError(err);
   return err.retryable ? { type: "retry", error, afterMs: err.retryAfterMs, unknown: err.delivery === "ambiguous" } : { type: "failed", error };
 }
 
@@ -103,7 +67,7 @@ function classify(err: unknown): Outcome {
 function classifyPlace(err: unknown, dedupesOrders: boolean): Outcome {
   if (!(err instanceof ProviderError)) throw err;
   if (err.delivery === "ambiguous" && !dedupesOrders) {
-    return { type: "unconfirmed", error: `outcome unknown, not re-sent: ${describe(err)}` };
+    return { type: "unconfirmed", error: `outcome unknown, not re-sent: ${describeProviderError(err)}` };
   }
   return classify(err);
 }
@@ -151,7 +115,7 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
       const body = PlaceOrderBodySchema.parse(command.request);
       // Durable before the call: a run that dies during it leaves the mark, and the next
       // run knows the provider may have acted. A definite outcome clears it (below).
-      await deps.sql`update commands set outcome_unknown = true where id = ${command.id}`;
+      await markSending(deps.sql, command.id);
       try {
         return { type: "succeeded", response: await provider.placeOrder(body) };
       } catch (err) {
@@ -191,7 +155,7 @@ async function settle(call: Promise<unknown>): Promise<Outcome> {
 const placedData = z.looseObject({ data: z.looseObject({ svc_order_id: z.coerce.string(), track_url: z.string().nullish() }) });
 
 export async function executeCommand(deps: ExecuteDeps, commandId: number): Promise<void> {
-  const loaded = await loadCommand(deps.sql, commandId);
+  const loaded = await commandWithOrder(deps.sql, commandId);
   if (!loaded || loaded.command.state !== "pending") return;
   const { command, order } = loaded;
   const log = deps.log.child({ commandId, kind: command.kind, orderId: order.id });
@@ -210,11 +174,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
   if (outcome.type === "retry" && attempts < deps.maxAttempts) {
     const delay = Math.max(outcome.afterMs ?? 0, backoffMs(attempts, deps.retryBaseMs));
     log.warn({ attempts, delayMs: delay, error: outcome.error }, "provider call failed; will retry");
-    await deps.sql.begin(async (tx) => {
-      await tx`update commands set attempts = ${attempts}, last_error = ${outcome.error}, outcome_unknown = ${outcomeUnknown}, updated_at = now()
-        where id = ${command.id}`;
-      await enqueueCommand(tx, command.id, order.id, new Date(Date.now() + delay));
-    });
+    await deps.sql.begin((tx) => recordRetry(tx, { id: command.id, orderId: order.id, attempts, error: outcome.error, outcomeUnknown, delayMs: delay }));
     return;
   }
   let final: Outcome = outcome;
@@ -233,19 +193,10 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
 async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<void> {
   await sql.begin(async (tx) => {
     if (outcome.type === "succeeded") {
-      await tx`
-        update commands set state = 'succeeded', attempts = ${command.attempts}, response = ${JSON.stringify(outcome.response ?? null)}::text::jsonb,
-          last_error = null, outcome_unknown = false, completed_at = now(), updated_at = now()
-        where id = ${command.id}`;
+      await recordSucceeded(tx, command.id, command.attempts, outcome.response);
       if (command.kind === "place") {
         const placed = placedData.parse(outcome.response).data;
-        // Another row may already hold this svc_order_id (a callback raced the answer):
-        // then the link event below makes the projection merge the two.
-        await tx`
-          update orders set placement_state = 'placed', placement_error = null,
-            svc_order_id = case when exists (select 1 from orders where svc_order_id = ${placed.svc_order_id}) then svc_order_id else ${placed.svc_order_id} end,
-            track_url = coalesce(${placed.track_url ?? null}, track_url), updated_at = now()
-          where id = ${order.id}`;
+        await recordAccepted(tx, order.id, placed.svc_order_id, placed.track_url ?? null);
         await appendTracklaneEvent(
           tx,
           { client_order_id: order.client_order_id, svc_order_id: placed.svc_order_id, track_url: placed.track_url ?? null, tracklane: "accepted by the provider", command_id: command.id },
@@ -255,27 +206,15 @@ async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome:
     } else if (outcome.type === "failed" || outcome.type === "unconfirmed") {
       // Evidence may have arrived while this attempt was out: the provider's callback named
       // the order with its id. Then the provider has it, whatever this attempt's answer.
-      const [named] =
-        command.kind === "place"
-          ? await tx<{ svc_order_id: string }[]>`select svc_order_id from orders where id = ${order.id} and svc_order_id is not null for update`
-          : [];
-      if (named) {
-        await tx`
-          update commands set state = 'succeeded', attempts = ${command.attempts}, last_error = null, completed_at = now(), updated_at = now(),
-            response = ${JSON.stringify({ message: `the provider's event named the order (this attempt: ${outcome.error})`, data: named })}::text::jsonb
-          where id = ${command.id}`;
-        await tx`update orders set placement_state = 'placed', placement_error = null, updated_at = now() where id = ${order.id}`;
+      const named = command.kind === "place" ? (await lockOrder(tx, order.id))?.svc_order_id ?? null : null;
+      if (named !== null) {
+        const message = `the provider's event named the order (this attempt: ${outcome.error})`;
+        await recordSucceeded(tx, command.id, command.attempts, { message, data: { svc_order_id: named } });
+        await recordPlaced(tx, order.id);
         return;
       }
-      await tx`
-        update commands set state = 'failed', attempts = ${command.attempts}, last_error = ${outcome.error},
-          outcome_unknown = ${command.outcome_unknown}, completed_at = now(), updated_at = now()
-        where id = ${command.id}`;
-      if (command.kind === "place") {
-        await tx`
-          update orders set placement_state = ${outcome.type}, placement_error = ${outcome.error}, updated_at = now()
-          where id = ${order.id} and placement_state = 'pending'`;
-      }
+      await recordFailed(tx, command.id, command.attempts, outcome.error, command.outcome_unknown);
+      if (command.kind === "place") await recordPlacementEnded(tx, order.id, outcome.type, outcome.error);
     }
   });
 }

@@ -5,46 +5,31 @@
  * any provider call.
  */
 import type { Sql, TransactionSql } from "postgres";
-import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { dedupeKey } from "../domain/normalise.ts";
 import type { JsonObject } from "../domain/normalise.ts";
 import { STATUS_RANK, canonicalStatus, isTerminal } from "../domain/statuses.ts";
-import { appendEvents } from "../ingest/append.ts";
-import { succeedFailedPlaces } from "./placements.ts";
+import { DomainError } from "../domain/errors.ts";
+import { appendEvents } from "../events/log.ts";
+import { insertPlacedOrder, lockOrder, recordConfirmed, recordPlacementPending } from "../orders/store.ts";
+import type { LockedOrder } from "../orders/store.ts";
+import { findOrder, findOrderById } from "../orders/read.ts";
 import { pickupOtp } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
-import { DomainError } from "../domain/errors.ts";
+import {
+  firstPlaceRequest,
+  insertCommand,
+  insertSucceeded,
+  lastPlacement,
+  lockCommand,
+  placeOf,
+  requestHash,
+  requeue,
+  succeedFailedPlaces,
+} from "./store.ts";
+import type { CommandKind, CommandRow } from "./store.ts";
 
-export const COMMAND_KINDS = ["place", "edit", "cancel", "dispatch_ready", "stop_reattempt", "confirm_placement"] as const;
-export type CommandKind = (typeof COMMAND_KINDS)[number];
-
-export interface OrderState {
-  id: number;
-  client_order_id: string | null;
-  svc_order_id: string | null;
-  status: string | null;
-  placement_state: string;
-}
-
-/** Commands of one order run one at a time, in order: a cancel waits for its place. */
-export const orderQueue = (orderId: number) => `order:${orderId}`;
-
-export async function enqueueCommand(tx: TransactionSql | Sql, commandId: number, orderId: number, runAt?: Date): Promise<void> {
-  await tx`
-    select graphile_worker.add_job('command__execute', json_build_object('command_id', ${commandId}::bigint),
-      queue_name => ${orderQueue(orderId)}, job_key => ${`command:${commandId}`},
-      run_at => coalesce(${runAt?.toISOString() ?? null}::timestamptz, now()))`;
-}
-
-async function insertCommand(tx: TransactionSql, orderId: number, kind: CommandKind, request: JsonObject): Promise<number> {
-  const [row] = await tx<{ id: string }[]>`
-    insert into commands (order_id, kind, request, request_hash)
-    values (${orderId}, ${kind}, ${JSON.stringify(request)}::text::jsonb, ${sha256Hex(canonicalJson(request))})
-    returning id::text`;
-  const id = Number(row!.id);
-  await enqueueCommand(tx, id, orderId);
-  return id;
-}
+/** What the state checks read of an order. */
+export type OrderState = LockedOrder;
 
 export type PlaceResult = { created: boolean; orderId: number };
 
@@ -55,17 +40,13 @@ export type PlaceResult = { created: boolean; orderId: number };
  */
 export async function placeOrder(sql: Sql, body: PlaceOrderBody): Promise<PlaceResult> {
   const coid = body.order_details.client_order_id;
-  const hash = sha256Hex(canonicalJson(body));
+  const hash = requestHash(body as unknown as JsonObject);
   for (let attempt = 0; ; attempt++) {
     try {
       return await sql.begin(async (tx) => {
-        const [existing] = await tx<{ id: string; place_hash: string | null }[]>`
-          select o.id::text, c.request_hash as place_hash
-          from orders o left join commands c on c.order_id = o.id and c.kind = 'place'
-          where o.client_order_id = ${coid}
-          order by c.id limit 1`;
+        const existing = await placeOf(tx, coid);
         if (existing) {
-          if (existing.place_hash === hash) return { created: false, orderId: Number(existing.id) };
+          if (existing.place_hash === hash) return { created: false, orderId: existing.order_id };
           throw new DomainError(
             "conflict",
             existing.place_hash === null
@@ -73,18 +54,10 @@ export async function placeOrder(sql: Sql, body: PlaceOrderBody): Promise<PlaceR
               : `order ${coid} was already placed with a different body`,
           );
         }
-        const occurredAt = new Date();
-        const [order] = await tx<{ id: string }[]>`
-          insert into orders (client_order_id, store_code, pickup_otp, placement_state,
-                              status, provider_status, status_at, event_count, last_event_at, awb_number)
-          values (${coid}, ${body.store_code}, ${pickupOtp(body)}, 'pending',
-                  'CREATED', 'CREATED', ${occurredAt.toISOString()}::timestamptz, 1, ${occurredAt.toISOString()}::timestamptz,
-                  -- an AWB may be allocated to the client_order_id before the order is placed
-                  (select awb_number from awb_numbers where client_order_id = ${coid}))
-          returning id::text`;
-        const orderId = Number(order!.id);
+        const at = new Date();
+        const { orderId } = await insertPlacedOrder(tx, { clientOrderId: coid, storeCode: body.store_code ?? null, pickupOtp: pickupOtp(body) ?? null, at });
         const commandId = await insertCommand(tx, orderId, "place", body as unknown as JsonObject);
-        await appendTracklaneEvent(tx, { client_order_id: coid, store_code: body.store_code, order_status: "CREATED", tracklane: "placed through tracklane", command_id: commandId }, occurredAt);
+        await appendTracklaneEvent(tx, { client_order_id: coid, store_code: body.store_code, order_status: "CREATED", tracklane: "placed through tracklane", command_id: commandId }, at);
         return { created: true, orderId };
       });
     } catch (err) {
@@ -144,16 +117,8 @@ export async function createCommand(sql: Sql, order: OrderState, kind: OrderComm
 /** Placements a person may resolve: the outcome is unknown, or the place gave up. */
 const RESOLVABLE = new Set(["unconfirmed", "failed"]);
 
-interface LockedOrder {
-  id: string;
-  client_order_id: string | null;
-  svc_order_id: string | null;
-  placement_state: string;
-}
-
-async function lockOrder(tx: TransactionSql, orderId: number): Promise<LockedOrder> {
-  const [row] = await tx<LockedOrder[]>`
-    select id::text, client_order_id, svc_order_id, placement_state from orders where id = ${orderId} for update`;
+async function lockOrderOrFail(tx: TransactionSql, orderId: number): Promise<LockedOrder> {
+  const row = await lockOrder(tx, orderId);
   if (!row) throw new DomainError("order_not_found", "order not found");
   return row;
 }
@@ -198,33 +163,21 @@ export async function confirmPlacement(sql: Sql, orderId: number, svcOrderId: st
 
 async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise<{ commandId: number; created: boolean }> {
   return await sql.begin(async (tx) => {
-    const row = await lockOrder(tx, orderId);
+    const row = await lockOrderOrFail(tx, orderId);
     if (row.placement_state === "placed" && row.svc_order_id === svcOrderId) {
-      const [last] = await tx<{ id: string }[]>`
-        select id::text from commands where order_id = ${orderId} and kind in ('place', 'confirm_placement') and state = 'succeeded'
-        order by id desc limit 1`;
-      if (last) return { commandId: Number(last.id), created: false };
+      const last = await lastPlacement(tx, orderId);
+      if (last !== undefined) return { commandId: last, created: false };
     }
     if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
-    const [owner] = await tx<{ client_order_id: string | null; placement_state: string }[]>`
-      select client_order_id, placement_state from orders where svc_order_id = ${svcOrderId} and id <> ${orderId}`;
-    if (owner && owner.placement_state !== "external") {
+    const owner = await findOrder(tx, { by: "svc", id: svcOrderId });
+    if (owner && owner.id !== orderId && owner.placement_state !== "external") {
       throw new DomainError("conflict", `provider order ${svcOrderId} already belongs to order ${owner.client_order_id ?? "(unknown)"}`);
     }
     const request = { svc_order_id: svcOrderId };
-    const response = { message: "placement confirmed by hand", data: request };
-    const [command] = await tx<{ id: string }[]>`
-      insert into commands (order_id, kind, state, request, request_hash, response, completed_at)
-      values (${orderId}, 'confirm_placement', 'succeeded', ${JSON.stringify(request)}::text::jsonb,
-              ${sha256Hex(canonicalJson(request))}, ${JSON.stringify(response)}::text::jsonb, now())
-      returning id::text`;
-    const commandId = Number(command!.id);
+    const commandId = await insertSucceeded(tx, orderId, "confirm_placement", request, { message: "placement confirmed by hand", data: request });
     // An external row already holding the id (its callbacks came first) is merged into
     // this one by the projection, through the link event below.
-    await tx`
-      update orders set placement_state = 'placed', placement_error = null, updated_at = now(),
-        svc_order_id = case when ${owner === undefined} then ${svcOrderId} else svc_order_id end
-      where id = ${orderId}`;
+    await recordConfirmed(tx, orderId, svcOrderId, owner === undefined || owner.id === orderId);
     // The provider has the order: its failed place commands reached it after all.
     await succeedFailedPlaces(tx, [orderId], `confirmed by hand (command ${commandId})`);
     await appendTracklaneEvent(
@@ -243,26 +196,17 @@ async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise
  */
 export async function retryPlacement(sql: Sql, orderId: number): Promise<number> {
   return await sql.begin(async (tx) => {
-    const row = await lockOrder(tx, orderId);
+    const row = await lockOrderOrFail(tx, orderId);
     if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
     refuseNamedOrder(row);
-    const [first] = await tx<{ request: JsonObject }[]>`
-      select request from commands where order_id = ${orderId} and kind = 'place' order by id limit 1`;
+    const first = await firstPlaceRequest(tx, orderId);
     if (!first) throw new DomainError("conflict", "the order has no place command to send again");
-    await tx`update orders set placement_state = 'pending', placement_error = null, updated_at = now() where id = ${orderId}`;
-    return await insertCommand(tx, orderId, "place", first.request);
+    await recordPlacementPending(tx, orderId);
+    return await insertCommand(tx, orderId, "place", first);
   });
 }
 
 // ---------------------------------------------------------------- a failed command again
-
-interface RetriedCommand {
-  id: string;
-  order_id: string;
-  kind: CommandKind;
-  state: string;
-  outcome_unknown: boolean;
-}
 
 /**
  * `POST /v1/commands/{id}/retry`: a `failed` command runs again, as a new round of the
@@ -277,38 +221,34 @@ interface RetriedCommand {
  */
 export async function retryCommand(sql: Sql, id: number): Promise<number> {
   return await sql.begin(async (tx) => {
-    const [peek] = await tx<{ order_id: string; kind: CommandKind }[]>`select order_id::text, kind from commands where id = ${id}`;
+    const peek = await lockCommand(tx, id);
     if (!peek) throw new DomainError("command_not_found", `no command with id ${id}`);
-    const orderId = Number(peek.order_id);
-    // A place changes its order's placement: the order first, then the command, as
-    // confirmPlacement and retryPlacement lock them.
-    const placement = peek.kind === "place" ? await lockOrder(tx, orderId) : undefined;
-    const [command] = await tx<RetriedCommand[]>`
-      select id::text, order_id::text, kind, state, outcome_unknown from commands where id = ${id} for update`;
-    if (!command) throw new DomainError("command_not_found", `no command with id ${id}`);
+    const orderId = peek.order_id;
+    // A place changes its order's placement: the order, then the command, as
+    // confirmPlacement and retryPlacement lock them (the command's kind never changes).
+    const placement = peek.kind === "place" ? await lockOrderOrFail(tx, orderId) : undefined;
+    const command = peek;
     if (command.state !== "failed") {
       throw new DomainError("conflict", `command ${id} is ${command.state}: only a failed command can be retried`);
     }
     if (command.kind === "place") {
       checkPlaceRetryable(command, placement!);
       refuseNamedOrder(placement!);
-      await tx`update orders set placement_state = 'pending', placement_error = null, updated_at = now() where id = ${orderId}`;
+      await recordPlacementPending(tx, orderId);
     } else if (command.kind === "confirm_placement") {
       throw new DomainError("conflict", `command ${id} is a confirmation by hand: there is nothing to send again`);
     } else {
-      const [order] = await tx<(Omit<OrderState, "id"> & { id: string })[]>`
-        select id::text, client_order_id, svc_order_id, status, placement_state from orders where id = ${orderId}`;
+      const order = await findOrderById(tx, orderId);
       if (!order) throw new DomainError("order_not_found", "order not found");
-      checkCommandAllowed(command.kind, { ...order, id: orderId });
+      checkCommandAllowed(command.kind as OrderCommandKind, order);
     }
-    await tx`update commands set state = 'pending', attempts = 0, completed_at = null, updated_at = now() where id = ${id}`;
-    await enqueueCommand(tx, id, orderId);
+    await requeue(tx, id, orderId);
     return id;
   });
 }
 
 /** Only a refused place of an order whose placement failed may be sent again from here. */
-function checkPlaceRetryable(command: RetriedCommand, order: LockedOrder): void {
+function checkPlaceRetryable(command: CommandRow, order: LockedOrder): void {
   const name = order.client_order_id ?? order.svc_order_id ?? `#${order.id}`;
   if (command.outcome_unknown || order.placement_state === "unconfirmed") {
     throw new DomainError(

@@ -1,18 +1,14 @@
 import { connect } from "node:net";
 import type { Socket } from "node:net";
 import postgres from "postgres";
-import type { Sql } from "postgres";
-import { drizzle } from "./drizzle.ts";
-import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
-import * as schema from "./schema/index.ts";
+import type { Sql, TransactionSql } from "postgres";
 
-export type Db = PostgresJsDatabase<typeof schema>;
+/** What a statement runs on: the pool (autocommit) or a caller's transaction. */
+export type Tx = Sql | TransactionSql;
 
 export interface Database {
-  /** postgres.js, for the few hot or set-based statements written as SQL. */
+  /** The process's one pool: every statement of tracklane's own runs on it. */
   sql: Sql;
-  /** drizzle over the same pool, for everything else. */
-  db: Db;
   close(): Promise<void>;
 }
 
@@ -94,12 +90,19 @@ function socketFactory() {
 
 type PoolOptions = postgres.Options<Record<string, postgres.PostgresType>>;
 
+/**
+ * bigint (int8) columns read as numbers, as the schema's `bigint({ mode: "number" })`
+ * types them: ids and counts stay far below 2^53.
+ */
+const INT8_AS_NUMBER = { to: 20, from: [20], serialize: (n: number | bigint) => String(n), parse: (s: string) => Number(s) };
+
 /** A postgres.js pool with tracklane's timeouts and the workaround above; `overrides` win. */
 export function createPool(url: string, max: number, name: string, overrides: PoolOptions = {}): Sql {
   const options: PoolOptions & { socket: ReturnType<typeof socketFactory> } = {
     max,
     onnotice: () => {},
     connection: { application_name: name },
+    types: { int8: INT8_AS_NUMBER },
     // A dead server must surface as an error (503), not as requests waiting forever.
     connect_timeout: 5,
     // postgres.js backs off up to 20 s between reconnects while the server is down, and a
@@ -113,24 +116,10 @@ export function createPool(url: string, max: number, name: string, overrides: Po
   return postgres(url, options);
 }
 
-/**
- * Two pools: drizzle replaces postgres.js's date parsers and serializers on the client it
- * wraps (it maps dates itself), which would hand raw SQL strings instead of Dates. Raw
- * SQL (ingest, projection) gets the full pool; drizzle (API reads, commands) a smaller one.
- */
+/** The process's pool (graphile-worker keeps its own node-postgres pool: docs/architecture.md). */
 export function createDatabase(url: string, options: DatabaseOptions = {}): Database {
-  const max = options.max ?? 10;
-  const name = options.name ?? "tracklane";
-  const sql = createPool(url, max, name);
-  const drizzleSql = createPool(url, Math.max(2, Math.ceil(max / 2)), name);
-  const db = drizzle(drizzleSql, { schema, casing: "snake_case" });
-  return {
-    sql,
-    db,
-    close: async () => {
-      await Promise.all([sql.end({ timeout: 5 }), drizzleSql.end({ timeout: 5 })]);
-    },
-  };
+  const sql = createPool(url, options.max ?? 10, options.name ?? "tracklane");
+  return { sql, close: () => sql.end({ timeout: 5 }) };
 }
 
 /** SQLSTATE classes and socket errors that mean "the database is not there right now". */

@@ -1,11 +1,7 @@
 /**
- * drizzle-orm, loaded with require() instead of import. drizzle-orm 0.45's package.json
- * lists about 630 export paths (180 KB), and Node 24's ES module loader handles that
- * package.json again for each of the ~400 drizzle files an import pulls in: importing
- * drizzle-orm/postgres-js took ~150 MB of transient heap that V8 then kept, so a process
- * idled at ~220 MB RSS; through require() it idles at ~70 MB. drizzle-orm 1.0 collapses
- * the export map (drizzle-team/drizzle-orm#5934). Types still come from the package's own
- * declarations; every runtime use of drizzle goes through this module.
+ * drizzle-orm, loaded with require(): through import, Node 24 re-reads its 180 KB export
+ * map for each of the ~400 files an import pulls in, and the process kept ~150 MB more
+ * heap. Only migrations and drizzle-kit use drizzle at run time.
  */
 import { createRequire } from "node:module";
 import type * as Orm from "drizzle-orm";

@@ -17,7 +17,7 @@ export interface NormalisedEvent {
   /**
    * The body named its order only by `order_id`, which real payloads use for either id.
    * svcOrderId holds it; the ingest stores it as the client id instead when a known order
-   * carries it as its client_order_id (src/ingest/append.ts). Null in every other case.
+   * carries it as its client_order_id (src/events/log.ts). Null in every other case.
    */
   ambiguousId: string | null;
   providerStatus: string | null;
@@ -60,31 +60,53 @@ export function isJsonObject(value: unknown): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** Where a parsed value holds what jsonb cannot store, or is nested too deep to walk safely. */
+export interface Unstorable {
+  /** A string or a key holds a NUL or an unpaired UTF-16 surrogate, or a container is nested deeper than MAX_DEPTH. */
+  kind: "text" | "key" | "depth";
+  /** Keys from the top down to that string, the object holding that key, or that container. */
+  path: string[];
+}
+
+interface WalkNode {
+  value: unknown;
+  key: string;
+  parent: WalkNode | null;
+  /** Containers around this value: its path's length. */
+  depth: number;
+}
+
+const unstorableText = (s: string) => s.includes("\u0000") || !s.isWellFormed();
+
+function pathOf(node: WalkNode): string[] {
+  const path: string[] = [];
+  for (let at: WalkNode | null = node; at?.parent; at = at.parent) path.push(at.key);
+  return path.reverse();
+}
+
 /**
- * Walks a parsed body without recursion (hostile bodies cannot blow the stack) and
- * reports its nesting depth, and whether any key or string holds text that PostgreSQL
- * cannot store in jsonb (NUL, unpaired surrogates).
+ * The first string or key in a parsed JSON value that PostgreSQL cannot store in jsonb
+ * (NUL, unpaired surrogates), or the first container deeper than MAX_DEPTH; null when
+ * there is none. Iterative, so hostile nesting cannot blow the stack. The callback
+ * receiver and the API's validation both refuse what it finds.
  */
-export function inspectJson(value: unknown): { depth: number; unstorable: boolean } {
-  let depth = 0;
-  let unstorable = false;
-  const bad = (s: string) => s.includes("\u0000") || !s.isWellFormed();
-  const stack: [unknown, number][] = [[value, 1]];
+export function findUnstorable(value: unknown): Unstorable | null {
+  const stack: WalkNode[] = [{ value, key: "", parent: null, depth: 0 }];
   while (stack.length > 0) {
-    const [v, d] = stack.pop()!;
+    const node = stack.pop()!;
+    const v = node.value;
     if (typeof v === "string") {
-      if (bad(v)) unstorable = true;
+      if (unstorableText(v)) return { kind: "text", path: pathOf(node) };
       continue;
     }
     if (typeof v !== "object" || v === null) continue;
-    if (d > depth) depth = d;
-    if (d > MAX_DEPTH) break;
-    for (const [k, child] of Object.entries(v)) {
-      if (bad(k)) unstorable = true;
-      stack.push([child, d + 1]);
+    if (node.depth >= MAX_DEPTH) return { kind: "depth", path: pathOf(node) };
+    for (const [key, child] of Object.entries(v)) {
+      if (unstorableText(key)) return { kind: "key", path: pathOf(node) };
+      stack.push({ value: child, key, parent: node, depth: node.depth + 1 });
     }
   }
-  return { depth, unstorable };
+  return null;
 }
 
 /**
@@ -188,11 +210,11 @@ function identify(body: JsonObject): Identity {
 }
 
 /** A string or number as text; anything else (objects, booleans) is not a value here. */
-export function readText(body: JsonObject, fields: readonly string[]): string | null {
+function readText(body: JsonObject, fields: readonly string[]): string | null {
   return firstUsable(body, fields, asText);
 }
 
-export function readNumber(body: JsonObject, fields: readonly string[], min: number, max: number): number | null {
+function readNumber(body: JsonObject, fields: readonly string[], min: number, max: number): number | null {
   return firstUsable(body, fields, (raw) => {
     const n = typeof raw === "number" ? raw : typeof raw === "string" && raw.trim() !== "" ? Number(raw) : NaN;
     return Number.isFinite(n) && n >= min && n <= max ? n : null;
@@ -332,11 +354,11 @@ export interface NormaliseOptions {
 
 export function normaliseCallback(body: unknown, options: NormaliseOptions): NormaliseResult {
   if (!isJsonObject(body)) return { ok: false, reason: "invalid_json", message: "body must be a JSON object" };
-  const shape = inspectJson(body);
-  if (shape.depth > MAX_DEPTH) {
+  const unstorable = findUnstorable(body);
+  if (unstorable?.kind === "depth") {
     return { ok: false, reason: "invalid_json", message: `body is nested deeper than ${MAX_DEPTH} levels` };
   }
-  if (shape.unstorable) {
+  if (unstorable) {
     return { ok: false, reason: "invalid_json", message: "body contains a NUL character or an unpaired UTF-16 surrogate" };
   }
   const id = identify(body);

@@ -1,14 +1,8 @@
 /**
- * The projection: an order's state as a pure function of the SET of its events
- * (PRODUCT.md §5). Every choice below is a maximum under a total order on events, so the
- * result does not depend on arrival order or on duplicates: fold(permute(E ∪ dups)) =
- * fold(E). Property tests in test/unit/projection.test.ts hold it to that.
- *
- * The fold is kept as a `FoldState`: each part's winning value together with what
- * decides its ties (event time and dedupe key), the latest event time and the count.
- * States of disjoint sets of events merge: mergeStates(foldState(A), foldState(B)) =
- * foldState(A ∪ B). An order row stores its state, so projecting a new event costs one
- * merge instead of a re-read of the order's whole history (src/projection/project.ts).
+ * The projection: an order's state as a pure function of the SET of its events. Every
+ * choice is a maximum under a total order on events, so arrival order and duplicates do
+ * not matter, and the fold is kept as a mergeable FoldState: merging the states of two
+ * sets of events gives the state of their union.
  */
 import { LATITUDE_FIELDS, LONGITUDE_FIELDS, eventDetails } from "./normalise.ts";
 import type { EventDetails, EventKind, JsonObject } from "./normalise.ts";
@@ -84,7 +78,7 @@ export interface FoldState {
 }
 
 /** An order has one provider id, two when the provider duplicated it; more is noise kept short. */
-export const MAX_SVC_IDS = 8;
+const MAX_SVC_IDS = 8;
 
 export const EMPTY_STATE: FoldState = {
   status: null,

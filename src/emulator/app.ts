@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { resolvePaths } from "../provider/paths.ts";
+import { PATHS } from "../provider/paths.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
 import { createRequireAuth, registerOAuthRoutes } from "./auth.ts";
 import { registerAwbRoutes } from "./awb.ts";
@@ -89,7 +89,7 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
     options: resolved,
     state,
     clock,
-    paths: resolvePaths(options.paths),
+    paths: PATHS,
     callbacks,
     faults,
     behaviour: { ...resolved.behaviour },

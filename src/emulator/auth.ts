@@ -1,5 +1,6 @@
-import { randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { Context } from "hono";
+import { safeEqual } from "../domain/secrets.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
 import type { EmulatorState, Principal } from "./state.ts";
 import type { Clock } from "./clock.ts";
@@ -11,12 +12,6 @@ import type { EmulatorApp, EmulatorContext, EmulatorEnv, EmulatorMiddleware, Res
  * is enforced: a product without token auth refuses tokens with 401, a product without
  * OAuth refuses the exchange (400 unauthorized_client, RFC 6749 §5.2) and every Bearer.
  */
-
-function safeEqual(a: string, b: string): boolean {
-  const left = Buffer.from(a, "utf8");
-  const right = Buffer.from(b, "utf8");
-  return left.length === right.length && timingSafeEqual(left, right);
-}
 
 function unauthorized(c: Context<EmulatorEnv>, detail: string, scheme: string) {
   c.header("WWW-Authenticate", scheme);
@@ -33,7 +28,7 @@ export function createRequireAuth(options: ResolvedOptions, state: EmulatorState
     if (header === "") return unauthorized(c, "Authentication credentials were not provided.", scheme);
     if (kind.toLowerCase() === "token") {
       if (!support.token) return unauthorized(c, `Token authentication is not available for ${options.product}; use OAuth2.`, scheme);
-      const index = options.tokens.findIndex((t) => safeEqual(t, value));
+      const index = options.tokens.findIndex((t) => safeEqual(value, t));
       if (index >= 0) principal = { id: `token-${index + 1}`, method: "token" };
     } else if (kind.toLowerCase() === "bearer") {
       if (!support.oauth) return unauthorized(c, `OAuth2 is not available for ${options.product}.`, scheme);
@@ -61,7 +56,7 @@ export function registerOAuthRoutes(app: EmulatorApp, ctx: EmulatorContext): voi
   const { options, state, clock } = ctx;
   app.post(ctx.paths.oauthToken, async (c) => {
     const creds = parseBasic(c.req.header("authorization"));
-    const client = creds && options.clients.find((k) => safeEqual(k.clientId, creds.clientId) && safeEqual(k.clientSecret, creds.clientSecret));
+    const client = creds && options.clients.find((k) => safeEqual(creds.clientId, k.clientId) && safeEqual(creds.clientSecret, k.clientSecret));
     if (!client) {
       c.header("WWW-Authenticate", 'Basic realm="oauth"');
       return c.json({ error: "invalid_client", detail: "Invalid client credentials." }, 401);

@@ -13,11 +13,11 @@ import type { EmulatorApp, EmulatorContext } from "./types.ts";
  * the emulator clock. Fresh numbers do not join the pool's unused set.
  */
 
-export function mintAwb(state: EmulatorState, suffix: string): string {
+function mintAwb(state: EmulatorState, suffix: string): string {
   return `SF${state.ids.awbDigits()}${suffix}`;
 }
 
-export function poolOf(state: EmulatorState, principalId: string): AwbPool {
+function poolOf(state: EmulatorState, principalId: string): AwbPool {
   let pool = state.awbPools.get(principalId);
   if (!pool) {
     pool = { unused: new Set(), used: new Set() };

@@ -25,7 +25,7 @@ export interface Behaviour {
   status_endpoint: boolean;
 }
 
-export const DEFAULT_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
+const DEFAULT_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
   accept_duplicate_orders: false,
   place_answer: "spec",
   callback_shape: "spec",
@@ -34,7 +34,7 @@ export const DEFAULT_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
 });
 
 /** What the real provider is reported to do (docs/provider.md). */
-export const REALISTIC_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
+const REALISTIC_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
   ...DEFAULT_BEHAVIOUR,
   accept_duplicate_orders: true,
   place_answer: "sfx",

@@ -68,13 +68,12 @@ const CallbackFaultSchemas = [
   }),
 ] as const;
 
-export const FaultRuleInputSchema = z
+const FaultRuleInputSchema = z
   .union([z.discriminatedUnion("action", RequestFaultSchemas), ...CallbackFaultSchemas])
   .refine((r) => isValidRegex("path_regex" in r ? r.path_regex : undefined), {
     message: "path_regex is not a valid regular expression",
     path: ["path_regex"],
   });
-export type FaultRuleInput = z.input<typeof FaultRuleInputSchema>;
 
 type ParsedRule = z.output<typeof FaultRuleInputSchema>;
 type CallbackAction = "drop" | "duplicate" | "reorder";
@@ -93,7 +92,7 @@ function isValidRegex(source: string | undefined): boolean {
 }
 
 /** mulberry32: tiny, fast, good enough for deciding coin flips repeatably. */
-export function createRng(seed: number): () => number {
+function createRng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

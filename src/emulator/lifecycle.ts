@@ -30,7 +30,7 @@ export const STATUS = {
  * No sandbox step, cancel or edit moves an order out of these. The spec's "any" rows are
  * read as "any order not yet finished".
  */
-export const TERMINAL_STATUSES: ReadonlySet<string> = new Set([
+const TERMINAL_STATUSES: ReadonlySet<string> = new Set([
   STATUS.delivered,
   STATUS.cancelled,
   STATUS.reattemptCancelled,

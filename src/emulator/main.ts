@@ -8,6 +8,7 @@ import { parseArgs } from "node:util";
 import { ConfigError, loadEmulatorConfig } from "../config.ts";
 import { createLogger } from "../logger.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
+import { loadConfigOrExit } from "../runtime/startup-errors.ts";
 import { EmulatorPortInUseError, startEmulator } from "./server.ts";
 
 const USAGE = "usage: npm run emulator [-- --reset]";
@@ -22,19 +23,16 @@ function parseFlags(): { reset: boolean } {
   }
 }
 
-function loadConfigOrExit(): ReturnType<typeof loadEmulatorConfig> {
-  try {
-    return loadEmulatorConfig();
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    console.error(err.message);
-    process.exit(1);
-  }
+/** A configuration problem: the problems as ConfigError lists them, exit 1; anything else is main's. */
+function reportConfigError(err: unknown): number {
+  if (!(err instanceof ConfigError)) throw err;
+  console.error(err.message);
+  return 1;
 }
 
 async function main(): Promise<void> {
   const flags = parseFlags();
-  const config = loadConfigOrExit();
+  const config = loadConfigOrExit(loadEmulatorConfig, reportConfigError);
   const logger = createLogger({ level: config.logLevel });
   const support = PRODUCT_AUTH[config.product];
   const running = await startEmulator({

@@ -72,7 +72,7 @@ export function loadSavedState(file: string, options: { reset?: boolean; logger?
  * Temp file, fsync, rename: a crash mid-write leaves the previous snapshot, never half a
  * file. The temp name carries the pid so two writers cannot interleave in one temp file.
  */
-export function writeSnapshot(file: string, snapshot: EmulatorSnapshot): void {
+function writeSnapshot(file: string, snapshot: EmulatorSnapshot): void {
   mkdirSync(dirname(file), { recursive: true });
   const temp = `${file}.tmp-${process.pid}`;
   const fd = openSync(temp, "w", 0o600);

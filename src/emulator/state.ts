@@ -99,13 +99,13 @@ export interface EmulatorState {
   ids: IdMinter;
 }
 
-export const MAX_REQUEST_LOG = 10_000;
+const MAX_REQUEST_LOG = 10_000;
 
 /**
  * Counters start at a random point so numbers from two emulator runs (e.g. before and
  * after a restart of `npm start`, whose database survives) are very unlikely to meet.
  */
-export function createIdMinter(start?: IdCounters): IdMinter {
+function createIdMinter(start?: IdCounters): IdMinter {
   let order = start?.order ?? randomInt(100_000_000, 800_000_000);
   let awb = start?.awb ?? randomInt(1_000_000_000, 8_000_000_000);
   let contact = start?.contact ?? randomInt(0, 1_000_000_000);
@@ -159,7 +159,7 @@ export function appendRequestLog(state: EmulatorState, entry: RequestLogEntry): 
  * and delivery logs, queued callbacks and fault rules. Bump SNAPSHOT_VERSION when the
  * shape changes incompatibly: an older file then fails to parse and is set aside.
  */
-export const SNAPSHOT_VERSION = 1;
+const SNAPSHOT_VERSION = 1;
 
 const counter = z.number().int().nonnegative();
 const time = z.number().finite();
@@ -204,7 +204,7 @@ const AwbRequestSchema = z.object({
   numbers: z.array(z.string()).nullable(),
 }) satisfies z.ZodType<AwbRequest>;
 
-export const EmulatorSnapshotSchema = z.object({
+const EmulatorSnapshotSchema = z.object({
   version: z.literal(SNAPSHOT_VERSION),
   savedAt: z.string(),
   ids: z.object({ order: counter, awb: counter, contact: counter }),

@@ -25,7 +25,7 @@ function orderDetails(ctx: EmulatorContext, order: EmulatorOrder): Record<string
   return times;
 }
 
-export function statusAnswer(ctx: EmulatorContext, order: EmulatorOrder): Record<string, unknown> {
+function statusAnswer(ctx: EmulatorContext, order: EmulatorOrder): Record<string, unknown> {
   const rider = riderDetails(order, order.lastLocation);
   return {
     status: order.status,

@@ -45,7 +45,6 @@ export interface EmulatorOptions {
   seed?: number;
   /** A hanging fault (timeout_before/after) destroys the socket after this long if the client has not given up. Default 120000. */
   maxHangMs?: number;
-  paths?: Partial<Paths>;
   logger?: Logger;
   /**
    * Spec ("strict", the default) or real-provider behaviour (behaviour.ts); `realistic: true`

@@ -8,7 +8,6 @@ import { requestId } from "hono/request-id";
 import type { Sql } from "postgres";
 import type { Config } from "../config.ts";
 import type { ProviderClient } from "../provider/client.ts";
-import type { Db } from "../db/client.ts";
 import type { Ingestor } from "../ingest/batcher.ts";
 import { redactPath } from "../logger.ts";
 import type { Logger } from "../logger.ts";
@@ -30,7 +29,6 @@ import { validationHook } from "./validation.ts";
 export interface AppDeps {
   config: Config;
   sql: Sql;
-  db: Db;
   ingestor: Ingestor;
   log: Logger;
   metrics: Metrics;
@@ -80,11 +78,11 @@ export function createApp(deps: AppDeps) {
     }),
   );
   // Before the order routes: there "export" would be an order's id.
-  app.route("/", exportRoutes({ db: deps.db, log: deps.log }));
-  app.route("/", orderReadRoutes(deps.db));
-  app.route("/", rejectedRoutes(deps.db));
-  app.route("/", commandRoutes({ sql: deps.sql, db: deps.db }));
-  app.route("/", sandboxRoutes({ db: deps.db, provider: deps.provider, env: deps.config.provider.env }));
+  app.route("/", exportRoutes({ sql: deps.sql, log: deps.log }));
+  app.route("/", orderReadRoutes(deps.sql));
+  app.route("/", rejectedRoutes(deps.sql));
+  app.route("/", commandRoutes({ sql: deps.sql }));
+  app.route("/", sandboxRoutes({ sql: deps.sql, provider: deps.provider, env: deps.config.provider.env }));
   app.route("/", awbRoutes({ config: deps.config, sql: deps.sql, provider: deps.provider }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", { type: "http", scheme: "bearer" });

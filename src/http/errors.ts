@@ -97,7 +97,7 @@ export function fromZodError(error: ZodError, code: ErrorCode = "validation_fail
   return new ApiError(code, `invalid ${where}: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, { issues });
 }
 
-export function errorBody(err: ApiError, requestId: string) {
+function errorBody(err: ApiError, requestId: string) {
   return {
     error: {
       code: err.code,

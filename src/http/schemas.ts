@@ -3,10 +3,11 @@
  * document, and the functions that turn rows into them.
  */
 import { z } from "@hono/zod-openapi";
+import { isoOrNull } from "../domain/iso-time.ts";
 import { CANONICAL_STATUSES, canonicalStatus } from "../domain/statuses.ts";
-import type { EventRow, OrderRow, RejectedRow } from "../db/orders.ts";
-
-const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+import type { EventRow } from "../events/log.ts";
+import type { RejectedRow } from "../ingest/rejected.ts";
+import type { OrderRow } from "../orders/read.ts";
 
 export const ErrorSchema = z
   .object({
@@ -21,7 +22,7 @@ export const ErrorSchema = z
 
 export const PLACEMENT_STATES = ["pending", "placed", "unconfirmed", "failed", "external"] as const;
 
-export const RiderSchema = z
+const RiderSchema = z
   .object({
     id: z.string().nullable(),
     name: z.string().nullable(),
@@ -64,36 +65,36 @@ export type OrderJson = z.infer<typeof OrderSchema>;
 
 export function orderJson(row: OrderRow): OrderJson {
   const hasRider =
-    row.riderId !== null || row.riderName !== null || row.riderContact !== null || row.riderLatitude !== null;
+    row.rider_id !== null || row.rider_name !== null || row.rider_contact !== null || row.rider_latitude !== null;
   return {
-    client_order_id: row.clientOrderId,
-    svc_order_id: row.svcOrderId,
-    svc_order_ids: row.svcOrderIds.length > 0 ? row.svcOrderIds : row.svcOrderId === null ? [] : [row.svcOrderId],
-    store_code: row.storeCode,
+    client_order_id: row.client_order_id,
+    svc_order_id: row.svc_order_id,
+    svc_order_ids: row.svc_order_ids.length > 0 ? row.svc_order_ids : row.svc_order_id === null ? [] : [row.svc_order_id],
+    store_code: row.store_code,
     status: canonicalStatus(row.status),
-    provider_status: row.providerStatus,
-    status_at: iso(row.statusAt),
-    track_url: row.trackUrl,
-    awb_number: row.awbNumber,
-    pickup_otp: row.pickupOtp,
+    provider_status: row.provider_status,
+    status_at: isoOrNull(row.status_at),
+    track_url: row.track_url,
+    awb_number: row.awb_number,
+    pickup_otp: row.pickup_otp,
     rider: hasRider
       ? {
-          id: row.riderId,
-          name: row.riderName,
-          contact: row.riderContact,
-          latitude: row.riderLatitude,
-          longitude: row.riderLongitude,
-          location_at: iso(row.riderLocationAt),
+          id: row.rider_id,
+          name: row.rider_name,
+          contact: row.rider_contact,
+          latitude: row.rider_latitude,
+          longitude: row.rider_longitude,
+          location_at: isoOrNull(row.rider_location_at),
         }
       : null,
     placement: {
-      state: z.enum(PLACEMENT_STATES).catch("external").parse(row.placementState),
-      error: row.placementError,
+      state: z.enum(PLACEMENT_STATES).catch("external").parse(row.placement_state),
+      error: row.placement_error,
     },
-    event_count: row.eventCount,
-    last_event_at: iso(row.lastEventAt),
-    created_at: row.createdAt.toISOString(),
-    updated_at: row.updatedAt.toISOString(),
+    event_count: row.event_count,
+    last_event_at: isoOrNull(row.last_event_at),
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
   };
 }
 
@@ -115,10 +116,10 @@ export function eventJson(row: EventRow): z.infer<typeof EventSchema> {
     id: String(row.id),
     kind: row.kind === "location" ? "location" : "status",
     source: z.enum(["provider", "tracklane", "poll"]).catch("provider").parse(row.source),
-    status: row.kind === "status" ? canonicalStatus(row.providerStatus) : null,
-    provider_status: row.providerStatus,
-    occurred_at: row.occurredAt.toISOString(),
-    received_at: row.receivedAt.toISOString(),
+    status: row.kind === "status" ? canonicalStatus(row.provider_status) : null,
+    provider_status: row.provider_status,
+    occurred_at: row.occurred_at.toISOString(),
+    received_at: row.received_at.toISOString(),
     payload: z.record(z.string(), z.unknown()).catch({}).parse(row.payload),
   };
 }
@@ -138,28 +139,11 @@ export const RejectedSchema = z
 export function rejectedJson(row: RejectedRow): z.infer<typeof RejectedSchema> {
   return {
     id: String(row.id),
-    received_at: row.receivedAt.toISOString(),
+    received_at: row.received_at.toISOString(),
     reason: row.reason,
-    content_type: row.contentType,
+    content_type: row.content_type,
     body: row.body,
-    body_bytes: row.bodyBytes,
+    body_bytes: row.body_bytes,
     truncated: row.truncated,
   };
 }
-
-/** Opaque page cursors: base64url JSON, validated on the way back in. */
-export function encodeCursor(value: unknown): string {
-  return Buffer.from(JSON.stringify(value)).toString("base64url");
-}
-
-export function decodeCursor<T>(cursor: string, schema: z.ZodType<T>): T | null {
-  try {
-    const parsed = schema.safeParse(JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
-}
-
-export const limitParam = (max: number, fallback: number) =>
-  z.coerce.number().int().min(1).max(max).default(fallback).openapi({ description: `page size, at most ${max}` });

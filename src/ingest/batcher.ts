@@ -1,17 +1,15 @@
 /**
- * Group commit. Concurrent callbacks are gathered into one statement per flush (the
- * events, their queue rows and one drain job: src/ingest/append.ts); each caller's
- * promise settles only after that statement has committed, so a 200 still means
- * "durably stored". While a flush is in flight, new
- * events wait for the next one, so batches grow exactly as fast as load does and an idle
- * service pays no added latency.
+ * Group commit: concurrent callbacks are gathered into one append per flush
+ * (src/events/log.ts), and each caller's promise settles only after it has committed, so
+ * a 200 means "durably stored". Batches grow as fast as load does; an idle service pays
+ * no added latency.
  */
 import type { Sql } from "postgres";
 import { isDatabaseUnavailable } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
-import { appendEvents } from "./append.ts";
-import type { Appended, EventInput } from "./append.ts";
+import { appendEvents } from "../events/log.ts";
+import type { Appended, EventInput } from "../events/log.ts";
 
 export interface BatcherOptions {
   /** Most events in one transaction. 1 turns batching off (one transaction per event). */

@@ -1,21 +1,8 @@
 /**
- * Draining the projection queue. Every ingest flush writes one `projection_queue` row per
- * new event and one `projection__drain` job, in the flush's transaction. A drain takes
- * the oldest rows (`FOR UPDATE SKIP LOCKED`) with their events, merges them into their
- * orders (src/projection/project.ts) and deletes the rows, all in one transaction: a
- * crash mid-projection leaves the rows, and the job, for the next try, and no event is
- * ever merged twice.
- *
- * Jobs coalesce in each worker process: at most `loops` drain loops run at once; a job
- * arriving while they all run completes at once, and the running loops take one more
- * batch that starts after its arrival. A loop (and its job) ends only after a short
- * batch that started after the last arrival, so at every moment each queued row is
- * covered by a job that is not yet complete: if the process dies, graphile-worker runs
- * that job again.
- *
- * While the projection keeps up, a loop spaces its batches `intervalMs` apart, so one
- * transaction carries many flushes' events: measured on the benchmark, a batch of 500
- * costs half the CPU per event of a batch of 40.
+ * The drain: takes the oldest queued events, merges them into their orders and deletes
+ * their queue rows in one transaction, so no event is merged twice and a crash leaves the
+ * rows for the next try. Drain jobs coalesce into at most `loops` loops per process, and a
+ * loop's job ends only after a batch that started after the last job's arrival.
  */
 import type { Sql, TransactionSql } from "postgres";
 import { isDatabaseUnavailable } from "../db/client.ts";
@@ -23,12 +10,13 @@ import { isJsonObject } from "../domain/normalise.ts";
 import type { StoredEvent } from "../domain/projection.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
-import { projectionJob } from "../tasks/jobs.ts";
 import { groupByOrder, isConflict, projectQueued, reportPlacements, toStored } from "./project.ts";
-import type { EventColumns, ProjectResult } from "./project.ts";
+import type { ProjectResult } from "./project.ts";
+import { DRAIN_TASK, takeEvents, takeOldest } from "./backlog.ts";
+import type { TakenRow } from "./backlog.ts";
 import { createQueueVacuum } from "./queue-vacuum.ts";
+import { PROJECT_TASK, projectionJob } from "./jobs.ts";
 
-export const DRAIN_TASK = "projection__drain";
 
 /** A safety net: drains once a minute even if every drain job was lost or gave up. */
 export const DRAIN_CRONTAB = `* * * * * ${DRAIN_TASK} ?id=projection_drain&max=1`;
@@ -58,8 +46,6 @@ export interface DrainDeps {
   log: Logger;
   metrics: Metrics;
 }
-
-type TakenRow = EventColumns & { payload: unknown };
 
 const stored = (r: TakenRow): StoredEvent => toStored(r, isJsonObject(r.payload) ? r.payload : {});
 
@@ -93,20 +79,7 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
     let results: ProjectResult[] = [];
     try {
       await sql.begin(async (tx) => {
-        // The rows are chosen once, in a materialised CTE: as `id in (select … limit …
-        // skip locked)` PostgreSQL may rescan the subquery once per row it deletes, and
-        // each rescan skips the rows already locked and returns new ones, so a "batch of
-        // 500" grew to thousands of rows in the benchmark, and the transactions to seconds.
-        const rows = await tx<TakenRow[]>`
-          with chosen as materialized (
-            select event_id from projection_queue order by event_id limit ${options.batchMax} for update skip locked
-          ),
-          taken as (
-            delete from projection_queue q using chosen where q.event_id = chosen.event_id returning q.event_id
-          )
-          select e.id::text, e.dedupe_key, e.kind, e.svc_order_id, e.client_order_id, e.provider_status,
-                 e.occurred_at, e.received_at, e.payload
-          from order_events e join taken t on t.event_id = e.id`;
+        const rows = await takeOldest(tx, options.batchMax);
         taken = rows.map(stored);
         if (taken.length === 0) return;
         results = await projectQueued(tx, taken);
@@ -131,13 +104,7 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
     for (const group of groupByOrder(events)) {
       let results: ProjectResult[] = [];
       await sql.begin(async (tx) => {
-        const mine = await tx<{ event_id: string }[]>`
-          with chosen as materialized (
-            select event_id from projection_queue where event_id = any(${group.map((e) => e.id)}::bigint[]) for update skip locked
-          )
-          delete from projection_queue q using chosen where q.event_id = chosen.event_id
-          returning q.event_id::text`;
-        const taken = new Set(mine.map((r) => Number(r.event_id)));
+        const taken = await takeEvents(tx, group.map((e) => e.id));
         const own = group.filter((e) => taken.has(e.id));
         if (own.length === 0) return; // another drain has them
         try {
@@ -147,7 +114,7 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
           const order = { svcOrderId: own[0]!.svcOrderId, clientOrderId: own[0]!.clientOrderId };
           log.error({ err, cause, order }, "projection failed; the order is retried as its own job");
           const job = projectionJob(order.svcOrderId, order.clientOrderId);
-          await tx`select graphile_worker.add_job('order__project', ${JSON.stringify(job.payload)}::text::json, job_key := ${job.key})`;
+          await tx`select graphile_worker.add_job(${PROJECT_TASK}, ${JSON.stringify(job.payload)}::text::json, job_key := ${job.key})`;
         }
       });
       observe(results);

@@ -1,4 +1,5 @@
 import type { Sql } from "postgres";
+import { everyIdentity } from "../events/log.ts";
 import { isConflict, projectOrders } from "./project.ts";
 import type { ProjectResult } from "./project.ts";
 
@@ -14,11 +15,7 @@ const MAX_ATTEMPTS = 10;
 export async function rebuildAll(sql: Sql, progress?: (done: number) => void): Promise<{ orders: number; changed: number }> {
   let done = 0;
   let changed = 0;
-  const identities = sql<{ svc_order_id: string | null; client_order_id: string | null }[]>`
-    select distinct svc_order_id, client_order_id from order_events
-    union
-    select svc_order_id, client_order_id from orders`.cursor(500);
-  for await (const batch of identities) {
+  for await (const batch of everyIdentity(sql)) {
     // One set-based projection per page of identities (the worker's own code path).
     const results = await withRetry(() => projectOrders(sql, batch.map((ids) => ({ svcOrderId: ids.svc_order_id, clientOrderId: ids.client_order_id }))));
     // Identities of one order share its result: count each changed order once.

@@ -1,21 +1,8 @@
 /**
- * How an order row stores its FoldState (orders.projection_state): compact JSON text,
- * read back through zod, since a row outlives the code that wrote it. A state that does
- * not parse (a future version, a damaged row) reads as null, and the projection then
- * re-derives the order from the log.
- *
- * The state is rewritten with every event an order gets, so its size is paid in every
- * update's WAL: each distinct winning event (its dedupe key and time) is stored once and
- * winners point at it by index. An order's winners usually come from two or three
- * events (its latest status, its latest location), so the text stays around 300 bytes
- * instead of carrying eight 64-character keys. Text, not jsonb: PostgreSQL never looks
- * inside, and the encoding is deterministic, so equal states are equal strings.
- *
- *   {"v":1,"n":count,"t":lastEventAt,"e":[[key,at],…],
- *    "s":[status,raw,e],"i":[svc,e],"c":[coid,e],"r":[riderId,e],"m":[riderName,e],
- *    "p":[riderContact,e],"l":[latitude,longitude,e],"u":[trackUrl,e],
- *    "a":[svc,…]}   (absent: null; "a" only when there are several provider ids, else
- *    it is the one of "i")
+ * How an order row stores its FoldState (orders.projection_state): compact, deterministic
+ * JSON text (each winning event stored once, winners pointing at it by index), read back
+ * through zod. A state that does not parse reads as null, and the order is re-derived
+ * from the log. Format: see encodeState.
  */
 import { z } from "zod";
 import type { FoldState, Stamp, Winner } from "../domain/projection.ts";
@@ -50,6 +37,13 @@ const TEXT_PARTS = [
   ["u", "trackUrl"],
 ] as const;
 
+/**
+ * `{"v":1,"n":count,"t":lastEventAt,"e":[[key,at],…],"s":[status,raw,e],"i":[svc,e],
+ * "c":[coid,e],"r":[riderId,e],"m":[riderName,e],"p":[riderContact,e],
+ * "l":[latitude,longitude,e],"u":[trackUrl,e],"a":[svc,…]}`: absent parts are null; "a"
+ * only with several provider ids. Rewritten with every event, so its size is paid in
+ * every update's WAL (about 300 bytes instead of eight 64-character keys).
+ */
 export function encodeState(state: FoldState): string {
   const events: [string, number][] = [];
   const index = new Map<string, number>();

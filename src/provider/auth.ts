@@ -41,7 +41,7 @@ export interface OAuthOptions {
 }
 
 /** `Authorization: Basic base64(client_id:client_secret)` for the token exchange. */
-export function basicCredentials(clientId: string, clientSecret: string): string {
+function basicCredentials(clientId: string, clientSecret: string): string {
   return `Basic ${Buffer.from(`${clientId}:${clientSecret}`, "utf8").toString("base64")}`;
 }
 
@@ -50,7 +50,7 @@ export function basicCredentials(clientId: string, clientSecret: string): string
  * and `grant_type=client_credentials`. A refusal (4xx) is an "auth" error: wrong
  * credentials or a product without OAuth do not get better by retrying.
  */
-export async function exchangeClientCredentials(options: OAuthOptions): Promise<OAuthTokenResponse> {
+async function exchangeClientCredentials(options: OAuthOptions): Promise<OAuthTokenResponse> {
   const req = {
     method: "POST" as const,
     baseUrl: options.gatewayUrl,

@@ -5,23 +5,16 @@ import type { ProviderAuth } from "./auth.ts";
 import { ProviderError } from "./errors.ts";
 import { interpret, operationOf, send } from "./http.ts";
 import type { HttpDeps, HttpRequest } from "./http.ts";
-import { fillPath, resolvePaths } from "./paths.ts";
-import type { PathName, Paths } from "./paths.ts";
+import { PATHS, fillPath } from "./paths.ts";
+import type { PathName } from "./paths.ts";
 import type { Product } from "./products.ts";
 import {
-  AllotBodySchema,
   AnyObjectResponseSchema,
   CancelOrderBodySchema,
   CancelOrderResponseSchema,
-  CollectBodySchema,
-  CollectResponseSchema,
-  CustomerReturnResponseSchema,
-  DeliverBodySchema,
   DispatchReadyBodySchema,
-  DoorstepArrivalBodySchema,
   EditOrderBodySchema,
   EditOrderResponseSchema,
-  FreeBodySchema,
   FreshAwbAcceptedSchema,
   FreshAwbBodySchema,
   FreshAwbPollSchema,
@@ -31,9 +24,7 @@ import {
   PlaceOrderResponseSchema,
   PoolAwbBodySchema,
   PoolAwbResponseSchema,
-  RiderLocationBodySchema,
   SANDBOX_ACTIONS,
-  StatusMessageResponseSchema,
   StopReattemptBodySchema,
 } from "./schemas.ts";
 import type {
@@ -81,8 +72,6 @@ export interface ProviderClientOptions {
   now?: () => number;
   fetch?: typeof fetch;
   logger?: Logger;
-  /** Path overrides (PRODUCT.md §3: each path configurable). */
-  paths?: Partial<Paths>;
 }
 
 /**
@@ -122,15 +111,23 @@ interface CallSpec<S extends z.ZodType> {
   method: HttpRequest["method"];
   path: PathName;
   params?: Record<string, string>;
-  /** JSON body; undefined sends none. */
-  json?: unknown;
+  /** The JSON body and the schema it must pass before it is sent; undefined sends none. */
+  body?: { schema: z.ZodType; value: unknown };
   schema: S;
 }
+
+/** One row of SANDBOX_ACTIONS: the typed sandbox methods and `sandbox` all call through it. */
+interface SandboxSpec<S extends z.ZodType> {
+  method: HttpRequest["method"];
+  path: PathName;
+  body: z.ZodType | null;
+  response: S;
+}
+type SandboxResponseSchema = (typeof SANDBOX_ACTIONS)[SandboxAction]["response"];
 
 const GATEWAY_PATHS: ReadonlySet<PathName> = new Set(["oauthToken", "awbPool", "awbFresh", "awbFreshPoll"]);
 
 export function createProviderClient(options: ProviderClientOptions): ProviderClient {
-  const paths = resolvePaths(options.paths);
   const http: HttpDeps = {
     fetch: options.fetch ?? fetch,
     timeoutMs: options.timeoutMs ?? 10_000,
@@ -146,7 +143,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
           clientSecret: options.auth.clientSecret,
           product: options.auth.product,
           gatewayUrl,
-          tokenPath: paths.oauthToken,
+          tokenPath: PATHS.oauthToken,
           http,
         })
       : null;
@@ -156,9 +153,9 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     const req: HttpRequest = {
       method: spec.method,
       baseUrl: GATEWAY_PATHS.has(spec.path) ? gatewayUrl : baseUrl,
-      path: fillPath(paths[spec.path], spec.params),
+      path: fillPath(PATHS[spec.path], spec.params),
       headers: {},
-      json: spec.json,
+      json: spec.body === undefined ? undefined : validBody(spec.method, spec.path, spec.body),
     };
     let authRetried = false;
     for (;;) {
@@ -175,13 +172,14 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     }
   }
 
-  function body<S extends z.ZodType>(schema: S, value: unknown, method: HttpRequest["method"], path: PathName): z.output<S> {
-    const parsed = schema.safeParse(value);
+  /** The parsed body, or an invalid_request ProviderError: a body that fails its schema is never sent. */
+  function validBody(method: HttpRequest["method"], path: PathName, body: { schema: z.ZodType; value: unknown }): unknown {
+    const parsed = body.schema.safeParse(body.value);
     if (parsed.success) return parsed.data;
     const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ");
     throw new ProviderError({
       kind: "invalid_request",
-      operation: operationOf({ method, path: paths[path] }),
+      operation: operationOf({ method, path: PATHS[path] }),
       providerMessage: `invalid request body: ${issues}`,
       body: parsed.error.issues,
     });
@@ -189,86 +187,37 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
 
   const svc = (svcOrderId: string) => ({ svc_order_id: svcOrderId });
 
-  async function sandbox(action: SandboxAction, svcOrderId: string, value?: unknown): Promise<Record<string, unknown>> {
-    const spec = SANDBOX_ACTIONS[action];
-    const json = spec.body === null ? undefined : body(spec.body, value ?? {}, spec.method, spec.path);
-    return call({ method: spec.method, path: spec.path, params: svc(svcOrderId), json, schema: spec.response });
+  /** A sandbox action as SANDBOX_ACTIONS describes it (a missing body is `{}`). */
+  async function sandboxCall<S extends z.ZodType>(spec: SandboxSpec<S>, svcOrderId: string, value?: unknown): Promise<z.output<S>> {
+    const body = spec.body === null ? undefined : { schema: spec.body, value: value ?? {} };
+    return call({ method: spec.method, path: spec.path, params: svc(svcOrderId), body, schema: spec.response });
   }
 
   return {
     authMethod: auth.method,
     placeOrder: async (b) =>
-      call({ method: "POST", path: "placeOrder", json: body(PlaceOrderBodySchema, b, "POST", "placeOrder"), schema: PlaceOrderResponseSchema }),
-    editOrder: async (b) =>
-      call({ method: "PUT", path: "editOrder", json: body(EditOrderBodySchema, b, "PUT", "editOrder"), schema: EditOrderResponseSchema }),
+      call({ method: "POST", path: "placeOrder", body: { schema: PlaceOrderBodySchema, value: b }, schema: PlaceOrderResponseSchema }),
+    editOrder: async (b) => call({ method: "PUT", path: "editOrder", body: { schema: EditOrderBodySchema, value: b }, schema: EditOrderResponseSchema }),
     cancelOrder: async (id, b) =>
-      call({
-        method: "PUT",
-        path: "cancelOrder",
-        params: svc(id),
-        json: body(CancelOrderBodySchema, b, "PUT", "cancelOrder"),
-        schema: CancelOrderResponseSchema,
-      }),
+      call({ method: "PUT", path: "cancelOrder", params: svc(id), body: { schema: CancelOrderBodySchema, value: b }, schema: CancelOrderResponseSchema }),
     dispatchReady: async (coid, b) =>
-      call({
-        method: "PUT",
-        path: "dispatchReady",
-        params: { coid },
-        json: body(DispatchReadyBodySchema, b, "PUT", "dispatchReady"),
-        schema: AnyObjectResponseSchema,
-      }),
+      call({ method: "PUT", path: "dispatchReady", params: { coid }, body: { schema: DispatchReadyBodySchema, value: b }, schema: AnyObjectResponseSchema }),
     stopReattempt: async (b) =>
-      call({
-        method: "POST",
-        path: "stopReattempt",
-        json: body(StopReattemptBodySchema, b, "POST", "stopReattempt"),
-        schema: MessageResponseSchema,
-      }),
+      call({ method: "POST", path: "stopReattempt", body: { schema: StopReattemptBodySchema, value: b }, schema: MessageResponseSchema }),
     orderStatus: async (id) => call({ method: "GET", path: "orderStatus", params: svc(id), schema: OrderStatusResponseSchema }),
-    allot: async (id, b) =>
-      call({ method: "PUT", path: "sandboxAllot", params: svc(id), json: body(AllotBodySchema, b, "PUT", "sandboxAllot"), schema: MessageResponseSchema }),
-    riderArrival: async (id, b = {}) =>
-      call({
-        method: "POST",
-        path: "sandboxRiderArrival",
-        params: svc(id),
-        json: body(FreeBodySchema, b, "POST", "sandboxRiderArrival"),
-        schema: AnyObjectResponseSchema,
-      }),
-    collect: async (id, b) =>
-      call({ method: "PUT", path: "sandboxCollect", params: svc(id), json: body(CollectBodySchema, b, "PUT", "sandboxCollect"), schema: CollectResponseSchema }),
-    doorstepArrival: async (id, b) =>
-      call({
-        method: "PUT",
-        path: "sandboxDoorstepArrival",
-        params: svc(id),
-        json: body(DoorstepArrivalBodySchema, b, "PUT", "sandboxDoorstepArrival"),
-        schema: StatusMessageResponseSchema,
-      }),
-    deliver: async (id, b) =>
-      call({ method: "PUT", path: "sandboxDeliver", params: svc(id), json: body(DeliverBodySchema, b, "PUT", "sandboxDeliver"), schema: MessageResponseSchema }),
-    customerReturn: async (id) => call({ method: "PUT", path: "sandboxCustomerReturn", params: svc(id), schema: CustomerReturnResponseSchema }),
-    sellerReturn: async (id, b = {}) =>
-      call({
-        method: "PUT",
-        path: "sandboxSellerReturn",
-        params: svc(id),
-        json: body(FreeBodySchema, b, "PUT", "sandboxSellerReturn"),
-        schema: AnyObjectResponseSchema,
-      }),
-    riderLocation: async (id, b) =>
-      call({
-        method: "PUT",
-        path: "sandboxRiderLocation",
-        params: svc(id),
-        json: body(RiderLocationBodySchema, b, "PUT", "sandboxRiderLocation"),
-        schema: AnyObjectResponseSchema,
-      }),
-    sandbox,
+    allot: async (id, b) => sandboxCall(SANDBOX_ACTIONS.allot, id, b),
+    riderArrival: async (id, b) => sandboxCall(SANDBOX_ACTIONS["rider-arrival"], id, b),
+    collect: async (id, b) => sandboxCall(SANDBOX_ACTIONS.collect, id, b),
+    doorstepArrival: async (id, b) => sandboxCall(SANDBOX_ACTIONS["doorstep-arrival"], id, b),
+    deliver: async (id, b) => sandboxCall(SANDBOX_ACTIONS.deliver, id, b),
+    customerReturn: async (id) => sandboxCall(SANDBOX_ACTIONS["customer-return"], id),
+    sellerReturn: async (id, b) => sandboxCall(SANDBOX_ACTIONS["seller-return"], id, b),
+    riderLocation: async (id, b) => sandboxCall(SANDBOX_ACTIONS["rider-location"], id, b),
+    sandbox: async (action, id, b) => sandboxCall<SandboxResponseSchema>(SANDBOX_ACTIONS[action], id, b),
     generatePoolAwbs: async (count) =>
-      call({ method: "POST", path: "awbPool", json: body(PoolAwbBodySchema, { count }, "POST", "awbPool"), schema: PoolAwbResponseSchema }),
+      call({ method: "POST", path: "awbPool", body: { schema: PoolAwbBodySchema, value: { count } }, schema: PoolAwbResponseSchema }),
     requestFreshAwbs: async (b = {}) =>
-      call({ method: "POST", path: "awbFresh", json: body(FreshAwbBodySchema, b, "POST", "awbFresh"), schema: FreshAwbAcceptedSchema }),
+      call({ method: "POST", path: "awbFresh", body: { schema: FreshAwbBodySchema, value: b }, schema: FreshAwbAcceptedSchema }),
     pollFreshAwbs: async (requestId) =>
       call({ method: "GET", path: "awbFreshPoll", params: { request_id: requestId }, schema: FreshAwbPollSchema }),
     exchangeToken: async () => {

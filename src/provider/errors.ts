@@ -170,6 +170,15 @@ export class ProviderError extends Error {
 }
 
 /**
+ * A failure in a few words for a command's, a top-up's or an API error's message: kind,
+ * status when there was one, and the provider's own words (or, without them, the error's
+ * message), e.g. `client 422: store_code: unknown store`.
+ */
+export function describeProviderError(err: ProviderError): string {
+  return `${err.kind}${err.status ? ` ${err.status}` : ""}: ${err.providerMessage || err.message}`;
+}
+
+/**
  * Retry-After as milliseconds from `now`: delta-seconds or an HTTP date (RFC 9110 §10.2.3).
  * Undefined when absent or unparsable; never negative.
  */

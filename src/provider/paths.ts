@@ -1,10 +1,7 @@
 /**
  * Every provider path in one table, used by the client (to call) and by the emulator (to
- * route), so the two can never disagree. Parameters use Hono's `:name` syntax; `fillPath`
- * turns a template into a concrete path.
- *
- * Which address each path lives on (provider-api.md §4, PRODUCT.md §3): order and sandbox
- * endpoints on `{base_url}`, OAuth and AWB endpoints on `{gateway_url}`.
+ * route), so the two cannot disagree. Order and sandbox paths live on the base URL, OAuth
+ * and AWB paths on the gateway URL.
  */
 export const PATHS = {
   // {base_url}: store orders (§4.2)
@@ -33,11 +30,6 @@ export const PATHS = {
 
 export type PathName = keyof typeof PATHS;
 export type Paths = Record<PathName, string>;
-
-/** The default table with any configured overrides applied. */
-export function resolvePaths(overrides: Partial<Paths> = {}): Paths {
-  return { ...PATHS, ...overrides };
-}
 
 /** `fillPath("/a/:id/b/", { id: "x y" })` -> `/a/x%20y/b/`. Throws on a missing parameter. */
 export function fillPath(template: string, params: Record<string, string> = {}): string {

@@ -14,8 +14,8 @@ import { z } from "zod";
 export const MAX_STRING_LENGTH = 128;
 /** Upper bound of `count` (pool) and `awb_count` (fresh) (provider-api.md §8). */
 export const MAX_AWB_COUNT = 100_000;
-export const DEFAULT_POOL_AWB_COUNT = 10;
-export const DEFAULT_FRESH_AWB_COUNT = 1000;
+const DEFAULT_POOL_AWB_COUNT = 10;
+const DEFAULT_FRESH_AWB_COUNT = 1000;
 
 const text = z
   .string()
@@ -26,7 +26,7 @@ const latitude = z.number().min(-90).max(90);
 const longitude = z.number().min(-180).max(180);
 
 /** An identifier the provider may send as a number or a string; tracklane keeps strings. */
-export const ProviderIdSchema = z
+const ProviderIdSchema = z
   .union([z.string().min(1).max(MAX_STRING_LENGTH), z.number().int().nonnegative()])
   .transform(String);
 
@@ -67,14 +67,14 @@ const booleanish = z.union([
  * adds (scheduled_time, delivery_instruction, landmark...) is dropped on its way to the
  * provider.
  */
-export const StoreOrderDetailsSchema = z.looseObject({
+const StoreOrderDetailsSchema = z.looseObject({
   client_order_id: text,
   order_value: tolerantAmount.optional(),
   paid: booleanish.optional(),
   payment_mode: text.optional(),
 });
 
-export const CustomerDetailsSchema = z.looseObject({
+const CustomerDetailsSchema = z.looseObject({
   name: text,
   contact_number: text,
   address_line_1: text,
@@ -84,7 +84,7 @@ export const CustomerDetailsSchema = z.looseObject({
   longitude: tolerantLongitude,
 });
 
-export const ProductDetailSchema = z.looseObject({
+const ProductDetailSchema = z.looseObject({
   id: z.union([text, z.number().int()]).optional(),
   name: text.optional(),
   price: tolerantAmount.optional(),
@@ -102,7 +102,7 @@ export const PlaceOrderBodySchema = z.looseObject({
 export type PlaceOrderBody = z.input<typeof PlaceOrderBodySchema>;
 
 /** Where an answer may name the order's id, first found wins (PRODUCT.md §10). */
-export const ORDER_ID_KEYS = ["svc_order_id", "sfx_order_id", "id"] as const;
+const ORDER_ID_KEYS = ["svc_order_id", "sfx_order_id", "id"] as const;
 
 /**
  * The order an answer's `data` names, read tolerantly: the id from `svc_order_id`,
@@ -110,7 +110,7 @@ export const ORDER_ID_KEYS = ["svc_order_id", "sfx_order_id", "id"] as const;
  * no id is there, so a 2xx that names no order never passes for a placed one.
  */
 export type NamedOrder = Record<string, unknown> & { svc_order_id: string; track_url: string | null };
-export const NamedOrderSchema = z.looseObject({}).transform((data, ctx): NamedOrder => {
+const NamedOrderSchema = z.looseObject({}).transform((data, ctx): NamedOrder => {
   for (const key of ORDER_ID_KEYS) {
     const id = ProviderIdSchema.safeParse(data[key]);
     if (id.success) {
@@ -157,7 +157,7 @@ export type EditOrderResponse = z.output<typeof EditOrderResponseSchema>;
 
 // ---------------------------------------------------------------- cancel, dispatch-ready, stop re-attempt
 
-export const CANCEL_USERS = ["Customer", "Seller", "Rider"] as const;
+const CANCEL_USERS = ["Customer", "Seller", "Rider"] as const;
 export const CancelOrderBodySchema = z.object({ reason: text, user: z.enum(CANCEL_USERS) });
 export type CancelOrderBody = z.input<typeof CancelOrderBodySchema>;
 
@@ -195,7 +195,7 @@ export type OrderStatusResponse = z.output<typeof OrderStatusResponseSchema>;
 
 const flag = z.union([z.literal(0), z.literal(1), z.boolean()]);
 
-export const AllotBodySchema = z.object({
+const AllotBodySchema = z.object({
   rider_id: z.union([text, z.number().int()]),
   /** 1 (or true): allot for acceptance only; see provider-api.md §3. */
   only_allot: flag.optional(),
@@ -206,19 +206,19 @@ export type AllotBody = z.input<typeof AllotBodySchema>;
 export const FreeBodySchema = z.looseObject({});
 export type FreeBody = z.input<typeof FreeBodySchema>;
 
-export const CollectBodySchema = z.object({
+const CollectBodySchema = z.object({
   status: z.literal("COLLECTED"),
   pickup_lat: latitude.optional(),
   pickup_lng: longitude.optional(),
 });
 export type CollectBody = z.input<typeof CollectBodySchema>;
-export const CollectResponseSchema = z.looseObject({
+const CollectResponseSchema = z.looseObject({
   message: z.string(),
   virtual_contact_number: z.union([z.string(), z.number()]).transform(String),
 });
 export type CollectResponse = z.output<typeof CollectResponseSchema>;
 
-export const DoorstepArrivalBodySchema = z.object({
+const DoorstepArrivalBodySchema = z.object({
   time_arrival: z.union([text, z.number().nonnegative()]).optional(),
   arrival_lat: latitude.optional(),
   arrival_lng: longitude.optional(),
@@ -226,10 +226,10 @@ export const DoorstepArrivalBodySchema = z.object({
 });
 export type DoorstepArrivalBody = z.input<typeof DoorstepArrivalBodySchema>;
 
-export const StatusMessageResponseSchema = z.looseObject({ status: z.string(), message: z.string() });
+const StatusMessageResponseSchema = z.looseObject({ status: z.string(), message: z.string() });
 export type StatusMessageResponse = z.output<typeof StatusMessageResponseSchema>;
 
-export const DeliverBodySchema = z.object({
+const DeliverBodySchema = z.object({
   status: z.literal("DELIVERED"),
   delivery_latitude: latitude.optional(),
   delivery_longitude: longitude.optional(),
@@ -237,7 +237,7 @@ export const DeliverBodySchema = z.object({
 });
 export type DeliverBody = z.input<typeof DeliverBodySchema>;
 
-export const CustomerReturnResponseSchema = z.looseObject({
+const CustomerReturnResponseSchema = z.looseObject({
   status: z.string(),
   message: z.string(),
   rts_order_id: ProviderIdSchema.optional(),
@@ -249,7 +249,7 @@ export type CustomerReturnResponse = z.output<typeof CustomerReturnResponseSchem
  * (metres), mirroring the rider-location callback's rider_latitude, rider_longitude and
  * location_accuracy.
  */
-export const RiderLocationBodySchema = z.object({
+const RiderLocationBodySchema = z.object({
   latitude,
   longitude,
   accuracy: z.number().nonnegative().optional(),
@@ -282,12 +282,11 @@ const awbCount = z
   .max(MAX_AWB_COUNT, `must be at most ${MAX_AWB_COUNT}`);
 
 export const PoolAwbBodySchema = z.object({ count: awbCount.default(DEFAULT_POOL_AWB_COUNT) });
-export type PoolAwbBody = z.input<typeof PoolAwbBodySchema>;
 export const PoolAwbResponseSchema = z.looseObject({ message: z.string(), awb_numbers: z.array(z.string()) });
 export type PoolAwbResponse = z.output<typeof PoolAwbResponseSchema>;
 
 /** request_type values are not in the spec; "forward" is the default (PRODUCT.md §3). */
-export const AWB_REQUEST_TYPES = ["forward", "reverse"] as const;
+const AWB_REQUEST_TYPES = ["forward", "reverse"] as const;
 export const FreshAwbBodySchema = z.object({
   awb_count: awbCount.default(DEFAULT_FRESH_AWB_COUNT),
   request_type: z.enum(AWB_REQUEST_TYPES).default("forward"),

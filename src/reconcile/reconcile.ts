@@ -1,20 +1,17 @@
 /**
- * Reconciliation (PRODUCT.md §10). The real provider is reported not to retry a callback
- * that failed, so an order can fall silent while it moves on at the provider. Every
- * minute, the active orders (a provider id, not terminal) with no event for
- * RECONCILE_AFTER_MIN minutes are asked for their status, a few at a time; what the
- * answer says is appended to the event log with source `poll`, under the same identity
- * rules as a callback (the same answer twice is one event), so the projection stays one
- * fold over one log.
- *
- * A provider without the endpoint answers 404 with its HTML page, not an order's JSON
- * "not found": polling is then turned off in this process, with one warning.
+ * Reconciliation: the active orders silent for RECONCILE_AFTER_MIN are asked for their
+ * status, a few at a time, and the answers are appended to the event log as `poll` events
+ * under a callback's identity rules. A provider without the endpoint (an HTML 404) turns
+ * polling off in this process, with one warning.
  */
 import type { Sql } from "postgres";
 import { normaliseCallback } from "../domain/normalise.ts";
 import type { JsonObject } from "../domain/normalise.ts";
 import { CANONICAL_STATUSES, isTerminal } from "../domain/statuses.ts";
-import { appendEvents } from "../ingest/append.ts";
+import { appendEvents } from "../events/log.ts";
+import { ordersDueForPoll } from "../orders/read.ts";
+import type { DueOrder } from "../orders/read.ts";
+import { markPolled } from "../orders/store.ts";
 import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import { ProviderError } from "../provider/errors.ts";
@@ -55,30 +52,6 @@ export function resetEndpointMissing(): void {
 
 const ACTIVE = CANONICAL_STATUSES.filter((s) => !isTerminal(s));
 
-interface DueOrder {
-  id: string;
-  svc_order_id: string;
-  client_order_id: string | null;
-}
-
-/**
- * The orders due for a poll, longest unpolled first. `last_event_at` is the newest event
- * time; an order never heard of since it was created counts from its creation.
- */
-async function dueOrders(sql: Sql, afterMin: number, limit: number): Promise<DueOrder[]> {
-  const seconds = afterMin * 60;
-  return await sql<DueOrder[]>`
-    select id::text, svc_order_id, client_order_id from orders
-    where svc_order_id is not null
-      -- Active statuses named, not terminal ones excluded: orders_status_idx then finds the
-      -- active orders, few beside the finished ones, with no index of their own (an index
-      -- costs every write of an order row).
-      and (status is null or status = any(${ACTIVE}::text[]))
-      and coalesce(last_event_at, created_at) < now() - make_interval(secs => ${seconds})
-      and (reconciled_at is null or reconciled_at < now() - make_interval(secs => ${seconds}))
-    order by reconciled_at nulls first, id
-    limit ${limit}`;
-}
 
 /**
  * A 404 with an HTML page: the path itself is unknown to the provider (a web server's
@@ -107,14 +80,14 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
   const report: ReconcileReport = { asked: 0, learned: 0, failed: 0, off: false };
   if (deps.afterMin <= 0 || deps.provider === undefined || endpointMissing) return { ...report, off: true };
   const spacing = deps.spacingMs ?? RECONCILE_SPACING_MS;
-  const orders = await dueOrders(deps.sql, deps.afterMin, deps.batch ?? RECONCILE_BATCH);
+  const orders = await ordersDueForPoll(deps.sql, ACTIVE, deps.afterMin, deps.batch ?? RECONCILE_BATCH);
   let last = 0;
   for (const order of orders) {
     const wait = last + spacing - Date.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     last = Date.now();
     report.asked++;
-    const log = deps.log.child({ orderId: Number(order.id), svcOrderId: order.svc_order_id });
+    const log = deps.log.child({ orderId: order.id, svcOrderId: order.svc_order_id });
     let stop = false;
     try {
       const answer = await deps.provider.orderStatus(order.svc_order_id);
@@ -141,10 +114,6 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
   }
   if (report.asked > 0) deps.log.info(report, "reconciliation run");
   return report;
-}
-
-async function markPolled(sql: Sql, orderId: string): Promise<void> {
-  await sql`update orders set reconciled_at = now() where id = ${orderId}`;
 }
 
 /** Appends what the answer says; true when it was news (not the same answer as before). */

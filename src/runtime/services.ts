@@ -12,7 +12,7 @@ import type { Logger } from "../logger.ts";
 import { createMetrics } from "../metrics.ts";
 import type { Metrics } from "../metrics.ts";
 import type { ProviderClient } from "../provider/client.ts";
-import type { SupervisedWorker } from "./worker-supervisor.ts";
+import type { SupervisedWorker } from "../worker/supervisor.ts";
 
 export interface Services {
   http: HttpServer | undefined;
@@ -65,7 +65,7 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   if (options.web) {
     const [{ createApp }, { listen }] = await Promise.all([import("../http/app.ts"), import("../http/server.ts")]);
     ingestor = ingestorFor(config, database, log, metrics);
-    const app = createApp({ config, sql: database.sql, db: database.db, ingestor, log, metrics, provider: options.provider });
+    const app = createApp({ config, sql: database.sql, ingestor, log, metrics, provider: options.provider });
     // Node's server.close() keeps a keep-alive connection open for as long as its client
     // sends on it, so under steady traffic a stopping web process never got to stop.
     // While stopping, every response asks its client to close the connection.
@@ -79,8 +79,8 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
     http = await listen({ fetch }, options.port ?? config.port, config.host, config.http);
   }
   if (options.worker) {
-    const { superviseWorker } = await import("./worker-supervisor.ts");
-    worker = await superviseWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, db: database.db, log, metrics, provider: options.provider });
+    const { superviseWorker } = await import("../worker/supervisor.ts");
+    worker = await superviseWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, log, metrics, provider: options.provider });
   }
   return {
     http,

@@ -133,11 +133,18 @@ export function reportStartupError(err: unknown, context: StartupContext = {}, l
   return failure.exitCode;
 }
 
-/** For entry points: the config, or its problems printed one a line and exit 78. */
-export function loadConfigOrExit(): Config {
+/**
+ * For entry points: the config, or why it cannot be loaded printed and the process ended.
+ * tracklane's own processes take the defaults (reportStartupError: its problems one a
+ * line, exit 78); the emulator passes its loader and its own report, which returns the
+ * exit code (or throws what is not for it to report).
+ */
+export function loadConfigOrExit(): Config;
+export function loadConfigOrExit<T>(load: () => T, report: (err: unknown) => number): T;
+export function loadConfigOrExit<T>(load?: () => T, report: (err: unknown) => number = reportStartupError): T | Config {
   try {
-    return loadConfig();
+    return load ? load() : loadConfig();
   } catch (err) {
-    process.exit(reportStartupError(err));
+    process.exit(report(err));
   }
 }

@@ -19,8 +19,8 @@ import type { Logger } from "../../src/logger.ts";
 import { createMetrics } from "../../src/metrics.ts";
 import type { Metrics } from "../../src/metrics.ts";
 import { ingestorFor } from "../../src/runtime/services.ts";
-import { graphileLogger } from "../../src/tasks/logger.ts";
-import { taskList } from "../../src/tasks/runner.ts";
+import { graphileLogger } from "../../src/worker/logger.ts";
+import { taskList } from "../../src/worker/runner.ts";
 import type { ProviderClient } from "../../src/provider/client.ts";
 import { createTestDatabase } from "./db.ts";
 import type { TestDatabase } from "./db.ts";
@@ -71,8 +71,8 @@ export async function createTestApp(env: Record<string, string> = {}, options: T
   const database = createDatabase(testDb.url, { max: 6, name: "tracklane-test" });
   const ingestor = ingestorFor(config, database, log, metrics);
   const { provider } = options;
-  const app = createApp({ config, sql: database.sql, db: database.db, ingestor, log, metrics, provider });
-  const deps = { config, databaseUrl: testDb.url, sql: database.sql, db: database.db, log, metrics, provider };
+  const app = createApp({ config, sql: database.sql, ingestor, log, metrics, provider });
+  const deps = { config, databaseUrl: testDb.url, sql: database.sql, log, metrics, provider };
 
   return {
     app,

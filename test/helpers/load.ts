@@ -351,7 +351,7 @@ export async function waitProjectionsDrained(sql: Sql, ms: number, context: () =
 }
 
 export interface EventRow {
-  id: string;
+  id: number;
   dedupe_key: string;
   kind: string;
   svc_order_id: string | null;
@@ -364,7 +364,7 @@ export interface EventRow {
 
 export async function readEvents(sql: Sql): Promise<EventRow[]> {
   return await sql<EventRow[]>`
-    select id::text, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload
+    select id, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload
     from order_events order by id`;
 }
 
@@ -374,7 +374,7 @@ export async function readEvents(sql: Sql): Promise<EventRow[]> {
  */
 export async function assertAcknowledgedStored(sql: Sql, acked: readonly Acked[], unique: number): Promise<{ acknowledged: number; stored: number }> {
   const rows = await readEvents(sql);
-  const byId = new Map(rows.map((r) => [r.id, r]));
+  const byId = new Map(rows.map((r) => [String(r.id), r]));
   const ackedIds = new Map<string, CallbackBody>();
   const problems: string[] = [];
   for (const a of acked) {
@@ -383,7 +383,7 @@ export async function assertAcknowledgedStored(sql: Sql, acked: readonly Acked[]
     else if (!isDeepEqual(row.payload, a.callback.body)) problems.push(`event ${a.eventId} stored with other content: ${JSON.stringify(row.payload)} vs ${JSON.stringify(a.callback.body)}`);
     ackedIds.set(a.eventId, a.callback.body);
   }
-  for (const r of rows) if (!ackedIds.has(r.id)) problems.push(`event ${r.id} stored but never acknowledged`);
+  for (const r of rows) if (!ackedIds.has(String(r.id))) problems.push(`event ${r.id} stored but never acknowledged`);
   assert.deepEqual(problems.slice(0, 20), [], `${problems.length} problems`);
   assert.equal(ackedIds.size, unique, "every distinct callback acknowledged once as itself");
   assert.equal(rows.length, unique, "order_events holds each distinct callback exactly once");

@@ -32,8 +32,8 @@ export function projectedColumns(p: Projection) {
 
 /** Every event in the log, grouped by order (events sharing an identifier, transitively). */
 export async function ordersOfLog(sql: Sql): Promise<StoredEvent[][]> {
-  const rows = await sql<{ id: string; dedupe_key: string; kind: string; svc_order_id: string | null; client_order_id: string | null; provider_status: string | null; occurred_at: Date; received_at: Date; payload: unknown }[]>`
-    select id::text, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload
+  const rows = await sql<{ id: number; dedupe_key: string; kind: string; svc_order_id: string | null; client_order_id: string | null; provider_status: string | null; occurred_at: Date; received_at: Date; payload: unknown }[]>`
+    select id, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload
     from order_events order by id`;
   const parent = new Map<string, string>();
   const find = (k: string): string => {

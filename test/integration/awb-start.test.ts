@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { afterEach, describe, it } from "node:test";
 import type { Runner } from "graphile-worker";
 import { enqueueAutoReplenish, enqueueStartReplenish } from "../../src/awb/jobs.ts";
-import { startWorker } from "../../src/tasks/runner.ts";
+import { startWorker } from "../../src/worker/runner.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 
@@ -52,7 +52,6 @@ async function start(app: TestApp): Promise<Runner> {
     config: app.config,
     databaseUrl: app.testDb.url,
     sql: app.database.sql,
-    db: app.database.db,
     log: app.log,
     metrics: app.metrics,
   });

@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import type { Sql } from "postgres";
 import { normaliseCallback } from "../../src/domain/normalise.ts";
 import type { JsonObject } from "../../src/domain/normalise.ts";
-import { appendEvents } from "../../src/ingest/append.ts";
+import { appendEvents } from "../../src/events/log.ts";
 import { CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import type { Order } from "../helpers/api.ts";

@@ -10,7 +10,7 @@ import { connect } from "node:net";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { API_BODY_MAX_BYTES } from "../../src/http/app.ts";
-import { safeEqual } from "../../src/http/auth.ts";
+import { safeEqual } from "../../src/domain/secrets.ts";
 import { CALLBACK_MAX_BYTES } from "../../src/http/routes/callbacks.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createProviderClient } from "../../src/provider/client.ts";

@@ -1,6 +1,7 @@
 /**
- * The core is free of the transport: no feature imports from src/http/, and the refusals
- * it throws (DomainError) become the API's codes in one table there.
+ * The layout's rules: the core is free of the transport (no feature imports from
+ * src/http/; its DomainErrors become the API's codes in one table there), each table has
+ * its one owner module, and routes hold no SQL.
  */
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -11,7 +12,19 @@ import type { DomainErrorKind } from "../../src/domain/errors.ts";
 import { statusOf, toApiError } from "../../src/http/errors.ts";
 
 const SRC = join(import.meta.dirname, "../../src");
-const CORE = ["domain", "commands", "projection", "ingest", "reconcile", "awb", "provider", "db"];
+const CORE = ["domain", "db", "ingest", "events", "projection", "orders", "commands", "awb", "reconcile", "provider", "worker"];
+
+/** The modules allowed to write each table (docs/architecture.md, "Tables and their owners"). */
+const OWNERS: Record<string, string[]> = {
+  order_events: ["events/log.ts"],
+  // Queue rows are inserted by the append statement, with their events.
+  projection_queue: ["projection/backlog.ts", "events/log.ts"],
+  orders: ["orders/store.ts"],
+  commands: ["commands/store.ts"],
+  awb_numbers: ["awb/pool.ts"],
+  awb_requests: ["awb/topup.ts"],
+  rejected_callbacks: ["ingest/rejected.ts"],
+};
 
 function files(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : []));
@@ -20,6 +33,21 @@ function files(dir: string): string[] {
 describe("layers", () => {
   it("no core module imports from src/http/", () => {
     const offenders = CORE.flatMap((d) => files(join(SRC, d))).filter((f) => /from\s+["'](\.\.\/)+http\//.test(readFileSync(f, "utf8")));
+    assert.deepEqual(offenders, []);
+  });
+
+  it("each table is written by its owner module only", () => {
+    const sources = files(SRC).filter((f) => !f.includes("/emulator/") && !f.includes("/db/schema/"));
+    for (const [table, owners] of Object.entries(OWNERS)) {
+      const write = new RegExp(`\\b(insert\\s+into|update|delete\\s+from)\\s+${table}\\b`, "i");
+      const writers = sources.filter((f) => write.test(readFileSync(f, "utf8"))).map((f) => f.slice(SRC.length + 1));
+      assert.deepEqual(writers.sort(), [...owners].sort(), `writers of ${table}`);
+    }
+  });
+
+  it("routes hold no SQL", () => {
+    const routes = files(join(SRC, "http"));
+    const offenders = routes.filter((f) => /\b(sql|tx)(<[^>]*>)?`/.test(readFileSync(f, "utf8")));
     assert.deepEqual(offenders, []);
   });
 

@@ -7,8 +7,8 @@ import {
   MAX_ID_LENGTH,
   dedupeKey,
   eventDetails,
+  findUnstorable,
   hasCoordinates,
-  inspectJson,
   normaliseCallback,
   parseTime,
 } from "../../src/domain/normalise.ts";
@@ -221,7 +221,8 @@ describe("normalise: invalid bodies", () => {
 
   it(`depth up to MAX_DEPTH (${MAX_DEPTH}) is accepted, one more is invalid_json`, () => {
     assert.equal(MAX_DEPTH, 32);
-    assert.equal(inspectJson(nested(MAX_DEPTH - 1)).depth, MAX_DEPTH);
+    assert.equal(findUnstorable(nested(MAX_DEPTH - 1)), null);
+    assert.deepEqual(findUnstorable(nested(MAX_DEPTH)), { kind: "depth", path: Array<string>(MAX_DEPTH).fill("x") });
     assert.equal(ok(nested(MAX_DEPTH - 1)).clientOrderId, "C");
     assert.equal(ok(nested(MAX_DEPTH - 1, true)).clientOrderId, "C");
     for (const makeArray of [false, true]) {
@@ -237,14 +238,20 @@ describe("normalise: invalid bodies", () => {
     assert.match(r.message, /nested deeper/);
   });
 
-  it("inspectJson counts object and array levels, not scalars", () => {
-    assert.equal(inspectJson("s").depth, 0);
-    assert.equal(inspectJson(1).depth, 0);
-    assert.equal(inspectJson({}).depth, 1);
-    assert.equal(inspectJson({ a: 1, b: "x" }).depth, 1);
-    assert.equal(inspectJson({ a: { b: 1 } }).depth, 2);
-    assert.equal(inspectJson({ a: [1, [2]] }).depth, 3);
-    assert.equal(inspectJson({ a: {}, b: { c: { d: {} } } }).depth, 4);
+  it("findUnstorable counts object and array levels, not scalars", () => {
+    /** `levels` containers, objects and arrays in turn, around `leaf`. */
+    const chain = (levels: number, leaf: unknown): unknown => {
+      let v = leaf;
+      for (let i = 0; i < levels; i++) v = i % 2 === 0 ? [v] : { a: v };
+      return v;
+    };
+    assert.equal(findUnstorable("s"), null);
+    assert.equal(findUnstorable(chain(MAX_DEPTH, "s")), null);
+    assert.equal(findUnstorable(chain(MAX_DEPTH, 1)), null);
+    assert.equal(findUnstorable(chain(MAX_DEPTH - 1, {})), null);
+    assert.equal(findUnstorable(chain(MAX_DEPTH, {}))?.kind, "depth");
+    assert.equal(findUnstorable(chain(MAX_DEPTH, []))?.kind, "depth");
+    assert.equal(findUnstorable({ a: {}, b: chain(MAX_DEPTH, {}) })?.path[0], "b");
   });
 
   const UNSTORABLE: [string, JsonObject][] = [
@@ -262,13 +269,19 @@ describe("normalise: invalid bodies", () => {
       const r = rejected(body);
       assert.equal(r.reason, "invalid_json");
       assert.equal(r.message, "body contains a NUL character or an unpaired UTF-16 surrogate");
-      assert.equal(inspectJson(body).unstorable, true);
+      assert.notEqual(findUnstorable(body), null);
     });
   }
 
+  it("findUnstorable names the string, or the object holding the key", () => {
+    assert.deepEqual(findUnstorable({ coid: "C", a: [{ b: ["ok", "x\udfff"] }] }), { kind: "text", path: ["a", "0", "b", "1"] });
+    assert.deepEqual(findUnstorable({ a: { b: { "\u0000": true } } }), { kind: "key", path: ["a", "b"] });
+    assert.deepEqual(findUnstorable("\u0000"), { kind: "text", path: [] });
+  });
+
   it("well-formed non-ASCII text (surrogate pairs, accents) is fine", () => {
     const body = { coid: "C-😀", rider_name: "Zoë 🚴", "clé": "✓" };
-    assert.equal(inspectJson(body).unstorable, false);
+    assert.equal(findUnstorable(body), null);
     assert.equal(ok(body).clientOrderId, "C-😀");
   });
 });

@@ -4,23 +4,23 @@ import { bigint, check, index, integer, pgTable, text, timestamp, uniqueIndex, s
 export const awbNumbers = pgTable(
   "awb_numbers",
   {
-    awbNumber: text().primaryKey(),
+    awb_number: text().primaryKey(),
     /** available | allocated */
     state: text().notNull().default("available"),
-    clientOrderId: text(),
-    allocatedAt: timestamp({ withTimezone: true }),
+    client_order_id: text(),
+    allocated_at: timestamp({ withTimezone: true }),
     /** pool (replenishment endpoint) or fresh (async request) */
     source: text().notNull(),
-    requestId: text(),
-    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    request_id: text(),
+    created_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     // Serves allocation: the oldest available number, skipping locked rows.
-    index("awb_numbers_available_idx").on(t.createdAt, t.awbNumber).where(sql`${t.state} = 'available'`),
+    index("awb_numbers_available_idx").on(t.created_at, t.awb_number).where(sql`${t.state} = 'available'`),
     // One AWB per order: allocation is idempotent per client_order_id.
-    uniqueIndex("awb_numbers_client_order_id_idx").on(t.clientOrderId),
+    uniqueIndex("awb_numbers_client_order_id_idx").on(t.client_order_id),
     check("awb_numbers_state", sql`${t.state} in ('available', 'allocated')`),
-    check("awb_numbers_allocated", sql`(${t.state} = 'allocated') = (${t.allocatedAt} is not null)`),
+    check("awb_numbers_allocated", sql`(${t.state} = 'allocated') = (${t.allocated_at} is not null)`),
   ],
 );
 
@@ -31,7 +31,7 @@ export const awbRequests = pgTable(
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
     mode: text().notNull(),
     /** The provider's request_id (fresh mode). */
-    requestId: text(),
+    request_id: text(),
     /** pending | completed | failed */
     status: text().notNull().default("pending"),
     count: integer().notNull(),
@@ -39,15 +39,15 @@ export const awbRequests = pgTable(
     received: integer().notNull().default(0),
     added: integer().notNull().default(0),
     polls: integer().notNull().default(0),
-    nextPollAt: timestamp({ withTimezone: true }),
-    lastError: text(),
-    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
-    completedAt: timestamp({ withTimezone: true }),
+    next_poll_at: timestamp({ withTimezone: true }),
+    last_error: text(),
+    created_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    completed_at: timestamp({ withTimezone: true }),
   },
   (t) => [
-    uniqueIndex("awb_requests_request_id_idx").on(t.requestId),
+    uniqueIndex("awb_requests_request_id_idx").on(t.request_id),
     // Serves GET /v1/awb/pool (pending and recent requests).
-    index("awb_requests_created_at_idx").on(t.createdAt.desc()),
+    index("awb_requests_created_at_idx").on(t.created_at.desc()),
     check("awb_requests_mode", sql`${t.mode} in ('pool', 'fresh')`),
     check("awb_requests_status", sql`${t.status} in ('pending', 'completed', 'failed')`),
   ],

@@ -11,7 +11,7 @@ export const commands = pgTable(
   "commands",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    orderId: bigint({ mode: "number" })
+    order_id: bigint({ mode: "number" })
       .notNull()
       .references(() => orders.id),
     kind: text().notNull(),
@@ -20,7 +20,7 @@ export const commands = pgTable(
     /** The body sent to the provider (without identifiers added at send time). */
     request: jsonb().notNull(),
     /** sha256 of the canonical request: a repeated place with the same body is the same command. */
-    requestHash: text().notNull(),
+    request_hash: text().notNull(),
     response: jsonb(),
     attempts: integer().notNull().default(0),
     /**
@@ -28,15 +28,15 @@ export const commands = pgTable(
      * timeout, a dropped connection, a 5xx, a run that died mid-call). For a place this
      * decides between `failed` and `unconfirmed` when the command ends.
      */
-    outcomeUnknown: boolean().notNull().default(false),
-    lastError: text(),
-    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
-    updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
-    completedAt: timestamp({ withTimezone: true }),
+    outcome_unknown: boolean().notNull().default(false),
+    last_error: text(),
+    created_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    updated_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    completed_at: timestamp({ withTimezone: true }),
   },
   (t) => [
     // Serves GET /v1/orders/{order}/commands.
-    index("commands_order_id_idx").on(t.orderId, t.id),
+    index("commands_order_id_idx").on(t.order_id, t.id),
     check("commands_kind", sql`${t.kind} in ('place', 'edit', 'cancel', 'dispatch_ready', 'stop_reattempt', 'confirm_placement')`),
     check("commands_state", sql`${t.state} in ('pending', 'succeeded', 'failed')`),
   ],

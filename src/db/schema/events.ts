@@ -11,26 +11,26 @@ export const orderEvents = pgTable(
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
     /** sha256 of kind + the canonical JSON of the body: the provider sends no event id. */
-    dedupeKey: text().notNull(),
+    dedupe_key: text().notNull(),
     /** `provider` (a callback) or `tracklane` (recorded by tracklane itself). */
     source: text().notNull().default("provider"),
     /** `status` or `location`. */
     kind: text().notNull(),
-    svcOrderId: text(),
-    clientOrderId: text(),
+    svc_order_id: text(),
+    client_order_id: text(),
     /** The raw status string as sent; null for location events. */
-    providerStatus: text(),
-    occurredAt: timestamp({ withTimezone: true }).notNull(),
-    receivedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    provider_status: text(),
+    occurred_at: timestamp({ withTimezone: true }).notNull(),
+    received_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
     payload: jsonb().notNull(),
   },
   (t) => [
     // Serves the dedupe check of every insert (ON CONFLICT DO NOTHING).
-    uniqueIndex("order_events_dedupe_key_idx").on(t.dedupeKey),
+    uniqueIndex("order_events_dedupe_key_idx").on(t.dedupe_key),
     // Serve the projection's "all events of this order" lookups by either identifier.
-    index("order_events_svc_order_id_idx").on(t.svcOrderId).where(sql`${t.svcOrderId} is not null`),
-    index("order_events_client_order_id_idx").on(t.clientOrderId).where(sql`${t.clientOrderId} is not null`),
-    check("order_events_has_order_id", sql`${t.svcOrderId} is not null or ${t.clientOrderId} is not null`),
+    index("order_events_svc_order_id_idx").on(t.svc_order_id).where(sql`${t.svc_order_id} is not null`),
+    index("order_events_client_order_id_idx").on(t.client_order_id).where(sql`${t.client_order_id} is not null`),
+    check("order_events_has_order_id", sql`${t.svc_order_id} is not null or ${t.client_order_id} is not null`),
     check("order_events_kind", sql`${t.kind} in ('status', 'location')`),
   ],
 );
@@ -40,16 +40,16 @@ export const rejectedCallbacks = pgTable(
   "rejected_callbacks",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    receivedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    received_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
     reason: text().notNull(),
-    contentType: text(),
+    content_type: text(),
     /** The body as text, cut to REJECTED_BODY_MAX characters (see `truncated`). */
     body: text().notNull(),
-    bodyBytes: integer().notNull(),
+    body_bytes: integer().notNull(),
     truncated: boolean().notNull().default(false),
   },
   // Serves GET /v1/callbacks/rejected, newest first.
-  (t) => [index("rejected_callbacks_received_at_idx").on(t.receivedAt.desc(), t.id.desc())],
+  (t) => [index("rejected_callbacks_received_at_idx").on(t.received_at.desc(), t.id.desc())],
 );
 
 /**
@@ -63,6 +63,6 @@ export const rejectedCallbacks = pgTable(
  * always exists, and the check would cost every insert.
  */
 export const projectionQueue = pgTable("projection_queue", {
-  eventId: bigint({ mode: "number" }).primaryKey(),
-  enqueuedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+  event_id: bigint({ mode: "number" }).primaryKey(),
+  enqueued_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
 });

@@ -10,30 +10,30 @@ export const orders = pgTable(
   "orders",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    clientOrderId: text(),
-    svcOrderId: text(),
-    storeCode: text(),
+    client_order_id: text(),
+    svc_order_id: text(),
+    store_code: text(),
     status: text(),
-    providerStatus: text(),
-    statusAt: timestamp({ withTimezone: true }),
-    trackUrl: text(),
-    awbNumber: text(),
-    pickupOtp: text(),
-    riderId: text(),
-    riderName: text(),
-    riderContact: text(),
-    riderLatitude: doublePrecision(),
-    riderLongitude: doublePrecision(),
-    riderLocationAt: timestamp({ withTimezone: true }),
+    provider_status: text(),
+    status_at: timestamp({ withTimezone: true }),
+    track_url: text(),
+    awb_number: text(),
+    pickup_otp: text(),
+    rider_id: text(),
+    rider_name: text(),
+    rider_contact: text(),
+    rider_latitude: doublePrecision(),
+    rider_longitude: doublePrecision(),
+    rider_location_at: timestamp({ withTimezone: true }),
     /**
      * pending | placed | unconfirmed | failed (placed through tracklane) or external (seen
      * only in callbacks). unconfirmed: the provider may have created the order but its
      * answer was lost; a callback naming both ids or a confirmation by hand makes it placed.
      */
-    placementState: text().notNull().default("external"),
-    placementError: text(),
-    eventCount: integer().notNull().default(0),
-    lastEventAt: timestamp({ withTimezone: true }),
+    placement_state: text().notNull().default("external"),
+    placement_error: text(),
+    event_count: integer().notNull().default(0),
+    last_event_at: timestamp({ withTimezone: true }),
     /**
      * The fold of the order's merged events (src/domain/projection.ts FoldState, compact
      * JSON text as src/projection/state.ts writes it): each winner with what decides its
@@ -41,30 +41,30 @@ export const orders = pgTable(
      * the projection has derived it from the log (rows placed through tracklane, rows
      * from before it).
      */
-    projectionState: text(),
+    projection_state: text(),
     /**
      * Every provider id seen for this order, sorted. More than one means the provider
      * created a second order for the same client_order_id: both stay visible.
      */
-    svcOrderIds: text().array().notNull().default(sql`'{}'::text[]`),
+    svc_order_ids: text().array().notNull().default(sql`'{}'::text[]`),
     /** When the reconciliation job last asked the provider for this order's status. */
-    reconciledAt: timestamp({ withTimezone: true }),
-    createdAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
-    updatedAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    reconciled_at: timestamp({ withTimezone: true }),
+    created_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    updated_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
     // Serve GET /v1/orders/{client_order_id} and the projection's lookups.
-    uniqueIndex("orders_client_order_id_idx").on(t.clientOrderId),
-    uniqueIndex("orders_svc_order_id_idx").on(t.svcOrderId),
+    uniqueIndex("orders_client_order_id_idx").on(t.client_order_id),
+    uniqueIndex("orders_svc_order_id_idx").on(t.svc_order_id),
     // The list is newest first by id (keyset cursor on id); these serve its filters.
     index("orders_status_idx").on(t.status, t.id.desc()),
-    index("orders_store_code_idx").on(t.storeCode, t.id.desc()).where(sql`${t.storeCode} is not null`),
-    index("orders_updated_at_idx").on(t.updatedAt),
+    index("orders_store_code_idx").on(t.store_code, t.id.desc()).where(sql`${t.store_code} is not null`),
+    index("orders_updated_at_idx").on(t.updated_at),
     // Serves GET /v1/orders?placement= for the states that need a person, and the placement
     // gauge. Only those few rows are in it: order rows are rewritten at every event (no HOT
     // update while updated_at is indexed), and each index they are in costs every write.
     index("orders_placement_attention_idx")
-      .on(t.placementState, t.id.desc().nullsFirst())
-      .where(sql`${t.placementState} in ('pending', 'unconfirmed', 'failed')`),
+      .on(t.placement_state, t.id.desc().nullsFirst())
+      .where(sql`${t.placement_state} in ('pending', 'unconfirmed', 'failed')`),
   ],
 );

@@ -8,6 +8,7 @@ import { enqueueManualReplenish } from "../../awb/jobs.ts";
 import { allocateAwb, lastReplenishedAt, listAwbRequests, poolCounts } from "../../awb/pool.ts";
 import type { AwbRequestRow } from "../../awb/pool.ts";
 import type { Config } from "../../config.ts";
+import { isoOrNull } from "../../domain/iso-time.ts";
 import type { ProviderClient } from "../../provider/client.ts";
 import { MAX_AWB_COUNT, MAX_STRING_LENGTH } from "../../provider/schemas.ts";
 import { ApiError } from "../errors.ts";
@@ -89,22 +90,20 @@ const ReplenishResponse = z
   })
   .openapi("AwbReplenishAccepted");
 
-const iso = (d: Date | null) => (d === null ? null : d.toISOString());
-
 function requestJson(r: AwbRequestRow): z.infer<typeof AwbRequestSchema> {
   return {
     request_id: r.request_id,
-    status: r.status,
+    status: z.enum(["pending", "completed", "failed"]).parse(r.status),
     count: r.count,
-    next_poll_at: iso(r.next_poll_at),
+    next_poll_at: isoOrNull(r.next_poll_at),
     id: r.id,
-    mode: r.mode,
+    mode: z.enum(["pool", "fresh"]).parse(r.mode),
     received: r.received,
     added: r.added,
     polls: r.polls,
     last_error: r.last_error,
     created_at: r.created_at.toISOString(),
-    completed_at: iso(r.completed_at),
+    completed_at: isoOrNull(r.completed_at),
   };
 }
 
@@ -164,7 +163,7 @@ export function awbRoutes(deps: AwbRouteDeps) {
           target,
           mode,
           requests: requests.map(requestJson),
-          last_replenished_at: iso(last),
+          last_replenished_at: isoOrNull(last),
         },
         200,
       );

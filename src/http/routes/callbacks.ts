@@ -3,13 +3,14 @@
  * first: secret (constant time) -> size -> UTF-8 -> JSON -> normalise -> group-commit
  * append -> 200. Nothing is acknowledged before it is committed.
  */
-import { hash, timingSafeEqual } from "node:crypto";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import type { Sql } from "postgres";
 import { normaliseCallback } from "../../domain/normalise.ts";
 import type { RejectReason } from "../../domain/normalise.ts";
+import { secretMatcher } from "../../domain/secrets.ts";
 import { OverloadedError } from "../../ingest/batcher.ts";
+import { recordRejected } from "../../ingest/rejected.ts";
 import type { Ingestor } from "../../ingest/batcher.ts";
 import type { Logger } from "../../logger.ts";
 import type { Metrics } from "../../metrics.ts";
@@ -17,8 +18,6 @@ import { ApiError } from "../errors.ts";
 import type { AppEnv } from "../types.ts";
 
 export const CALLBACK_MAX_BYTES = 256 * 1024;
-/** Rejected bodies are kept for diagnosis, cut to this many characters. */
-export const REJECTED_BODY_MAX = 16 * 1024;
 
 export interface CallbackDeps {
   secret: string;
@@ -57,17 +56,6 @@ async function readBounded(c: Context, max: number): Promise<Uint8Array | null> 
   return Buffer.concat(chunks);
 }
 
-/**
- * The callback secret check, as safeEqual (both sides hashed, so neither content nor
- * length leaks through timing; UTF-16 code units, so unpaired surrogates stay distinct)
- * with the expected side hashed once instead of on every callback.
- */
-function secretMatcher(expected: string): (given: string) => boolean {
-  const digest = (s: string) => hash("sha256", Buffer.from(s, "utf16le"), "buffer");
-  const expectedDigest = digest(expected);
-  return (given) => timingSafeEqual(digest(given), expectedDigest) && given.length === expected.length;
-}
-
 // Decoding holds no state between calls (no `stream` option): one of each serves all.
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 const lenientUtf8 = new TextDecoder("utf-8", { fatal: false });
@@ -81,10 +69,7 @@ export function callbackRoutes(deps: CallbackDeps) {
     metrics.callbacks.inc({ result: `rejected_${reason}` });
     const text = lenientUtf8.decode(raw).replaceAll("\u0000", "\uFFFD");
     try {
-      await deps.sql`
-        insert into rejected_callbacks (reason, content_type, body, body_bytes, truncated)
-        values (${reason}, ${c.req.header("content-type")?.slice(0, 200) ?? null},
-                ${text.slice(0, REJECTED_BODY_MAX)}, ${raw.byteLength}, ${text.length > REJECTED_BODY_MAX})`;
+      await recordRejected(deps.sql, { reason, contentType: c.req.header("content-type") ?? null, text, bytes: raw.byteLength });
     } catch (err) {
       // The sender gets its 4xx either way: the body would be refused again on a retry.
       deps.log.error({ err, reason }, "could not record rejected callback");

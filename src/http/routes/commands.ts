@@ -6,11 +6,13 @@
  */
 import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { Sql } from "postgres";
-import { COMMAND_KINDS, confirmPlacement, createCommand, placeOrder, retryCommand, retryPlacement } from "../../commands/service.ts";
-import type { OrderCommandKind, OrderState } from "../../commands/service.ts";
-import type { Db } from "../../db/client.ts";
-import { listCommands } from "../../db/orders.ts";
-import type { CommandListRow, OrderRef } from "../../db/orders.ts";
+import { confirmPlacement, createCommand, placeOrder, retryCommand, retryPlacement } from "../../commands/service.ts";
+import type { OrderCommandKind } from "../../commands/service.ts";
+import { COMMAND_KINDS, COMMAND_STATES, commandById, commandsOf, listCommands } from "../../commands/store.ts";
+import type { CommandListRow, CommandSummary } from "../../commands/store.ts";
+import { requireOrder } from "../../orders/read.ts";
+import type { OrderRef } from "../../orders/read.ts";
+import { isoOrNull } from "../../domain/iso-time.ts";
 import type { JsonObject } from "../../domain/normalise.ts";
 import {
   CancelOrderBodySchema,
@@ -18,11 +20,11 @@ import {
   EditOrderBodySchema,
   PlaceOrderBodySchema,
 } from "../../provider/schemas.ts";
-import { ApiError } from "../errors.ts";
-import { ErrorSchema, OrderSchema, decodeCursor, encodeCursor, limitParam, orderJson } from "../schemas.ts";
+import { pageJson, pageQuery, pageSchema, readCursor } from "../pages.ts";
+import { ErrorSchema, OrderSchema, orderJson } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
-import { ORDER_PATHS, errors, orderParams, refFrom, requireOrder } from "./orders.ts";
+import { ORDER_PATHS, errors, orderParams, refFrom } from "./orders.ts";
 
 const CommandSchema = z
   .object({
@@ -36,8 +38,6 @@ const CommandSchema = z
   })
   .openapi("Command");
 
-const COMMAND_STATES = ["pending", "succeeded", "failed"] as const;
-
 /** A command as the API shows it (`order` only in the list across orders). */
 export type CommandJson = z.infer<typeof CommandSchema> & { order?: { client_order_id: string | null; svc_order_id: string | null } };
 
@@ -46,14 +46,8 @@ const CommandWithOrderSchema = CommandSchema.extend({
 }).openapi("CommandWithOrder");
 
 const commandWithOrderJson = (r: CommandListRow): z.infer<typeof CommandWithOrderSchema> => ({
-  id: String(r.id),
-  kind: z.enum(COMMAND_KINDS).parse(r.kind),
-  state: z.enum(COMMAND_STATES).parse(r.state),
-  attempts: r.attempts,
-  last_error: r.lastError,
-  created_at: r.createdAt.toISOString(),
-  completed_at: r.completedAt?.toISOString() ?? null,
-  order: { client_order_id: r.clientOrderId, svc_order_id: r.svcOrderId },
+  ...commandJson(r),
+  order: { client_order_id: r.client_order_id, svc_order_id: r.svc_order_id },
 });
 
 /** Its own key, so that a cursor of another list is refused rather than misread. */
@@ -86,40 +80,25 @@ const ConfirmBodySchema = z.object({
     .openapi({ type: "string", example: "31000001", description: "The provider's id of the order found at the provider" }),
 });
 
-interface CommandDbRow {
-  id: string;
-  kind: z.infer<typeof CommandSchema>["kind"];
-  state: z.infer<typeof CommandSchema>["state"];
-  attempts: number;
-  last_error: string | null;
-  created_at: Date;
-  completed_at: Date | null;
-}
-
-const commandJson = (r: CommandDbRow): z.infer<typeof CommandSchema> => ({
-  id: r.id,
-  kind: r.kind,
-  state: r.state,
+const commandJson = (r: CommandSummary): z.infer<typeof CommandSchema> => ({
+  id: String(r.id),
+  kind: z.enum(COMMAND_KINDS).parse(r.kind),
+  state: z.enum(COMMAND_STATES).parse(r.state),
   attempts: r.attempts,
   last_error: r.last_error,
   created_at: r.created_at.toISOString(),
-  completed_at: r.completed_at?.toISOString() ?? null,
+  completed_at: isoOrNull(r.completed_at),
 });
 
-async function commandById(sql: Sql, id: number): Promise<z.infer<typeof CommandSchema>> {
-  const [row] = await sql<CommandDbRow[]>`
-    select id::text, kind, state, attempts, last_error, created_at, completed_at from commands where id = ${id}`;
-  return commandJson(row!);
+async function shownCommand(sql: Sql, id: number): Promise<z.infer<typeof CommandSchema>> {
+  const row = await commandById(sql, id);
+  if (!row) throw new Error(`command ${id} vanished after it was recorded`);
+  return commandJson(row);
 }
 
-async function orderState(db: Db, ref: OrderRef): Promise<OrderState> {
-  const o = await requireOrder(db, ref);
-  return { id: o.id, client_order_id: o.clientOrderId, svc_order_id: o.svcOrderId, status: o.status, placement_state: o.placementState };
-}
-
-export function commandRoutes(deps: { sql: Sql; db: Db }) {
+export function commandRoutes(deps: { sql: Sql }) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-  const { sql, db } = deps;
+  const { sql } = deps;
 
   app.openapi(
     createRoute({
@@ -139,7 +118,7 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
     async (c) => {
       const body = c.req.valid("json");
       const result = await placeOrder(sql, body);
-      const order = await requireOrder(db, { by: "client", id: body.order_details.client_order_id });
+      const order = await requireOrder(sql, { by: "client", id: body.order_details.client_order_id });
       return c.json(orderJson(order), result.created ? 202 : 200);
     },
   );
@@ -149,7 +128,7 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
     const ref = (p: Record<string, string>) => refFrom(by, p, param);
     const accepted = { 202: { description: "Recorded and queued", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors };
     const queue = async (r: OrderRef, kind: OrderCommandKind, request: JsonObject) =>
-      commandById(sql, await createCommand(sql, await orderState(db, r), kind, request));
+      shownCommand(sql, await createCommand(sql, await requireOrder(sql, r), kind, request));
 
     app.openapi(
       createRoute({
@@ -221,9 +200,9 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
         responses: { 200: { description: "Placement confirmed", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors },
       }),
       async (c) => {
-        const order = await orderState(db, ref(c.req.valid("param") as Record<string, string>));
+        const order = await requireOrder(sql, ref(c.req.valid("param") as Record<string, string>));
         const { commandId } = await confirmPlacement(sql, order.id, c.req.valid("json").svc_order_id);
-        return c.json(await commandById(sql, commandId), 200);
+        return c.json(await shownCommand(sql, commandId), 200);
       },
     );
 
@@ -240,8 +219,8 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
         responses: { 202: { description: "Recorded and queued", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors },
       }),
       async (c) => {
-        const order = await orderState(db, ref(c.req.valid("param") as Record<string, string>));
-        return c.json(await commandById(sql, await retryPlacement(sql, order.id)), 202);
+        const order = await requireOrder(sql, ref(c.req.valid("param") as Record<string, string>));
+        return c.json(await shownCommand(sql, await retryPlacement(sql, order.id)), 202);
       },
     );
 
@@ -259,12 +238,8 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
         },
       }),
       async (c) => {
-        const order = await requireOrder(db, ref(c.req.valid("param") as Record<string, string>));
-        // commands.id, not the text output column "id" (by which "19" sorts before "7").
-        const rows = await sql<CommandDbRow[]>`
-          select id::text, kind, state, attempts, last_error, created_at, completed_at
-          from commands where order_id = ${order.id} order by commands.id`;
-        return c.json({ items: rows.map(commandJson) }, 200);
+        const order = await requireOrder(sql, ref(c.req.valid("param") as Record<string, string>));
+        return c.json({ items: (await commandsOf(sql, order.id)).map(commandJson) }, 200);
       },
     );
   }
@@ -281,18 +256,13 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
         query: z.object({
           state: z.enum(COMMAND_STATES).optional(),
           kind: z.enum(COMMAND_KINDS).optional(),
-          limit: limitParam(500, 50),
-          cursor: z.string().max(200).optional(),
+          ...pageQuery(500, 50),
         }),
       },
       responses: {
         200: {
           description: "A page of commands",
-          content: {
-            "application/json": {
-              schema: z.object({ items: z.array(CommandWithOrderSchema), next_cursor: z.string().nullable() }),
-            },
-          },
+          content: { "application/json": { schema: pageSchema(CommandWithOrderSchema) } },
         },
         400: errors[400],
         401: errors[401],
@@ -300,13 +270,9 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor, CommandCursor);
-      if (before === null) throw new ApiError("invalid_parameter", "cursor: not a cursor from this endpoint", { issues: [{ path: "cursor", message: "invalid cursor" }] });
-      const page = await listCommands(db, { state: q.state, kind: q.kind, limit: q.limit, beforeId: before?.c });
-      return c.json(
-        { items: page.rows.map(commandWithOrderJson), next_cursor: page.nextId === null ? null : encodeCursor({ c: page.nextId }) },
-        200,
-      );
+      const before = readCursor(q.cursor, CommandCursor);
+      const page = await listCommands(sql, { state: q.state, kind: q.kind, limit: q.limit, beforeId: before?.c });
+      return c.json(pageJson(page.rows, commandWithOrderJson, page.nextId === null ? null : { c: page.nextId }), 200);
     },
   );
 
@@ -332,7 +298,7 @@ export function commandRoutes(deps: { sql: Sql; db: Db }) {
     }),
     async (c) => {
       const id = await retryCommand(sql, Number(c.req.valid("param").id));
-      return c.json(await commandById(sql, id), 202);
+      return c.json(await shownCommand(sql, id), 202);
     },
   );
   return app;

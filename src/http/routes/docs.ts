@@ -13,7 +13,7 @@ import { Scalar } from "@scalar/hono-api-reference";
 import { Hono } from "hono";
 import type { AppEnv } from "../types.ts";
 
-export const DOCS_SCRIPT_PATH = "/docs/assets/scalar.js";
+const DOCS_SCRIPT_PATH = "/docs/assets/scalar.js";
 
 interface ScalarBundle {
   version: string;

@@ -6,9 +6,9 @@
  * before the order routes: otherwise "export" would be read as a client_order_id.
  */
 import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
-import type { Db } from "../../db/client.ts";
-import { exportPage, maxOrderId } from "../../db/orders.ts";
-import type { ExportFilter, OrderRow } from "../../db/orders.ts";
+import type { Sql } from "postgres";
+import { exportPage, maxOrderId } from "../../orders/read.ts";
+import type { ExportFilter, OrderRow } from "../../orders/read.ts";
 import { CANONICAL_STATUSES } from "../../domain/statuses.ts";
 import type { Logger } from "../../logger.ts";
 import { ApiError } from "../errors.ts";
@@ -21,7 +21,7 @@ import { errors } from "./orders.ts";
 /** Rows per read: big enough that a round trip is cheap per row, small enough to stay flat. */
 export const EXPORT_PAGE_ROWS = 1000;
 
-export const EXPORT_FORMATS = ["ndjson", "csv"] as const;
+const EXPORT_FORMATS = ["ndjson", "csv"] as const;
 type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 const CONTENT_TYPES: Record<ExportFormat, string> = {
@@ -32,7 +32,7 @@ const CONTENT_TYPES: Record<ExportFormat, string> = {
 type Cell = string | number | null;
 
 /** The order JSON flattened: rider_* and placement_* columns, svc_order_ids joined by ';'. */
-export const CSV_COLUMNS: readonly (readonly [string, (o: OrderJson) => Cell])[] = [
+const CSV_COLUMNS: readonly (readonly [string, (o: OrderJson) => Cell])[] = [
   ["client_order_id", (o) => o.client_order_id],
   ["svc_order_id", (o) => o.svc_order_id],
   ["svc_order_ids", (o) => o.svc_order_ids.join(";")],
@@ -58,14 +58,14 @@ export const CSV_COLUMNS: readonly (readonly [string, (o: OrderJson) => Cell])[]
 ];
 
 /** RFC 4180: a field holding a comma, a quote or a line break is quoted, quotes doubled. */
-export function csvField(value: Cell): string {
+function csvField(value: Cell): string {
   if (value === null) return "";
   const s = String(value);
   return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
 }
 
 const csvLine = (cells: readonly Cell[]) => `${cells.map(csvField).join(",")}\r\n`;
-export const CSV_HEADER = csvLine(CSV_COLUMNS.map(([name]) => name));
+const CSV_HEADER = csvLine(CSV_COLUMNS.map(([name]) => name));
 
 function render(format: ExportFormat, rows: readonly OrderRow[]): string {
   let out = "";
@@ -82,7 +82,7 @@ function render(format: ExportFormat, rows: readonly OrderRow[]): string {
  * on demand. Stops reading once the client is gone (cancel, or the request's signal).
  */
 function exportStream(
-  db: Db,
+  sql: Sql,
   filter: ExportFilter,
   format: ExportFormat,
   start: { first: OrderRow[]; untilId: number },
@@ -111,7 +111,7 @@ function exportStream(
           const full = page.length === EXPORT_PAGE_ROWS;
           controller.enqueue(chunk);
           // The next page is read now, while this one is on its way to the client.
-          page = full && !gone && !signal.aborted ? await exportPage(db, filter, { afterId: last, untilId: start.untilId, limit: EXPORT_PAGE_ROWS }) : [];
+          page = full && !gone && !signal.aborted ? await exportPage(sql, filter, { afterId: last, untilId: start.untilId, limit: EXPORT_PAGE_ROWS }) : [];
           if (!full) controller.close();
         } catch (err) {
           if (gone || signal.aborted) return;
@@ -133,9 +133,9 @@ function exportStream(
 
 const stamp = (d: Date) => d.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
 
-export function exportRoutes(deps: { db: Db; log: Logger }) {
+export function exportRoutes(deps: { sql: Sql; log: Logger }) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-  const { db, log } = deps;
+  const { sql, log } = deps;
 
   app.openapi(
     createRoute({
@@ -178,9 +178,9 @@ export function exportRoutes(deps: { db: Db; log: Logger }) {
       if (filter.from && filter.to && filter.from > filter.to) {
         throw new ApiError("invalid_parameter", "to: must not be before from", { issues: [{ path: "to", message: "must not be before from" }] });
       }
-      const untilId = await maxOrderId(db);
-      const first = await exportPage(db, filter, { afterId: 0, untilId, limit: EXPORT_PAGE_ROWS });
-      const body = exportStream(db, filter, q.format, { first, untilId }, c.req.raw.signal, log);
+      const untilId = await maxOrderId(sql);
+      const first = await exportPage(sql, filter, { afterId: 0, untilId, limit: EXPORT_PAGE_ROWS });
+      const body = exportStream(sql, filter, q.format, { first, untilId }, c.req.raw.signal, log);
       return c.body(body, 200, {
         "content-type": CONTENT_TYPES[q.format],
         "content-disposition": `attachment; filename="orders-${stamp(new Date())}.${q.format}"`,

@@ -7,9 +7,11 @@ import { Gauge } from "prom-client";
 import type { Sql } from "postgres";
 import { poolCounts } from "../../awb/pool.ts";
 import { migrationsApplied } from "../../db/ready.ts";
+import { placementCounts } from "../../orders/read.ts";
+import { backlogFigures } from "../../projection/backlog.ts";
+import { failedJobCounts } from "../../worker/figures.ts";
 import type { Metrics } from "../../metrics.ts";
-import { safeEqual } from "../auth.ts";
-import { ApiError } from "../errors.ts";
+import { bearerAuth } from "../auth.ts";
 import type { AppEnv } from "../types.ts";
 
 export interface OpsOptions {
@@ -22,17 +24,9 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
   const { metricsToken } = options;
 
   // Metrics name order volumes and failures: on a shared network, only the scraper reads
-  // them. Same header grammar as the API's bearerAuth, with its own message.
+  // them. The API's bearer check, with its own names.
   if (metricsToken !== undefined) {
-    app.use("/metrics", async (c, next) => {
-      const header = c.req.header("authorization") ?? "";
-      const match = /^Bearer[ \t]+([\x21-\x7e]+)[ \t]*$/i.exec(header);
-      if (!match || !safeEqual(match[1]!, metricsToken)) {
-        c.header("www-authenticate", 'Bearer realm="tracklane-metrics"');
-        throw new ApiError("unauthorized", header ? "invalid metrics token" : "missing Authorization: Bearer <METRICS_TOKEN> header");
-      }
-      await next();
-    });
+    app.use("/metrics", bearerAuth(metricsToken, { realm: "tracklane-metrics", what: "metrics token", setting: "METRICS_TOKEN" }));
   }
 
   // Read from the database at scrape time, so they are right whichever process did the work.
@@ -66,24 +60,15 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
 
   app.get("/metrics", async (c) => {
     try {
-      const [queue] = await sql<{ waiting: number; oldest: number | null }[]>`
-        select count(*)::int as waiting, extract(epoch from now() - min(enqueued_at))::float8 as oldest
-        from projection_queue`;
-      backlog.set(queue?.waiting ?? 0);
-      oldest.set(Math.max(0, queue?.oldest ?? 0));
+      const queue = await backlogFigures(sql);
+      backlog.set(queue.waiting);
+      oldest.set(queue.oldestSeconds);
       failedJobs.reset();
-      const failed = await sql<{ task: string; n: number }[]>`
-        select task_identifier as task, count(*)::int as n from graphile_worker.jobs
-        where attempts >= max_attempts group by 1`;
-      for (const row of failed) failedJobs.set({ task: row.task }, row.n);
+      for (const row of await failedJobCounts(sql)) failedJobs.set({ task: row.task }, row.n);
       // Placed and external orders are most of the table and are left out: counting them
       // would read it all at every scrape. These three states are few, and need a person.
-      const placements = await sql<{ state: string; n: number }[]>`
-        select placement_state as state, count(*)::int as n from orders
-        where placement_state in ('pending', 'unconfirmed', 'failed') group by 1`;
-      for (const state of ["pending", "unconfirmed", "failed"]) {
-        metrics.placements.set({ state }, placements.find((p) => p.state === state)?.n ?? 0);
-      }
+      const placements = await placementCounts(sql);
+      for (const [state, n] of Object.entries(placements)) metrics.placements.set({ state }, n);
       const awb = await poolCounts(sql);
       metrics.awbPool.set({ state: "available" }, awb.available);
       metrics.awbPool.set({ state: "allocated" }, awb.allocated);

@@ -4,20 +4,18 @@
  * (`/v1/orders/by-svc-id/{svc_order_id}`).
  */
 import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
-import type { Db } from "../../db/client.ts";
-import { findOrder, listOrders, orderTimeline } from "../../db/orders.ts";
-import type { OrderRef, OrderRow } from "../../db/orders.ts";
+import type { Sql } from "postgres";
+import { orderTimeline } from "../../events/log.ts";
+import { listOrders, requireOrder } from "../../orders/read.ts";
+import type { OrderRef } from "../../orders/read.ts";
 import { CANONICAL_STATUSES } from "../../domain/statuses.ts";
-import { ApiError } from "../errors.ts";
+import { pageJson, pageQuery, pageSchema, readCursor } from "../pages.ts";
 import {
   PLACEMENT_STATES,
   ErrorSchema,
   EventSchema,
   OrderSchema,
-  decodeCursor,
-  encodeCursor,
   eventJson,
-  limitParam,
   orderJson,
 } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
@@ -45,18 +43,9 @@ export function refFrom(by: "client" | "svc", params: Record<string, string>, pa
   return { by, id: params[param]! };
 }
 
-export async function requireOrder(db: Db, ref: OrderRef): Promise<OrderRow> {
-  const order = await findOrder(db, ref);
-  if (!order) {
-    const what = ref.by === "client" ? "client_order_id" : "svc_order_id";
-    throw new ApiError("order_not_found", `no order with ${what} ${JSON.stringify(ref.id)}`);
-  }
-  return order;
-}
-
 const EventCursor = z.object({ m: z.string().regex(/^-?\d+$/), i: z.number().int() });
 
-export function orderReadRoutes(db: Db) {
+export function orderReadRoutes(sql: Sql) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
   // by-svc-id routes first: otherwise "by-svc-id" would be read as a client_order_id.
@@ -76,7 +65,7 @@ export function orderReadRoutes(db: Db) {
         },
       }),
       async (c) => {
-        const order = await requireOrder(db, refFrom(by, c.req.valid("param") as Record<string, string>, param));
+        const order = await requireOrder(sql, refFrom(by, c.req.valid("param") as Record<string, string>, param));
         return c.json(orderJson(order), 200);
       },
     );
@@ -90,33 +79,22 @@ export function orderReadRoutes(db: Db) {
         security,
         request: {
           params,
-          query: z.object({ limit: limitParam(1000, 500), cursor: z.string().max(200).optional() }),
+          query: z.object(pageQuery(1000, 500)),
         },
         responses: {
           200: {
             description: "Events",
-            content: {
-              "application/json": {
-                schema: z.object({ items: z.array(EventSchema), next_cursor: z.string().nullable() }),
-              },
-            },
+            content: { "application/json": { schema: pageSchema(EventSchema) } },
           },
           ...errors,
         },
       }),
       async (c) => {
-        const order = await requireOrder(db, refFrom(by, c.req.valid("param") as Record<string, string>, param));
+        const order = await requireOrder(sql, refFrom(by, c.req.valid("param") as Record<string, string>, param));
         const { limit, cursor } = c.req.valid("query");
-        const after = cursor === undefined ? undefined : decodeCursor(cursor, EventCursor);
-        if (after === null) throw new ApiError("invalid_parameter", "cursor: not a cursor from this endpoint", { issues: [{ path: "cursor", message: "invalid cursor" }] });
-        const page = await orderTimeline(db, order, { limit, after: after && { micros: after.m, id: after.i } });
-        return c.json(
-          {
-            items: page.rows.map(eventJson),
-            next_cursor: page.next ? encodeCursor({ m: page.next.micros, i: page.next.id }) : null,
-          },
-          200,
-        );
+        const after = readCursor(cursor, EventCursor);
+        const page = await orderTimeline(sql, order, { limit, after: after && { micros: after.m, id: after.i } });
+        return c.json(pageJson(page.rows, eventJson, page.next && { m: page.next.micros, i: page.next.id }), 200);
       },
     );
   }
@@ -134,18 +112,13 @@ export function orderReadRoutes(db: Db) {
           store_code: z.string().min(1).max(128).optional(),
           placement: z.enum(PLACEMENT_STATES).optional(),
           updated_after: z.iso.datetime({ offset: true }).optional().openapi({ example: "2026-11-01T00:00:00Z" }),
-          limit: limitParam(500, 50),
-          cursor: z.string().max(200).optional(),
+          ...pageQuery(500, 50),
         }),
       },
       responses: {
         200: {
           description: "A page of orders",
-          content: {
-            "application/json": {
-              schema: z.object({ items: z.array(OrderSchema), next_cursor: z.string().nullable() }),
-            },
-          },
+          content: { "application/json": { schema: pageSchema(OrderSchema) } },
         },
         400: errors[400],
         401: errors[401],
@@ -153,9 +126,8 @@ export function orderReadRoutes(db: Db) {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor, z.object({ id: z.number().int() }));
-      if (before === null) throw new ApiError("invalid_parameter", "cursor: not a cursor from this endpoint", { issues: [{ path: "cursor", message: "invalid cursor" }] });
-      const page = await listOrders(db, {
+      const before = readCursor(q.cursor, z.object({ id: z.number().int() }));
+      const page = await listOrders(sql, {
         status: q.status,
         storeCode: q.store_code,
         placement: q.placement,
@@ -163,10 +135,7 @@ export function orderReadRoutes(db: Db) {
         limit: q.limit,
         beforeId: before?.id,
       });
-      return c.json(
-        { items: page.rows.map(orderJson), next_cursor: page.nextId === null ? null : encodeCursor({ id: page.nextId }) },
-        200,
-      );
+      return c.json(pageJson(page.rows, orderJson, page.nextId === null ? null : { id: page.nextId }), 200);
     },
   );
 

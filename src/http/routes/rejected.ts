@@ -1,13 +1,13 @@
 import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
-import type { Db } from "../../db/client.ts";
-import { listRejected } from "../../db/orders.ts";
-import { ApiError } from "../errors.ts";
-import { RejectedSchema, decodeCursor, encodeCursor, limitParam, rejectedJson } from "../schemas.ts";
+import type { Sql } from "postgres";
+import { listRejected } from "../../ingest/rejected.ts";
+import { pageJson, pageQuery, pageSchema, readCursor } from "../pages.ts";
+import { RejectedSchema, rejectedJson } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
 import { errors } from "./orders.ts";
 
-export function rejectedRoutes(db: Db) {
+export function rejectedRoutes(sql: Sql) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   app.openapi(
     createRoute({
@@ -16,15 +16,11 @@ export function rejectedRoutes(db: Db) {
       tags: ["callbacks"],
       summary: "Callbacks that were refused (bad JSON, no order id), newest first",
       security: [{ Bearer: [] }],
-      request: { query: z.object({ limit: limitParam(500, 100), cursor: z.string().max(200).optional() }) },
+      request: { query: z.object(pageQuery(500, 100)) },
       responses: {
         200: {
           description: "Rejected callbacks",
-          content: {
-            "application/json": {
-              schema: z.object({ items: z.array(RejectedSchema), next_cursor: z.string().nullable() }),
-            },
-          },
+          content: { "application/json": { schema: pageSchema(RejectedSchema) } },
         },
         400: errors[400],
         401: errors[401],
@@ -32,13 +28,9 @@ export function rejectedRoutes(db: Db) {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      const before = q.cursor === undefined ? undefined : decodeCursor(q.cursor, z.object({ id: z.number().int() }));
-      if (before === null) throw new ApiError("invalid_parameter", "cursor: not a cursor from this endpoint");
-      const page = await listRejected(db, { limit: q.limit, beforeId: before?.id });
-      return c.json(
-        { items: page.rows.map(rejectedJson), next_cursor: page.nextId === null ? null : encodeCursor({ id: page.nextId }) },
-        200,
-      );
+      const before = readCursor(q.cursor, z.object({ id: z.number().int() }));
+      const page = await listRejected(sql, { limit: q.limit, beforeId: before?.id });
+      return c.json(pageJson(page.rows, rejectedJson, page.nextId === null ? null : { id: page.nextId }), 200);
     },
   );
   return app;

@@ -3,24 +3,25 @@
  * lifecycle to see callbacks arrive. Refused in production.
  */
 import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
-import type { Db } from "../../db/client.ts";
+import type { Sql } from "postgres";
+import { requireOrder } from "../../orders/read.ts";
 import type { ProviderClient } from "../../provider/client.ts";
-import { ProviderError } from "../../provider/errors.ts";
+import { ProviderError, describeProviderError } from "../../provider/errors.ts";
 import { SANDBOX_ACTION_NAMES } from "../../provider/schemas.ts";
 import { ApiError } from "../errors.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
-import { errors, refFrom, requireOrder } from "./orders.ts";
+import { errors, refFrom } from "./orders.ts";
 
 /** A provider failure as the one error model: refused -> 422 with its message, unreachable -> 502. */
-export function providerFailure(err: unknown): ApiError {
+function providerFailure(err: unknown): ApiError {
   if (!(err instanceof ProviderError)) return err instanceof ApiError ? err : new ApiError("internal_error", "internal error", { cause: err });
   if (err.kind === "invalid_request") return new ApiError("validation_failed", err.providerMessage || err.message);
-  const message = `provider ${err.status ?? err.kind}: ${err.providerMessage || err.message}`;
+  const message = `provider ${describeProviderError(err)}`;
   return err.retryable || err.kind === "auth" ? new ApiError("provider_error", message) : new ApiError("provider_rejected", message);
 }
 
-export function sandboxRoutes(deps: { db: Db; provider: ProviderClient | undefined; env: "staging" | "production" }) {
+export function sandboxRoutes(deps: { sql: Sql; provider: ProviderClient | undefined; env: "staging" | "production" }) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const paths = [
     { by: "client", path: "/v1/sandbox/orders/{order}/{action}", param: "order" },
@@ -52,10 +53,10 @@ export function sandboxRoutes(deps: { db: Db; provider: ProviderClient | undefin
         if (deps.env === "production") throw new ApiError("sandbox_disabled", "the sandbox exists in staging only (PROVIDER_ENV=production)");
         if (!deps.provider) throw new ApiError("provider_unavailable", "no provider configured (PROVIDER_BASE_URL)");
         const params = c.req.valid("param") as Record<string, string> & { action: (typeof SANDBOX_ACTION_NAMES)[number] };
-        const order = await requireOrder(deps.db, refFrom(by, params, param));
-        if (!order.svcOrderId) throw new ApiError("conflict", "the order has no svc_order_id yet: it is not placed with the provider");
+        const order = await requireOrder(deps.sql, refFrom(by, params, param));
+        if (!order.svc_order_id) throw new ApiError("conflict", "the order has no svc_order_id yet: it is not placed with the provider");
         try {
-          return c.json(await deps.provider.sandbox(params.action, order.svcOrderId, c.req.valid("json") ?? {}), 200);
+          return c.json(await deps.provider.sandbox(params.action, order.svc_order_id, c.req.valid("json") ?? {}), 200);
         } catch (err) {
           throw providerFailure(err);
         }

@@ -1,24 +1,14 @@
 /**
- * Keeps graphile-worker (0.18) running through two things its runner does not survive on
- * its own:
- *
- * - The database going away while a job runs. The job's outcome is then written by a
- *   promise nobody awaits; its rejection would kill the process, and the job would stay
- *   locked. Here a database error there replaces the runner instead, once the database is
- *   back (the process stays up; no restart needed).
- * - A runner that stops without unlocking its jobs (kill -9, OOM, the case above, or a
- *   graceful stop that returns before the last completion is written). graphile-worker
- *   retries such jobs only after 4 hours. Here every runner holds a PostgreSQL advisory
- *   lock for as long as it lives (a session lock: it goes when the process or its
- *   connection does), and every worker process unlocks, every few seconds, the jobs of
- *   runners whose lock nobody holds. Jobs are at-least-once anyway; tracklane's tasks are
- *   idempotent (projections re-derive from the log, commands check their state).
+ * Keeps graphile-worker running through what its runner does not survive alone: a
+ * database lost mid-job replaces the runner once the database is back, and the jobs of a
+ * runner that died locked (its session advisory lock gone) are unlocked within seconds
+ * instead of after graphile's 4 hours. docs/reliability.md says more.
  */
 import type { Runner } from "graphile-worker";
 import type { Sql } from "postgres";
 import { createPool, isDatabaseUnavailable } from "../db/client.ts";
-import { startWorker } from "../tasks/runner.ts";
-import type { WorkerDeps } from "../tasks/runner.ts";
+import type { WorkerDeps } from "./deps.ts";
+import { startWorker } from "./runner.ts";
 
 /** First key of the runners' liveness advisory locks (the second is hashtext(pool id)). */
 const LIVENESS_LOCK_CLASS = 7305;
@@ -32,8 +22,6 @@ const STOP_TIMEOUT_MS = 5000;
 const JOBS_STOP_MS = 15_000;
 
 export interface SupervisedWorker {
-  /** The runner in use now (undefined while it is being replaced). */
-  runner(): Runner | undefined;
   stop(): Promise<void>;
 }
 
@@ -198,7 +186,6 @@ export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorke
   void tick();
 
   return {
-    runner: () => current,
     async stop() {
       stopping = true;
       clearInterval(timer);

@@ -1,44 +1,21 @@
 /**
- * The graphile-worker runner: every task, wired to tracklane's pool, logger and metrics.
+ * The graphile-worker runner: every task of src/worker/tasks.ts, wired to tracklane's
+ * pool, logger and metrics.
  */
 import { run } from "graphile-worker";
 import type { Runner, TaskList } from "graphile-worker";
-import type { Sql } from "postgres";
-import type { Config } from "../config.ts";
-import type { Db } from "../db/client.ts";
-import type { ProviderClient } from "../provider/client.ts";
-import type { Logger } from "../logger.ts";
-import type { Metrics } from "../metrics.ts";
+import { enqueueStartReplenish } from "../awb/jobs.ts";
+import type { WorkerDeps } from "./deps.ts";
 import { graphileLogger } from "./logger.ts";
-import { AWB_CRONTAB, enqueueStartReplenish } from "../awb/jobs.ts";
-import { awbPoll } from "./awb__poll.ts";
-import { awbReplenish } from "./awb__replenish.ts";
-import { commandExecute } from "./command__execute.ts";
-import { orderProject } from "./order__project.ts";
-import { orderReconcile, RECONCILE_CRONTAB, RECONCILE_TASK } from "./order__reconcile.ts";
-import { projectionDrain } from "./projection__drain.ts";
-import { createDrainer, DRAIN_CRONTAB, DRAIN_TASK } from "../projection/queue.ts";
-
-export interface WorkerDeps {
-  config: Config;
-  databaseUrl: string;
-  sql: Sql;
-  db: Db;
-  log: Logger;
-  metrics: Metrics;
-  /** The provider's API; absent only in tests that need no provider. */
-  provider?: ProviderClient | undefined;
-}
+import { CRONTAB, TASKS } from "./tasks.ts";
 
 export function taskList(deps: WorkerDeps): TaskList {
-  return {
-    [DRAIN_TASK]: projectionDrain(createDrainer(deps, { intervalMs: deps.config.projection.intervalMs })),
-    order__project: orderProject(deps),
-    command__execute: commandExecute(deps),
-    awb__replenish: awbReplenish(deps),
-    awb__poll: awbPoll(deps),
-    [RECONCILE_TASK]: orderReconcile(deps),
-  };
+  const list: TaskList = {};
+  for (const task of TASKS) {
+    if (list[task.name]) throw new Error(`two tasks are named ${task.name}`);
+    list[task.name] = task.build(deps);
+  }
+  return list;
 }
 
 export async function startWorker(deps: WorkerDeps): Promise<Runner> {
@@ -65,7 +42,7 @@ export async function startWorker(deps: WorkerDeps): Promise<Runner> {
     noHandleSignals: true,
     logger: graphileLogger(deps.log),
     taskList: taskList(deps),
-    crontab: [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB].join("\n"),
+    crontab: CRONTAB.join("\n"),
   });
   runner.events.on("job:success", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "success" }));
   runner.events.on("job:error", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "failure" }));

@@ -1,9 +1,10 @@
 /**
- * Job payloads and keys, shared by the code that enqueues jobs (often through SQL) and
- * the tasks that run them. Payloads are parsed with zod on the task side: queued jobs
- * outlive code changes.
+ * The `order__project` job's payload and key, shared by the drain that enqueues it
+ * (queue.ts, through SQL) and the task that runs it (tasks.ts).
  */
 import { z } from "zod";
+
+export const PROJECT_TASK = "order__project";
 
 export const projectPayload = z.object({
   svc_order_id: z.string().nullable(),
@@ -19,5 +20,5 @@ export type ProjectPayload = z.infer<typeof projectPayload>;
 export function projectionJob(svcOrderId: string | null, clientOrderId: string | null) {
   const payload: ProjectPayload = { svc_order_id: svcOrderId, client_order_id: clientOrderId };
   // JSON keeps the two ids apart whatever characters they hold.
-  return { key: `order__project:${JSON.stringify([svcOrderId, clientOrderId])}`, payload };
+  return { key: `${PROJECT_TASK}:${JSON.stringify([svcOrderId, clientOrderId])}`, payload };
 }

@@ -1,0 +1,189 @@
+/**
+ * The one owner of the `commands` table: recording, queueing, settling and listing the
+ * commands tracklane carries out at the provider. Enqueueing is SQL (graphile-worker's
+ * add_job) so that a command and its job commit together.
+ */
+import type { TransactionSql } from "postgres";
+import type { Tx } from "../db/client.ts";
+import { pageOf } from "../db/page.ts";
+import type { commands } from "../db/schema/index.ts";
+import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
+import type { JsonObject } from "../domain/normalise.ts";
+
+export const COMMAND_KINDS = ["place", "edit", "cancel", "dispatch_ready", "stop_reattempt", "confirm_placement"] as const;
+export type CommandKind = (typeof COMMAND_KINDS)[number];
+export const COMMAND_STATES = ["pending", "succeeded", "failed"] as const;
+
+export type CommandRow = typeof commands.$inferSelect;
+/** A command as the API lists it. */
+export type CommandSummary = Pick<CommandRow, "id" | "kind" | "state" | "attempts" | "last_error" | "created_at" | "completed_at">;
+export type CommandListRow = CommandSummary & { client_order_id: string | null; svc_order_id: string | null };
+
+export const COMMAND_TASK = "command__execute";
+
+/** Commands of one order run one at a time, in order: a cancel waits for its place. */
+export const orderQueue = (orderId: number) => `order:${orderId}`;
+
+export async function enqueueCommand(tx: Tx, commandId: number, orderId: number, runAt?: Date): Promise<void> {
+  await tx`
+    select graphile_worker.add_job(${COMMAND_TASK}, json_build_object('command_id', ${commandId}::bigint),
+      queue_name => ${orderQueue(orderId)}, job_key => ${`command:${commandId}`},
+      run_at => coalesce(${runAt ?? null}::timestamptz, now()))`;
+}
+
+/** sha256 of the canonical request: a repeated place with the same body is the same command. */
+export const requestHash = (request: JsonObject) => sha256Hex(canonicalJson(request));
+
+/** A new pending command and its job. */
+export async function insertCommand(tx: TransactionSql, orderId: number, kind: CommandKind, request: JsonObject): Promise<number> {
+  const [row] = await tx<{ id: number }[]>`
+    insert into commands (order_id, kind, request, request_hash)
+    values (${orderId}, ${kind}, ${JSON.stringify(request)}::text::jsonb, ${requestHash(request)})
+    returning id`;
+  await enqueueCommand(tx, row!.id, orderId);
+  return row!.id;
+}
+
+/** A command that succeeds as it is recorded (a placement confirmed by hand). */
+export async function insertSucceeded(tx: TransactionSql, orderId: number, kind: CommandKind, request: JsonObject, response: unknown): Promise<number> {
+  const [row] = await tx<{ id: number }[]>`
+    insert into commands (order_id, kind, state, request, request_hash, response, completed_at)
+    values (${orderId}, ${kind}, 'succeeded', ${JSON.stringify(request)}::text::jsonb, ${requestHash(request)},
+            ${JSON.stringify(response)}::text::jsonb, now())
+    returning id`;
+  return row!.id;
+}
+
+/** The order known by this client_order_id, and the request hash of its (first) place command, if any. */
+export async function placeOf(tx: Tx, clientOrderId: string): Promise<{ order_id: number; place_hash: string | null } | undefined> {
+  const [row] = await tx<{ order_id: number; place_hash: string | null }[]>`
+    select o.id as order_id, c.request_hash as place_hash
+    from orders o left join commands c on c.order_id = o.id and c.kind = 'place'
+    where o.client_order_id = ${clientOrderId}
+    order by c.id limit 1`;
+  return row;
+}
+
+/** The order's latest place or confirmation that succeeded. */
+export async function lastPlacement(tx: Tx, orderId: number): Promise<number | undefined> {
+  const [row] = await tx<{ id: number }[]>`
+    select id from commands where order_id = ${orderId} and kind in ('place', 'confirm_placement') and state = 'succeeded'
+    order by id desc limit 1`;
+  return row?.id;
+}
+
+/** The body of the order's first place command. */
+export async function firstPlaceRequest(tx: Tx, orderId: number): Promise<JsonObject | undefined> {
+  const [row] = await tx<{ request: JsonObject }[]>`
+    select request from commands where order_id = ${orderId} and kind = 'place' order by id limit 1`;
+  return row?.request;
+}
+
+export async function commandById(tx: Tx, id: number): Promise<CommandRow | undefined> {
+  const [row] = await tx<CommandRow[]>`select * from commands where id = ${id}`;
+  return row;
+}
+
+/** The command, locked for the rest of the transaction. */
+export async function lockCommand(tx: TransactionSql, id: number): Promise<CommandRow | undefined> {
+  const [row] = await tx<CommandRow[]>`select * from commands where id = ${id} for update`;
+  return row;
+}
+
+/** A failed command back to pending for a new round (attempts from 0; last_error kept), and its job. */
+export async function requeue(tx: TransactionSql, id: number, orderId: number): Promise<void> {
+  await tx`update commands set state = 'pending', attempts = 0, completed_at = null, updated_at = now() where id = ${id}`;
+  await enqueueCommand(tx, id, orderId);
+}
+
+/** The "sending" mark, durable before a call whose outcome could be lost. */
+export async function markSending(tx: Tx, id: number): Promise<void> {
+  await tx`update commands set outcome_unknown = true where id = ${id}`;
+}
+
+/** An attempt failed and the command runs again after `delayMs`. */
+export async function recordRetry(tx: TransactionSql, c: { id: number; orderId: number; attempts: number; error: string; outcomeUnknown: boolean; delayMs: number }): Promise<void> {
+  await tx`
+    update commands set attempts = ${c.attempts}, last_error = ${c.error}, outcome_unknown = ${c.outcomeUnknown}, updated_at = now()
+    where id = ${c.id}`;
+  await enqueueCommand(tx, c.id, c.orderId, new Date(Date.now() + c.delayMs));
+}
+
+export async function recordSucceeded(tx: TransactionSql, id: number, attempts: number, response: unknown): Promise<void> {
+  await tx`
+    update commands set state = 'succeeded', attempts = ${attempts}, response = ${JSON.stringify(response ?? null)}::text::jsonb,
+      last_error = null, outcome_unknown = false, completed_at = now(), updated_at = now()
+    where id = ${id}`;
+}
+
+export async function recordFailed(tx: TransactionSql, id: number, attempts: number, error: string, outcomeUnknown: boolean): Promise<void> {
+  await tx`
+    update commands set state = 'failed', attempts = ${attempts}, last_error = ${error},
+      outcome_unknown = ${outcomeUnknown}, completed_at = now(), updated_at = now()
+    where id = ${id}`;
+}
+
+/**
+ * The provider is known to have these orders (an event named them, or a person confirmed
+ * one): every failed `place` of theirs did reach it after all, so each ends `succeeded`
+ * with `message` and the order's ids. Run after the order rows hold the id.
+ */
+export async function succeedFailedPlaces(tx: Tx, orderIds: readonly number[], message: string): Promise<void> {
+  if (orderIds.length === 0) return;
+  await tx`
+    update commands c set state = 'succeeded', last_error = null, completed_at = now(), updated_at = now(),
+      response = jsonb_build_object('message', ${message}::text,
+        'data', jsonb_build_object('svc_order_id', o.svc_order_id, 'track_url', o.track_url))
+    from orders o
+    where o.id = c.order_id and c.order_id = any(${orderIds as number[]}::bigint[])
+      and c.kind = 'place' and c.state = 'failed'`;
+}
+
+/** Order rows merged into one: their commands follow the survivor. */
+export async function moveCommands(tx: TransactionSql, fromOrderIds: readonly number[], toOrderId: number): Promise<void> {
+  await tx`update commands set order_id = ${toOrderId} where order_id = any(${fromOrderIds as number[]}::bigint[])`;
+}
+
+/** The order's commands, oldest first. */
+export async function commandsOf(tx: Tx, orderId: number): Promise<CommandSummary[]> {
+  return await tx<CommandSummary[]>`
+    select id, kind, state, attempts, last_error, created_at, completed_at from commands where order_id = ${orderId} order by id`;
+}
+
+/**
+ * Commands of every order, newest first (by id: a backward scan of the primary key, so no
+ * index of its own; the filters are checked on the way).
+ */
+export async function listCommands(
+  tx: Tx,
+  f: { state?: string | undefined; kind?: string | undefined; limit: number; beforeId?: number | undefined },
+): Promise<{ rows: CommandListRow[]; nextId: number | null }> {
+  const rows = await tx<CommandListRow[]>`
+    select c.id, c.kind, c.state, c.attempts, c.last_error, c.created_at, c.completed_at, o.client_order_id, o.svc_order_id
+    from commands c join orders o on o.id = c.order_id
+    where true
+      ${f.state !== undefined ? tx`and c.state = ${f.state}` : tx``}
+      ${f.kind !== undefined ? tx`and c.kind = ${f.kind}` : tx``}
+      ${f.beforeId !== undefined ? tx`and c.id < ${f.beforeId}` : tx``}
+    order by c.id desc
+    limit ${f.limit + 1}`;
+  return pageOf(rows, f.limit);
+}
+
+/** A command with the state of its order, as a run of the command needs them. */
+export async function commandWithOrder(
+  tx: Tx,
+  id: number,
+): Promise<{ command: CommandRow; order: { id: number; client_order_id: string | null; svc_order_id: string | null; status: string | null; placement_state: string } } | undefined> {
+  const [row] = await tx<(CommandRow & { o_client_order_id: string | null; o_svc_order_id: string | null; o_status: string | null; o_placement_state: string })[]>`
+    select c.*, o.client_order_id as o_client_order_id, o.svc_order_id as o_svc_order_id, o.status as o_status,
+           o.placement_state as o_placement_state
+    from commands c join orders o on o.id = c.order_id
+    where c.id = ${id}`;
+  if (!row) return undefined;
+  const { o_client_order_id, o_svc_order_id, o_status, o_placement_state, ...command } = row;
+  return {
+    command,
+    order: { id: command.order_id, client_order_id: o_client_order_id, svc_order_id: o_svc_order_id, status: o_status, placement_state: o_placement_state },
+  };
+}

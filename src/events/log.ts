@@ -1,0 +1,193 @@
+/**
+ * The event log: the one owner of `order_events`. Appending (one statement stores a batch,
+ * queues its new events for projection and adds one drain job) and every read of the log:
+ * the projection's, the timeline's and the rebuild's.
+ */
+import type { Sql, TransactionSql } from "postgres";
+import type { Tx } from "../db/client.ts";
+import type { orderEvents } from "../db/schema/index.ts";
+import type { JsonObject, NormalisedEvent } from "../domain/normalise.ts";
+import { knownClientIds } from "../orders/read.ts";
+import { DRAIN_TASK } from "../projection/backlog.ts";
+
+export type EventRow = typeof orderEvents.$inferSelect;
+
+
+/** Who said it: a provider callback, tracklane itself, or the provider answering a status poll. */
+export type EventSource = "provider" | "tracklane" | "poll";
+
+export interface EventInput {
+  /** ambiguousId may be left out by events tracklane writes itself: they name their ids. */
+  event: Omit<NormalisedEvent, "ambiguousId"> & Partial<Pick<NormalisedEvent, "ambiguousId">>;
+  payload: JsonObject;
+  source?: EventSource;
+}
+
+export interface Appended {
+  eventId: string;
+  duplicate: boolean;
+}
+
+const NONE: ReadonlySet<string> = new Set();
+
+/**
+ * Of the events' ambiguous ids (a body naming its order only by `order_id`), those a
+ * known order carries as its client_order_id while no order carries them as its
+ * svc_order_id: such an `order_id` is that order's client id, and reading it as a
+ * provider id would make a phantom order. One query for the whole batch, and none at all
+ * for a batch without ambiguous ids (the usual case: this is the hot path). The answer
+ * is final: the event is stored with the ids decided here, and the projection links
+ * orders by the stored columns only.
+ */
+async function clientIdsOf(tx: Tx, inputs: readonly EventInput[]): Promise<ReadonlySet<string>> {
+  const ambiguous = [...new Set(inputs.flatMap((i) => (i.event.ambiguousId == null ? [] : [i.event.ambiguousId])))];
+  if (ambiguous.length === 0) return NONE;
+  return await knownClientIds(tx, ambiguous);
+}
+
+/**
+ * Appends events and answers each input in order. The insert, the queue rows and the job
+ * are one statement, so this is atomic without a transaction of its own (the batcher
+ * runs it in autocommit); inside a caller's transaction it commits with the caller. The
+ * ids of duplicates are read afterwards: stored events never change, so that read needs
+ * no transaction either.
+ */
+export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promise<Appended[]> {
+  // Duplicates inside one batch collapse to the first occurrence. Sorted by dedupe key, so
+  // that concurrent batches take the unique-index locks they share in the same order and
+  // never deadlock over them.
+  const unique = [...new Map(inputs.map((i) => [i.event.dedupeKey, i])).values()].sort((a, b) =>
+    a.event.dedupeKey < b.event.dedupeKey ? -1 : a.event.dedupeKey > b.event.dedupeKey ? 1 : 0,
+  );
+  const asClient = await clientIdsOf(tx, unique);
+  const rows = unique.map((i) => {
+    const ambiguous = i.event.ambiguousId ?? null;
+    const client = ambiguous !== null && asClient.has(ambiguous);
+    return {
+      dedupe_key: i.event.dedupeKey,
+      source: i.source ?? "provider",
+      kind: i.event.kind,
+      svc_order_id: client ? null : i.event.svcOrderId,
+      client_order_id: client ? ambiguous : i.event.clientOrderId,
+      provider_status: i.event.providerStatus,
+      occurred_at: i.event.occurredAt.toISOString(),
+      payload: i.payload,
+    };
+  });
+  // The whole batch travels as one JSON parameter, expanded server-side: one statement,
+  // one round trip, whatever the batch size, atomic without a transaction. Only the rows
+  // actually inserted are queued (a duplicate needs no projection). The projection queue
+  // is the projection's table (src/projection/queue.ts); its rows are written here, in the
+  // same statement as their events, so that no event is ever stored unqueued.
+  const result = await tx<{ id: string; dedupe_key: string | null }[]>`
+    with input as (
+      select * from json_to_recordset(${JSON.stringify(rows)}::text::json) as t(
+        dedupe_key text, source text, kind text, svc_order_id text, client_order_id text,
+        provider_status text, occurred_at timestamptz, payload jsonb)
+    ),
+    inserted as (
+      insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload)
+      select dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload
+      from input order by dedupe_key
+      on conflict (dedupe_key) do nothing
+      returning id, dedupe_key
+    ),
+    queued as (
+      insert into projection_queue (event_id) select id from inserted
+      returning 1
+    ),
+    job as (
+      select (graphile_worker.add_job(${DRAIN_TASK})).id where exists (select from queued)
+    )
+    select id::text, dedupe_key from inserted
+    union all
+    select id::text, null from job`;
+
+  const ids = new Map<string, { id: string; duplicate: boolean }>();
+  for (const r of result) if (r.dedupe_key !== null) ids.set(r.dedupe_key, { id: r.id, duplicate: false });
+
+  const missing = unique.filter((i) => !ids.has(i.event.dedupeKey)).map((i) => i.event.dedupeKey);
+  if (missing.length > 0) {
+    const existing = await tx<{ id: string; dedupe_key: string }[]>`
+      select id::text, dedupe_key from order_events where dedupe_key = any(${missing}::text[])`;
+    for (const row of existing) ids.set(row.dedupe_key, { id: row.id, duplicate: true });
+  }
+
+  const seen = new Set<string>();
+  return inputs.map((i) => {
+    const found = ids.get(i.event.dedupeKey);
+    if (!found) throw new Error(`event ${i.event.dedupeKey} neither inserted nor found`);
+    // The second copy inside one batch is a duplicate of the first.
+    const duplicate = found.duplicate || seen.has(i.event.dedupeKey);
+    seen.add(i.event.dedupeKey);
+    return { eventId: found.id, duplicate };
+  });
+}
+
+// ---------------------------------------------------------------- reads
+
+/** The order_events columns the projection's fold reads (payloads are loaded only where needed). */
+export type EventColumns = Pick<EventRow, "id" | "dedupe_key" | "kind" | "svc_order_id" | "client_order_id" | "provider_status" | "occurred_at" | "received_at">;
+
+/**
+ * Merged events of these identifiers, without payloads: `details` is a bit mask of the
+ * payload keys present in each group of `detailKeys` (a group with two key sets needs a
+ * key of each), so the fold knows which payloads it must read. An event whose queue row
+ * is still there belongs to the drain that will merge it; this transaction's own taken
+ * rows are already deleted. One branch per identifier column, each an index scan whatever
+ * the table's size (an OR of the two made the planner pick sequential scans); an event
+ * found by both comes back twice.
+ */
+export function mergedEventsOf(tx: TransactionSql, svcs: readonly string[], coids: readonly string[], detailKeys: readonly (readonly (readonly string[])[])[]) {
+  const bit = (keys: readonly (readonly string[])[], i: number) =>
+    keys.length === 2
+      ? tx`((payload ?| ${[...keys[0]!]}::text[]) and (payload ?| ${[...keys[1]!]}::text[]))::int * ${2 ** i}`
+      : tx`(payload ?| ${[...keys[0]!]}::text[])::int * ${2 ** i}`;
+  const mask = detailKeys.map((keys, i) => bit(keys, i)).reduce((acc, b) => tx`${acc} + ${b}`);
+  const columns = tx`id, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, ${mask} as details`;
+  const merged = tx`not exists (select from projection_queue q where q.event_id = e.id)`;
+  return tx<(EventColumns & { details: number })[]>`
+    select ${columns} from order_events e where svc_order_id = any(${svcs as string[]}::text[]) and ${merged}
+    union all
+    select ${columns} from order_events e where client_order_id = any(${coids as string[]}::text[]) and ${merged}`;
+}
+
+/** The payloads of these events. */
+export async function payloadsOf(tx: Tx, ids: readonly number[]): Promise<{ id: number; payload: unknown }[]> {
+  return await tx<{ id: number; payload: unknown }[]>`select id, payload from order_events where id = any(${ids as number[]}::bigint[])`;
+}
+
+/** Every pair of identifiers in the log or on an order row, in pages of 500 (what a rebuild walks). */
+export function everyIdentity(sql: Sql) {
+  return sql<{ svc_order_id: string | null; client_order_id: string | null }[]>`
+    select distinct svc_order_id, client_order_id from order_events
+    union
+    select svc_order_id, client_order_id from orders`.cursor(500);
+}
+
+export interface TimelineCursor {
+  /** occurred_at in microseconds since the epoch: exact, where a JS Date keeps only ms. */
+  micros: string;
+  id: number;
+}
+
+/** Events of an order by either of its identifiers, in event-time order; keyset pages. */
+export async function orderTimeline(
+  sql: Tx,
+  order: { svc_order_id: string | null; client_order_id: string | null },
+  page: { limit: number; after?: TimelineCursor | undefined },
+): Promise<{ rows: (EventRow & { micros: string })[]; next: TimelineCursor | null }> {
+  if (order.svc_order_id === null && order.client_order_id === null) return { rows: [], next: null };
+  const micros = sql`((extract(epoch from occurred_at) * 1000000)::bigint)::text`;
+  const rows = await sql<(EventRow & { micros: string })[]>`
+    select *, ${micros} as micros from order_events
+    where (${order.svc_order_id !== null ? sql`svc_order_id = ${order.svc_order_id}` : sql`false`}
+        or ${order.client_order_id !== null ? sql`client_order_id = ${order.client_order_id}` : sql`false`})
+      ${page.after ? sql`and (${micros}::bigint, id) > (${page.after.micros}::bigint, ${page.after.id})` : sql``}
+    order by occurred_at, id
+    limit ${page.limit + 1}`;
+  const more = rows.length > page.limit;
+  const items = more ? rows.slice(0, page.limit) : rows;
+  const last = items[items.length - 1];
+  return { rows: items, next: more && last ? { micros: last.micros, id: last.id } : null };
+}

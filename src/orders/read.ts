@@ -1,0 +1,135 @@
+/**
+ * Reads of the `orders` table: one order, the list, export pages, the figures /metrics
+ * shows, and the lookups intake and reconciliation make. The table's writes are in
+ * ./store.ts; both files are the table's only statements.
+ */
+import type { Tx } from "../db/client.ts";
+import { pageOf } from "../db/page.ts";
+import type { orders } from "../db/schema/index.ts";
+import { DomainError } from "../domain/errors.ts";
+
+export type OrderRow = typeof orders.$inferSelect;
+
+export type OrderRef = { by: "client"; id: string } | { by: "svc"; id: string };
+
+export async function findOrder(sql: Tx, ref: OrderRef): Promise<OrderRow | undefined> {
+  const [row] =
+    ref.by === "client"
+      ? await sql<OrderRow[]>`select * from orders where client_order_id = ${ref.id}`
+      : await sql<OrderRow[]>`select * from orders where svc_order_id = ${ref.id}`;
+  return row;
+}
+
+export async function findOrderById(sql: Tx, id: number): Promise<OrderRow | undefined> {
+  const [row] = await sql<OrderRow[]>`select * from orders where id = ${id}`;
+  return row;
+}
+
+/** The order, or DomainError order_not_found naming the id that was asked for. */
+export async function requireOrder(sql: Tx, ref: OrderRef): Promise<OrderRow> {
+  const order = await findOrder(sql, ref);
+  if (!order) {
+    const what = ref.by === "client" ? "client_order_id" : "svc_order_id";
+    throw new DomainError("order_not_found", `no order with ${what} ${JSON.stringify(ref.id)}`);
+  }
+  return order;
+}
+
+export interface OrderFilter {
+  status?: string | undefined;
+  storeCode?: string | undefined;
+  placement?: string | undefined;
+  updatedAfter?: Date | undefined;
+  limit: number;
+  /** Keyset cursor: the last id of the previous page. */
+  beforeId?: number | undefined;
+}
+
+/** Newest first (by id); one row more than asked tells whether a next page exists. */
+export async function listOrders(sql: Tx, f: OrderFilter): Promise<{ rows: OrderRow[]; nextId: number | null }> {
+  const rows = await sql<OrderRow[]>`
+    select * from orders
+    where true
+      ${f.status !== undefined ? sql`and status = ${f.status}` : sql``}
+      ${f.storeCode !== undefined ? sql`and store_code = ${f.storeCode}` : sql``}
+      ${f.placement !== undefined ? sql`and placement_state = ${f.placement}` : sql``}
+      ${f.updatedAfter !== undefined ? sql`and updated_at > ${f.updatedAfter}` : sql``}
+      ${f.beforeId !== undefined ? sql`and id < ${f.beforeId}` : sql``}
+    order by id desc
+    limit ${f.limit + 1}`;
+  return pageOf(rows, f.limit);
+}
+
+export interface ExportFilter {
+  /** created_at >= from */
+  from?: Date | undefined;
+  /** created_at < to */
+  to?: Date | undefined;
+  status?: string | undefined;
+}
+
+/** The highest order id now: an export stops there, so orders created meanwhile cannot keep it going. */
+export async function maxOrderId(sql: Tx): Promise<number> {
+  const [row] = await sql<{ id: number }[]>`select coalesce(max(id), 0)::int8 as id from orders`;
+  return row?.id ?? 0;
+}
+
+/**
+ * One page of an export: orders with `afterId < id <= untilId`, oldest first. Keyset by
+ * id, so each page is a range scan of the primary key (or of orders_status_idx with a
+ * status) that starts where the last one ended; created_at has no index of its own (it
+ * would cost every order write) and is checked on the way.
+ */
+export async function exportPage(sql: Tx, f: ExportFilter, page: { afterId: number; untilId: number; limit: number }): Promise<OrderRow[]> {
+  return await sql<OrderRow[]>`
+    select * from orders
+    where id > ${page.afterId} and id <= ${page.untilId}
+      ${f.from !== undefined ? sql`and created_at >= ${f.from}` : sql``}
+      ${f.to !== undefined ? sql`and created_at < ${f.to}` : sql``}
+      ${f.status !== undefined ? sql`and status = ${f.status}` : sql``}
+    order by id
+    limit ${page.limit}`;
+}
+
+/** Placements that need a person, counted for /metrics (orders_placement_attention_idx holds only these). */
+export async function placementCounts(sql: Tx): Promise<Record<"pending" | "unconfirmed" | "failed", number>> {
+  const rows = await sql<{ state: string; n: number }[]>`
+    select placement_state as state, count(*)::int as n from orders
+    where placement_state in ('pending', 'unconfirmed', 'failed') group by 1`;
+  const count = (state: string) => rows.find((r) => r.state === state)?.n ?? 0;
+  return { pending: count("pending"), unconfirmed: count("unconfirmed"), failed: count("failed") };
+}
+
+/**
+ * Of these ids, those a known order carries as its client_order_id while no order
+ * carries them as its svc_order_id (intake decides what a bare `order_id` names).
+ */
+export async function knownClientIds(sql: Tx, ids: readonly string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await sql<{ id: string }[]>`
+    select v as id from unnest(${ids as string[]}::text[]) as v
+    where exists (select from orders o where o.client_order_id = v)
+      and not exists (select from orders o where o.svc_order_id = v)`;
+  return new Set(rows.map((r) => r.id));
+}
+
+export type DueOrder = Pick<OrderRow, "id" | "client_order_id"> & { svc_order_id: string };
+
+/**
+ * Active orders (a provider id, one of `activeStatuses` or none yet) silent for
+ * `afterMin` minutes and not polled for as long, longest unpolled first. `last_event_at`
+ * is the newest event time; an order never heard of since it was created counts from its
+ * creation. Active statuses are named, not terminal ones excluded: orders_status_idx then
+ * finds the active orders, few beside the finished ones, with no index of their own.
+ */
+export async function ordersDueForPoll(sql: Tx, activeStatuses: readonly string[], afterMin: number, limit: number): Promise<DueOrder[]> {
+  const seconds = afterMin * 60;
+  return await sql<DueOrder[]>`
+    select id, svc_order_id, client_order_id from orders
+    where svc_order_id is not null
+      and (status is null or status = any(${activeStatuses as string[]}::text[]))
+      and coalesce(last_event_at, created_at) < now() - make_interval(secs => ${seconds})
+      and (reconciled_at is null or reconciled_at < now() - make_interval(secs => ${seconds}))
+    order by reconciled_at nulls first, id
+    limit ${limit}`;
+}

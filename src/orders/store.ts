@@ -1,0 +1,307 @@
+/**
+ * The one writer of the `orders` table. The projection, placement results, placement
+ * decisions made by hand, AWB assignment and reconciliation all write through here, and
+ * every write that can move an order returns what changed (OrderChange).
+ */
+import type { PendingQuery, Row, TransactionSql } from "postgres";
+import type { Tx } from "../db/client.ts";
+import { isoOrNull } from "../domain/iso-time.ts";
+import type { Projection } from "../domain/projection.ts";
+import { moveCommands } from "../commands/store.ts";
+import type { OrderRow } from "./read.ts";
+
+/** The columns an OrderChange compares, as a row was before a write. */
+export type OrderSnapshot = Pick<OrderRow, "status" | "placement_state" | "rider_id" | "rider_location_at" | "svc_order_ids">;
+
+/** How a row that did not exist looks "before" its first write. */
+export const NEW_ORDER: OrderSnapshot = { status: null, placement_state: "external", rider_id: null, rider_location_at: null, svc_order_ids: [] };
+
+export interface Change<T> {
+  before: T;
+  after: T;
+}
+
+/** What one write did to one order: each field before and after (equal when it did not move). */
+export interface OrderChange {
+  orderId: number;
+  /** The row was inserted by this transaction. */
+  created: boolean;
+  status: Change<string | null>;
+  placement: Change<string>;
+  riderId: Change<string | null>;
+  /** When the rider's latest location was taken. */
+  locationAt: Change<Date | null>;
+  svcOrderIds: Change<string[]>;
+}
+
+type AfterRow = { id: number } & OrderSnapshot;
+
+function changeOf(before: OrderSnapshot, after: AfterRow, created = false): OrderChange {
+  return {
+    orderId: after.id,
+    created,
+    status: { before: before.status, after: after.status },
+    placement: { before: before.placement_state, after: after.placement_state },
+    riderId: { before: before.rider_id, after: after.rider_id },
+    locationAt: { before: before.rider_location_at, after: after.rider_location_at },
+    svcOrderIds: { before: before.svc_order_ids, after: after.svc_order_ids },
+  };
+}
+
+/**
+ * One order's row updated with `set` (and `updated_at`), when `onlyIf` holds; its change,
+ * or null when no row was written. The row is locked as it is read, so "before" is the
+ * version this update replaces.
+ */
+async function updateOne(tx: Tx, id: number, set: PendingQuery<Row[]>, onlyIf?: PendingQuery<Row[]>): Promise<OrderChange | null> {
+  type Returned = AfterRow & { [K in keyof OrderSnapshot as `was_${K}`]: OrderSnapshot[K] };
+  const [row] = await tx<Returned[]>`
+    with old as (
+      select id, status, placement_state, rider_id, rider_location_at, svc_order_ids from orders where id = ${id} for update)
+    update orders o set ${set}, updated_at = now()
+    from old where o.id = old.id ${onlyIf ?? tx``}
+    returning o.id, o.status, o.placement_state, o.rider_id, o.rider_location_at, o.svc_order_ids,
+      old.status as was_status, old.placement_state as was_placement_state, old.rider_id as was_rider_id,
+      old.rider_location_at as was_rider_location_at, old.svc_order_ids as was_svc_order_ids`;
+  if (!row) return null;
+  const before: OrderSnapshot = {
+    status: row.was_status,
+    placement_state: row.was_placement_state,
+    rider_id: row.was_rider_id,
+    rider_location_at: row.was_rider_location_at,
+    svc_order_ids: row.was_svc_order_ids,
+  };
+  return changeOf(before, row);
+}
+
+// ---------------------------------------------------------------- placement
+
+export type LockedOrder = Pick<OrderRow, "id" | "client_order_id" | "svc_order_id" | "status" | "placement_state">;
+
+/** The order's row, locked for the rest of the transaction; undefined when there is none. */
+export async function lockOrder(tx: TransactionSql, id: number): Promise<LockedOrder | undefined> {
+  const [row] = await tx<LockedOrder[]>`
+    select id, client_order_id, svc_order_id, status, placement_state from orders where id = ${id} for update`;
+  return row;
+}
+
+/**
+ * A new order placed through tracklane: placement pending, status CREATED (its "placed
+ * through tracklane" event is appended beside it), and the AWB already allocated to its
+ * client_order_id, if any. A concurrent insert of the same id fails on the unique index.
+ */
+export async function insertPlacedOrder(
+  tx: TransactionSql,
+  o: { clientOrderId: string; storeCode: string | null; pickupOtp: string | null; at: Date },
+): Promise<OrderChange> {
+  const [row] = await tx<AfterRow[]>`
+    insert into orders (client_order_id, store_code, pickup_otp, placement_state,
+                        status, provider_status, status_at, event_count, last_event_at, awb_number)
+    values (${o.clientOrderId}, ${o.storeCode}, ${o.pickupOtp}, 'pending', 'CREATED', 'CREATED', ${o.at}, 1, ${o.at},
+            (select awb_number from awb_numbers where client_order_id = ${o.clientOrderId}))
+    returning id, status, placement_state, rider_id, rider_location_at, svc_order_ids`;
+  return changeOf(NEW_ORDER, row!, true);
+}
+
+/**
+ * The provider accepted the place and named the order `svcOrderId`. Another row may
+ * already hold that id (a callback raced the answer): then this row keeps its own and the
+ * projection merges the two, linked by the event the caller appends.
+ */
+export async function recordAccepted(tx: TransactionSql, id: number, svcOrderId: string, trackUrl: string | null): Promise<OrderChange | null> {
+  return await updateOne(
+    tx,
+    id,
+    tx`placement_state = 'placed', placement_error = null, track_url = coalesce(${trackUrl}, o.track_url),
+       svc_order_id = case when exists (select 1 from orders where svc_order_id = ${svcOrderId}) then o.svc_order_id else ${svcOrderId} end`,
+  );
+}
+
+/**
+ * A person found the order at the provider as `svcOrderId`. `takeId`: no other row holds
+ * the id (else that row is merged into this one by the projection, through the link event).
+ */
+export async function recordConfirmed(tx: TransactionSql, id: number, svcOrderId: string, takeId: boolean): Promise<OrderChange | null> {
+  return await updateOne(
+    tx,
+    id,
+    tx`placement_state = 'placed', placement_error = null,
+       svc_order_id = case when ${takeId} then ${svcOrderId} else o.svc_order_id end`,
+  );
+}
+
+/** The placement is settled as placed without a new id (the provider's event already named it). */
+export async function recordPlaced(tx: TransactionSql, id: number): Promise<OrderChange | null> {
+  return await updateOne(tx, id, tx`placement_state = 'placed', placement_error = null`);
+}
+
+/** The place is sent (again): placement pending. */
+export async function recordPlacementPending(tx: TransactionSql, id: number): Promise<OrderChange | null> {
+  return await updateOne(tx, id, tx`placement_state = 'pending', placement_error = null`);
+}
+
+/** The place ended without an order: `failed` (refused) or `unconfirmed` (outcome unknown); only from pending. */
+export async function recordPlacementEnded(tx: TransactionSql, id: number, state: "failed" | "unconfirmed", error: string): Promise<OrderChange | null> {
+  return await updateOne(tx, id, tx`placement_state = ${state}, placement_error = ${error}`, tx`and o.placement_state = 'pending'`);
+}
+
+// ---------------------------------------------------------------- AWB and reconciliation
+
+/** The order with this client_order_id (if any) carries the AWB allocated to it. */
+export async function assignAwb(tx: Tx, clientOrderId: string, awbNumber: string): Promise<void> {
+  await tx`
+    update orders set awb_number = ${awbNumber}, updated_at = now()
+    where client_order_id = ${clientOrderId} and awb_number is distinct from ${awbNumber}`;
+}
+
+/** The reconciliation job asked the provider about this order just now. */
+export async function markPolled(tx: Tx, id: number): Promise<void> {
+  await tx`update orders set reconciled_at = now() where id = ${id}`;
+}
+
+// ---------------------------------------------------------------- the projection's writes
+
+/** An order row as the projection reads it, locked. */
+export type ProjectionRow = Pick<OrderRow, "id" | "svc_order_id" | "client_order_id" | "projection_state"> & OrderSnapshot;
+
+/**
+ * Order rows of these identifiers, locked in id order (the order every projection locks
+ * them in). One branch per identifier column, each an index scan.
+ */
+export async function lockOrdersOf(tx: TransactionSql, svcs: readonly string[], coids: readonly string[]): Promise<ProjectionRow[]> {
+  return await tx<ProjectionRow[]>`
+    select id, svc_order_id, client_order_id, projection_state, status, placement_state, rider_id, rider_location_at, svc_order_ids
+    from orders
+    where id in (
+      select id from orders where svc_order_id = any(${svcs as string[]}::text[])
+      union
+      select id from orders where client_order_id = any(${coids as string[]}::text[]))
+    order by id
+    for update`;
+}
+
+/** New rows for orders first seen in events, one statement; their ids, in input order. */
+export async function insertSeenOrders(
+  tx: TransactionSql,
+  input: readonly { clientOrderId: string | null; svcOrderId: string | null; createdAt: Date }[],
+): Promise<number[]> {
+  if (input.length === 0) return [];
+  const json = input.map((i) => ({ coid: i.clientOrderId, svc: i.svcOrderId, created_at: i.createdAt.toISOString() }));
+  const rows = await tx<{ id: number; client_order_id: string | null; svc_order_id: string | null }[]>`
+    insert into orders (client_order_id, svc_order_id, created_at, updated_at)
+    select t.coid, t.svc, t.created_at, now()
+    from json_to_recordset(${JSON.stringify(json)}::text::json) as t(coid text, svc text, created_at timestamptz)
+    returning id, client_order_id, svc_order_id`;
+  // Both identifiers are unique among orders, and a new row has at least one of them.
+  const byCoid = new Map(rows.filter((r) => r.client_order_id !== null).map((r) => [r.client_order_id!, r.id]));
+  const bySvc = new Map(rows.filter((r) => r.svc_order_id !== null).map((r) => [r.svc_order_id!, r.id]));
+  return input.map((i) => {
+    const id = i.clientOrderId !== null ? byCoid.get(i.clientOrderId) : bySvc.get(i.svcOrderId!);
+    if (id === undefined) throw new Error("inserted order row not returned");
+    return id;
+  });
+}
+
+/**
+ * Rows that turned out to be one order: the survivor takes over the others' commands and
+ * what only they knew; the others are deleted.
+ */
+export async function mergeOrders(tx: TransactionSql, survivorId: number, otherIds: readonly number[]): Promise<void> {
+  await moveCommands(tx, otherIds, survivorId);
+  const others = await tx<Pick<OrderRow, "svc_order_id" | "client_order_id" | "store_code" | "awb_number" | "pickup_otp" | "created_at">[]>`
+    delete from orders where id = any(${otherIds as number[]}::bigint[])
+    returning svc_order_id, client_order_id, store_code, awb_number, pickup_otp, created_at`;
+  const first = <K extends keyof (typeof others)[number]>(k: K) => others.find((o) => o[k] !== null)?.[k] ?? null;
+  const createdAt = others.reduce<Date | null>((m, o) => (m === null || o.created_at < m ? o.created_at : m), null);
+  await tx`
+    update orders set
+      svc_order_id = coalesce(svc_order_id, ${first("svc_order_id")}),
+      client_order_id = coalesce(client_order_id, ${first("client_order_id")}),
+      store_code = coalesce(store_code, ${first("store_code")}),
+      awb_number = coalesce(awb_number, ${first("awb_number")}),
+      pickup_otp = coalesce(pickup_otp, ${first("pickup_otp")}),
+      created_at = least(created_at, ${createdAt}),
+      updated_at = now()
+    where id = ${survivorId}`;
+}
+
+/** One order's projection to write: the fold's encoded state, its projection, the row as read. */
+export interface ProjectedWrite {
+  orderId: number;
+  /** Inserted by this transaction (insertSeenOrders): written whatever it holds. */
+  fresh: boolean;
+  state: string;
+  projection: Projection;
+  before: OrderSnapshot;
+}
+
+/**
+ * Writes the projected columns and state of every order in one statement, only where
+ * something changed (updated_at moves only then); returns those rows' changes.
+ *
+ * Identifiers and track_url are only ever filled in, never blanked: an order placed
+ * through tracklane knows them before any event does. An unconfirmed or failed placement
+ * becomes placed once an event names a provider id for the order (the evidence). A
+ * pending one is left to its place command, which adopts the id instead of sending.
+ */
+export async function writeProjected(tx: TransactionSql, writes: readonly ProjectedWrite[]): Promise<OrderChange[]> {
+  if (writes.length === 0) return [];
+  const input = writes.map((w) => {
+    const p = w.projection;
+    const r = p.rider;
+    return {
+      id: w.orderId,
+      fresh: w.fresh,
+      state: w.state,
+      svc: p.svcOrderId,
+      svcs: p.svcOrderIds,
+      coid: p.clientOrderId,
+      status: p.status,
+      provider_status: p.providerStatus,
+      status_at: isoOrNull(p.statusAt),
+      track_url: p.trackUrl,
+      rider_id: r?.id ?? null,
+      rider_name: r?.name ?? null,
+      rider_contact: r?.contact ?? null,
+      lat: r?.latitude ?? null,
+      lng: r?.longitude ?? null,
+      location_at: isoOrNull(r?.locationAt),
+      count: p.eventCount,
+      last_event_at: isoOrNull(p.lastEventAt),
+    };
+  });
+  // One statement with a set-based update from a JSON recordset: the builder cannot say it.
+  const rows = await tx<AfterRow[]>`
+    update orders o set
+      svc_order_id = coalesce(v.svc, o.svc_order_id),
+      svc_order_ids = v.svcs,
+      client_order_id = coalesce(v.coid, o.client_order_id),
+      status = v.status, provider_status = v.provider_status, status_at = v.status_at,
+      track_url = coalesce(v.track_url, o.track_url),
+      rider_id = v.rider_id, rider_name = v.rider_name, rider_contact = v.rider_contact,
+      rider_latitude = v.lat, rider_longitude = v.lng, rider_location_at = v.location_at,
+      event_count = v.count, last_event_at = v.last_event_at, projection_state = v.state,
+      placement_state = case when o.placement_state in ('unconfirmed', 'failed') and v.svc is not null then 'placed' else o.placement_state end,
+      placement_error = case when o.placement_state in ('unconfirmed', 'failed') and v.svc is not null then null else o.placement_error end,
+      updated_at = now()
+    from json_to_recordset(${JSON.stringify(input)}::text::json) as v(
+      id bigint, fresh boolean, state text, svc text, svcs text[], coid text, status text, provider_status text, status_at timestamptz,
+      track_url text, rider_id text, rider_name text, rider_contact text, lat float8, lng float8,
+      location_at timestamptz, count int, last_event_at timestamptz)
+    where o.id = v.id and o.id = any(${writes.map((w) => w.orderId)}::bigint[])
+      and (v.fresh or (o.placement_state in ('unconfirmed', 'failed') and v.svc is not null) or (
+        o.svc_order_id, o.svc_order_ids, o.client_order_id, o.status, o.provider_status, o.status_at, o.track_url,
+        o.rider_id, o.rider_name, o.rider_contact, o.rider_latitude, o.rider_longitude, o.rider_location_at,
+        o.event_count, o.last_event_at, o.projection_state
+      ) is distinct from (
+        coalesce(v.svc, o.svc_order_id), v.svcs, coalesce(v.coid, o.client_order_id), v.status, v.provider_status, v.status_at,
+        coalesce(v.track_url, o.track_url), v.rider_id, v.rider_name, v.rider_contact, v.lat, v.lng, v.location_at,
+        v.count, v.last_event_at, v.state
+      ))
+    returning o.id, o.status, o.placement_state, o.rider_id, o.rider_location_at, o.svc_order_ids`;
+  const byId = new Map(writes.map((w) => [w.orderId, w]));
+  return rows.map((r) => {
+    const w = byId.get(r.id)!;
+    return changeOf(w.before, r, w.fresh);
+  });
+}

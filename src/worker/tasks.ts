@@ -1,0 +1,15 @@
+/**
+ * Every task a worker runs and its cron lines, in one list: each feature defines its own
+ * tasks (src/<feature>/tasks.ts), the runner takes them from here.
+ */
+import { AWB_CRONTAB } from "../awb/jobs.ts";
+import { awbTasks } from "../awb/tasks.ts";
+import { commandTasks } from "../commands/tasks.ts";
+import { DRAIN_CRONTAB } from "../projection/queue.ts";
+import { projectionTasks } from "../projection/tasks.ts";
+import { RECONCILE_CRONTAB, reconcileTasks } from "../reconcile/tasks.ts";
+import type { TaskDefinition } from "./define-task.ts";
+
+export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks];
+
+export const CRONTAB: readonly string[] = [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB];
