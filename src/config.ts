@@ -188,7 +188,7 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   },
   INGEST_BATCH_MAX: { description: "most callbacks committed in one transaction (1: no group commit)", example: "512" },
   INGEST_BATCH_WAIT_MS: { description: "how long a lone callback may wait for company before its commit, in ms (0 to 1000)", example: "5" },
-  DB_POOL_MAX: { description: "connections of a process's main pool (its API-read pool gets half)", example: "20" },
+  DB_POOL_MAX: { description: "connections of a process's pool (graphile-worker's own pool is sized by WORKER_CONCURRENCY)", example: "20" },
   COMMAND_MAX_ATTEMPTS: { description: "provider attempts of an order command before it is failed", example: "10" },
   COMMAND_RETRY_BASE_MS: { description: "first retry delay of a command, in ms (doubling, capped at 10 min)", example: "5000" },
   HTTP_REQUEST_TIMEOUT_MS: { description: "time a client has to send a whole request, in ms; slower ones get 408", example: "60000" },
