@@ -45,6 +45,24 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 const httpTimeout = (fallback: number) =>
   z.preprocess(emptyToUndefined, z.coerce.number().int().min(100).max(3_600_000).default(fallback));
 
+/** The most attempts, and the longest delay, NOTIFY_RETRY_SCHEDULE may give. */
+const RETRY_SCHEDULE_MAX_ENTRIES = 50;
+const RETRY_DELAY_MAX_S = 7 * 86_400;
+
+/** "0,5,300" into [0, 5, 300]: whole seconds, 0 to a week each, 1 to 50 of them. */
+function retrySchedule(raw: string, ctx: z.core.$RefinementCtx<string>): number[] {
+  const parts = raw.split(",").map((p) => p.trim());
+  const fail = (message: string) => {
+    ctx.addIssue({ code: "custom", message, input: raw });
+    return z.NEVER;
+  };
+  if (!parts.every((p) => /^\d+$/.test(p))) return fail("must be whole seconds separated by commas");
+  const delays = parts.map(Number);
+  if (delays.length > RETRY_SCHEDULE_MAX_ENTRIES) return fail(`must have at most ${RETRY_SCHEDULE_MAX_ENTRIES} delays`);
+  if (delays.some((d) => d > RETRY_DELAY_MAX_S)) return fail(`each delay must be at most ${RETRY_DELAY_MAX_S} seconds`);
+  return delays;
+}
+
 const envSchema = z.object({
   DATABASE_URL: z.preprocess(
     emptyToUndefined,
@@ -111,6 +129,13 @@ const envSchema = z.object({
   ),
   /** Poll the provider for active orders silent this long (minutes, fractions allowed); 0 turns it off. */
   RECONCILE_AFTER_MIN: z.preprocess(emptyToUndefined, z.coerce.number().min(0).max(10_080).default(15)),
+  /** Delays before each notification attempt, in seconds: one entry per attempt, the first usually 0. */
+  NOTIFY_RETRY_SCHEDULE: z.preprocess(emptyToUndefined, z.string().default("0,5,300,1800,7200,18000,36000,36000").transform(retrySchedule)),
+  NOTIFY_TIMEOUT_MS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(100).max(120_000).default(10_000)),
+  /** Endpoints on loopback, private, link-local or metadata addresses are refused unless this is true. */
+  NOTIFY_ALLOW_PRIVATE_URLS: flag(false),
+  /** At most one order.rider_location per order per this many seconds; 0: none sent. */
+  NOTIFY_LOCATION_INTERVAL_S: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(86_400).default(30)),
 });
 
 /** What a variable means and a value that works: for startup errors and `.env.example`. */
@@ -199,6 +224,13 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   },
   PROVIDER_TIMEZONE: { description: "IANA time zone of provider times that carry no offset", example: "Asia/Kolkata" },
   RECONCILE_AFTER_MIN: { description: "poll the provider for active orders silent this long, in minutes (0: never)", example: "30" },
+  NOTIFY_RETRY_SCHEDULE: {
+    description: "delays before each notification attempt, in seconds, comma-separated (one per attempt; then the delivery fails)",
+    example: "0,10,60,600,3600",
+  },
+  NOTIFY_TIMEOUT_MS: { description: "timeout of one notification attempt, in ms (100 to 120000)", example: "5000" },
+  NOTIFY_ALLOW_PRIVATE_URLS: { description: "true: allow notification endpoints on loopback, private and link-local addresses", example: "true" },
+  NOTIFY_LOCATION_INTERVAL_S: { description: "at most one order.rider_location per order per this many seconds (0: none sent)", example: "60" },
 };
 
 /** A variable of the configuration, as `.env.example` lists it. */
@@ -261,6 +293,8 @@ export interface Config {
   commands: { maxAttempts: number; retryBaseMs: number };
   /** Node server timeouts for slow clients (src/http/server.ts). */
   http: { requestTimeoutMs: number; headersTimeoutMs: number };
+  /** Outbound notifications: delays before each attempt (s), one attempt's timeout, private URLs, location throttle (s; 0: none). */
+  notify: { retryScheduleS: number[]; timeoutMs: number; allowPrivateUrls: boolean; locationIntervalS: number };
 }
 
 /** What is wrong with a variable (or a pair); `example`: settings that would do instead of the variable's usual example. */
@@ -460,6 +494,12 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
     db: { poolMax: e.DB_POOL_MAX },
     commands: { maxAttempts: e.COMMAND_MAX_ATTEMPTS, retryBaseMs: e.COMMAND_RETRY_BASE_MS },
     http: { requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS },
+    notify: {
+      retryScheduleS: e.NOTIFY_RETRY_SCHEDULE,
+      timeoutMs: e.NOTIFY_TIMEOUT_MS,
+      allowPrivateUrls: e.NOTIFY_ALLOW_PRIVATE_URLS,
+      locationIntervalS: e.NOTIFY_LOCATION_INTERVAL_S,
+    },
   };
 }
 

@@ -36,6 +36,35 @@ export function createMetrics() {
       labelNames: ["state"] as const,
       registers: [registry],
     }),
+    notifyMessages: new Counter({
+      name: "tracklane_notifications_total",
+      help: "Notification deliveries that ended, by message type and outcome (delivered, failed, gone)",
+      labelNames: ["type", "outcome"] as const,
+      registers: [registry],
+    }),
+    notifyAttempts: new Counter({
+      name: "tracklane_notification_attempts_total",
+      help: "Notification delivery attempts, by outcome (delivered, failed, gone)",
+      labelNames: ["outcome"] as const,
+      registers: [registry],
+    }),
+    notifyLag: new Histogram({
+      name: "tracklane_notification_delivery_lag_seconds",
+      help: "Time from a change being committed (its message written) to the receiver accepting the message",
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+      registers: [registry],
+    }),
+    notifyEndpoints: new Gauge({
+      name: "tracklane_notification_endpoints",
+      help: "Notification endpoints, by state (enabled, disabled)",
+      labelNames: ["state"] as const,
+      registers: [registry],
+    }),
+    notifyPending: new Gauge({
+      name: "tracklane_notification_deliveries_pending",
+      help: "Notification deliveries waiting to be delivered (first attempts and retries)",
+      registers: [registry],
+    }),
     awbPool: new Gauge({
       name: "tracklane_awb_pool",
       help: "AWB numbers in the pool, by state (available, allocated)",

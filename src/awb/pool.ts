@@ -7,6 +7,7 @@
 import type { Sql, TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
 import type { awbRequests } from "../db/schema/index.ts";
+import { recordMessage } from "../notify/outbox.ts";
 import { assignAwb } from "../orders/store.ts";
 import { enqueueAutoReplenish } from "./jobs.ts";
 import type { PoolSnapshot } from "./plan.ts";
@@ -68,7 +69,9 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
     where a.awb_number = picked.awb_number
     returning a.awb_number`;
   if (!row) {
-    await enqueueAutoReplenish(tx, "empty");
+    if (await enqueueAutoReplenish(tx, "empty")) {
+      await recordMessage(tx, { type: "awb.pool_low", data: { pool: { available: 0, low_watermark: lowWatermark } } });
+    }
     return null;
   }
   if (clientOrderId !== null) await assignAwb(tx, clientOrderId, row.awb_number);
@@ -78,7 +81,12 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
     select count(*)::int as n from (
       select 1 from awb_numbers where state = 'available' limit ${limit}) s`;
   const left = level?.n ?? 0;
-  if (left < lowWatermark || left === 0) await enqueueAutoReplenish(tx, "allocation");
+  if (left < lowWatermark || left === 0) {
+    // The first allocation below the watermark queues the top-up; it tells the merchant once.
+    if (await enqueueAutoReplenish(tx, "allocation")) {
+      await recordMessage(tx, { type: "awb.pool_low", data: { pool: { available: left, low_watermark: lowWatermark } } });
+    }
+  }
   return { awbNumber: row.awb_number, existing: false };
 }
 

@@ -4,7 +4,7 @@
  * have, the placement becomes `unconfirmed` for evidence or a person to settle
  * (docs/provider.md). Other commands are harmless to repeat and retry.
  */
-import type { Sql } from "postgres";
+import type { Sql, TransactionSql } from "postgres";
 import { z } from "zod";
 import { canonicalStatus } from "../domain/statuses.ts";
 import type { Logger } from "../logger.ts";
@@ -19,7 +19,11 @@ import {
 import { recordAccepted, recordPlaced, recordPlacementEnded, lockOrder } from "../orders/store.ts";
 import { appendTracklaneEvent } from "./service.ts";
 import type { OrderState } from "./service.ts";
-import { commandWithOrder, enqueueCommand, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
+import { recordMessage } from "../notify/outbox.ts";
+import { orderJson } from "../orders/json.ts";
+import { findOrderById } from "../orders/read.ts";
+import { commandJson } from "./json.ts";
+import { commandById, commandWithOrder, enqueueCommand, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
 import type { CommandRow } from "./store.ts";
 
 export interface ExecuteDeps {
@@ -190,6 +194,18 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
   else log.info({ attempts }, "command succeeded");
 }
 
+/** command.failed, with the command and its order as the API shows them, in the transaction that fails it. */
+async function notifyFailed(tx: TransactionSql, commandId: number): Promise<void> {
+  const row = await commandById(tx, commandId);
+  const order = row && (await findOrderById(tx, row.order_id));
+  if (!row || !order) return;
+  await recordMessage(tx, {
+    type: "command.failed",
+    order: { id: order.id, client_order_id: order.client_order_id, svc_order_id: order.svc_order_id },
+    data: { command: { ...commandJson(row) }, order: { ...orderJson(order) } },
+  });
+}
+
 async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<void> {
   await sql.begin(async (tx) => {
     if (outcome.type === "succeeded") {
@@ -215,6 +231,7 @@ async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome:
       }
       await recordFailed(tx, command.id, command.attempts, outcome.error, command.outcome_unknown);
       if (command.kind === "place") await recordPlacementEnded(tx, order.id, outcome.type, outcome.error);
+      if (outcome.type === "failed") await notifyFailed(tx, command.id);
     }
   });
 }

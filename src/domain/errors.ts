@@ -11,7 +11,11 @@ export type DomainErrorKind =
   /** Not allowed in the order's (or command's) current state. */
   | "conflict"
   /** An edit once the rider has picked the order up. */
-  | "order_picked_up";
+  | "order_picked_up"
+  /** No notification endpoint with that id. */
+  | "notification_endpoint_not_found"
+  /** A notification endpoint URL tracklane will not send to (a private address, …); the message says why. */
+  | "endpoint_url_forbidden";
 
 export class DomainError extends Error {
   override readonly name = "DomainError";

@@ -19,6 +19,8 @@ import { callbackRoutes } from "./routes/callbacks.ts";
 import { commandRoutes } from "./routes/commands.ts";
 import { docsRoutes } from "./routes/docs.ts";
 import { exportRoutes } from "./routes/export.ts";
+import { notificationEndpointRoutes } from "./routes/notification-endpoints.ts";
+import { notificationMessageRoutes } from "./routes/notification-messages.ts";
 import { opsRoutes } from "./routes/ops.ts";
 import { orderReadRoutes } from "./routes/orders.ts";
 import { rejectedRoutes } from "./routes/rejected.ts";
@@ -84,6 +86,8 @@ export function createApp(deps: AppDeps) {
   app.route("/", commandRoutes({ sql: deps.sql }));
   app.route("/", sandboxRoutes({ sql: deps.sql, provider: deps.provider, env: deps.config.provider.env }));
   app.route("/", awbRoutes({ config: deps.config, sql: deps.sql, provider: deps.provider }));
+  app.route("/", notificationEndpointRoutes({ sql: deps.sql, allowPrivateUrls: deps.config.notify.allowPrivateUrls }));
+  app.route("/", notificationMessageRoutes({ sql: deps.sql }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", { type: "http", scheme: "bearer" });
   app.doc31("/openapi.json", {

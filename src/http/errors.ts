@@ -21,11 +21,14 @@ export type ErrorCode =
   | "not_found"
   | "order_not_found"
   | "command_not_found"
+  | "notification_endpoint_not_found"
+  | "notification_message_not_found"
   | "method_not_allowed"
   | "conflict"
   | "order_picked_up"
   | "payload_too_large"
   | "unsupported_media_type"
+  | "endpoint_url_forbidden"
   | "awb_pool_empty"
   | "provider_error"
   | "provider_rejected"
@@ -47,6 +50,8 @@ export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 405 | 409 | 4
     case "not_found":
     case "order_not_found":
     case "command_not_found":
+    case "notification_endpoint_not_found":
+    case "notification_message_not_found":
       return 404;
     case "method_not_allowed":
       return 405;
@@ -60,6 +65,7 @@ export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 405 | 409 | 4
     case "missing_order_id":
     case "validation_failed":
     case "provider_rejected":
+    case "endpoint_url_forbidden":
       return 422;
     case "provider_error":
       return 502;
@@ -114,6 +120,8 @@ const DOMAIN_CODES: Record<DomainErrorKind, ErrorCode> = {
   command_not_found: "command_not_found",
   conflict: "conflict",
   order_picked_up: "order_picked_up",
+  notification_endpoint_not_found: "notification_endpoint_not_found",
+  endpoint_url_forbidden: "endpoint_url_forbidden",
 };
 
 export function toApiError(err: unknown): ApiError {

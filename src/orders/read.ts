@@ -25,6 +25,12 @@ export async function findOrderById(sql: Tx, id: number): Promise<OrderRow | und
   return row;
 }
 
+/** These orders' rows (those that exist), in no particular order. */
+export async function ordersByIds(sql: Tx, ids: readonly number[]): Promise<OrderRow[]> {
+  if (ids.length === 0) return [];
+  return await sql<OrderRow[]>`select * from orders where id = any(${ids as number[]}::bigint[])`;
+}
+
 /** The order, or DomainError order_not_found naming the id that was asked for. */
 export async function requireOrder(sql: Tx, ref: OrderRef): Promise<OrderRow> {
   const order = await findOrder(sql, ref);

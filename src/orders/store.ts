@@ -1,7 +1,8 @@
 /**
  * The one writer of the `orders` table. The projection, placement results, placement
- * decisions made by hand, AWB assignment and reconciliation all write through here, and
- * every write that can move an order returns what changed (OrderChange).
+ * decisions made by hand, AWB assignment and reconciliation all write through here; every
+ * write that can move an order returns what changed (OrderChange) and hands it to the
+ * notifications' outbox in the same transaction.
  */
 import type { PendingQuery, Row, TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
@@ -9,30 +10,9 @@ import { isoOrNull } from "../domain/iso-time.ts";
 import type { Projection } from "../domain/projection.ts";
 import { moveCommands } from "../commands/store.ts";
 import type { OrderRow } from "./read.ts";
-
-/** The columns an OrderChange compares, as a row was before a write. */
-export type OrderSnapshot = Pick<OrderRow, "status" | "placement_state" | "rider_id" | "rider_location_at" | "svc_order_ids">;
-
-/** How a row that did not exist looks "before" its first write. */
-export const NEW_ORDER: OrderSnapshot = { status: null, placement_state: "external", rider_id: null, rider_location_at: null, svc_order_ids: [] };
-
-export interface Change<T> {
-  before: T;
-  after: T;
-}
-
-/** What one write did to one order: each field before and after (equal when it did not move). */
-export interface OrderChange {
-  orderId: number;
-  /** The row was inserted by this transaction. */
-  created: boolean;
-  status: Change<string | null>;
-  placement: Change<string>;
-  riderId: Change<string | null>;
-  /** When the rider's latest location was taken. */
-  locationAt: Change<Date | null>;
-  svcOrderIds: Change<string[]>;
-}
+import { NEW_ORDER } from "./change.ts";
+import type { OrderChange, OrderSnapshot } from "./change.ts";
+import { recordOrderChanges } from "../notify/outbox.ts";
 
 type AfterRow = { id: number } & OrderSnapshot;
 
@@ -46,6 +26,12 @@ function changeOf(before: OrderSnapshot, after: AfterRow, created = false): Orde
     locationAt: { before: before.rider_location_at, after: after.rider_location_at },
     svcOrderIds: { before: before.svc_order_ids, after: after.svc_order_ids },
   };
+}
+
+/** Every change is reported to the outbox in the transaction that makes it (no change without its messages). */
+async function published(tx: Tx, change: OrderChange): Promise<OrderChange> {
+  await recordOrderChanges(tx, [change]);
+  return change;
 }
 
 /**
@@ -71,7 +57,7 @@ async function updateOne(tx: Tx, id: number, set: PendingQuery<Row[]>, onlyIf?: 
     rider_location_at: row.was_rider_location_at,
     svc_order_ids: row.was_svc_order_ids,
   };
-  return changeOf(before, row);
+  return await published(tx, changeOf(before, row));
 }
 
 // ---------------------------------------------------------------- placement
@@ -100,7 +86,7 @@ export async function insertPlacedOrder(
     values (${o.clientOrderId}, ${o.storeCode}, ${o.pickupOtp}, 'pending', 'CREATED', 'CREATED', ${o.at}, 1, ${o.at},
             (select awb_number from awb_numbers where client_order_id = ${o.clientOrderId}))
     returning id, status, placement_state, rider_id, rider_location_at, svc_order_ids`;
-  return changeOf(NEW_ORDER, row!, true);
+  return await published(tx, changeOf(NEW_ORDER, row!, true));
 }
 
 /**
@@ -300,8 +286,10 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
       ))
     returning o.id, o.status, o.placement_state, o.rider_id, o.rider_location_at, o.svc_order_ids`;
   const byId = new Map(writes.map((w) => [w.orderId, w]));
-  return rows.map((r) => {
+  const changes = rows.map((r) => {
     const w = byId.get(r.id)!;
     return changeOf(w.before, r, w.fresh);
   });
+  await recordOrderChanges(tx, changes);
+  return changes;
 }

@@ -13,8 +13,10 @@ import { succeedFailedPlaces } from "../commands/store.ts";
 import { mergedEventsOf, payloadsOf } from "../events/log.ts";
 import type { EventColumns } from "../events/log.ts";
 import type { Logger } from "../logger.ts";
-import { NEW_ORDER, insertSeenOrders, lockOrdersOf, mergeOrders, writeProjected } from "../orders/store.ts";
-import type { OrderChange, OrderSnapshot, ProjectionRow, ProjectedWrite } from "../orders/store.ts";
+import { NEW_ORDER } from "../orders/change.ts";
+import type { OrderChange, OrderSnapshot } from "../orders/change.ts";
+import { insertSeenOrders, lockOrdersOf, mergeOrders, writeProjected } from "../orders/store.ts";
+import type { ProjectionRow, ProjectedWrite } from "../orders/store.ts";
 import { claimQueued } from "./backlog.ts";
 import { decodeState, encodeState } from "./state.ts";
 

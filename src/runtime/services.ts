@@ -10,6 +10,7 @@ import { createIngestor } from "../ingest/batcher.ts";
 import type { Ingestor } from "../ingest/batcher.ts";
 import type { Logger } from "../logger.ts";
 import { createMetrics } from "../metrics.ts";
+import { configureOutbox } from "../notify/outbox.ts";
 import type { Metrics } from "../metrics.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import type { SupervisedWorker } from "../worker/supervisor.ts";
@@ -54,6 +55,7 @@ export function ingestorFor(config: Config, database: Database, log: Logger, met
 export async function startServices(options: ServiceOptions): Promise<Services> {
   const { config, log } = options;
   const metrics = createMetrics();
+  configureOutbox({ locationIntervalS: config.notify.locationIntervalS });
   const database = createDatabase(options.databaseUrl, { max: config.db.poolMax, name: options.web ? "tracklane-web" : "tracklane-worker" });
   let ingestor: Ingestor | undefined;
   let http: HttpServer | undefined;

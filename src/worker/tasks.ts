@@ -7,9 +7,10 @@ import { awbTasks } from "../awb/tasks.ts";
 import { commandTasks } from "../commands/tasks.ts";
 import { DRAIN_CRONTAB } from "../projection/queue.ts";
 import { projectionTasks } from "../projection/tasks.ts";
+import { NOTIFY_CRONTAB, notifyTasks } from "../notify/tasks.ts";
 import { RECONCILE_CRONTAB, reconcileTasks } from "../reconcile/tasks.ts";
 import type { TaskDefinition } from "./define-task.ts";
 
-export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks];
+export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks, ...notifyTasks];
 
-export const CRONTAB: readonly string[] = [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB];
+export const CRONTAB: readonly string[] = [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB, NOTIFY_CRONTAB];

@@ -16,6 +16,7 @@ import { createApp } from "../../src/http/app.ts";
 import { listen } from "../../src/http/server.ts";
 import { createLogger } from "../../src/logger.ts";
 import type { Logger } from "../../src/logger.ts";
+import { configureOutbox } from "../../src/notify/outbox.ts";
 import { createMetrics } from "../../src/metrics.ts";
 import type { Metrics } from "../../src/metrics.ts";
 import { ingestorFor } from "../../src/runtime/services.ts";
@@ -68,6 +69,7 @@ export async function createTestApp(env: Record<string, string> = {}, options: T
   });
   const log = createLogger({ level: config.logLevel, destination: sink });
   const metrics = createMetrics();
+  configureOutbox({ locationIntervalS: config.notify.locationIntervalS });
   const database = createDatabase(testDb.url, { max: 6, name: "tracklane-test" });
   const ingestor = ingestorFor(config, database, log, metrics);
   const { provider } = options;

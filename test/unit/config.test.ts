@@ -205,3 +205,44 @@ describe("LOG_FORMAT and METRICS_TOKEN", () => {
     assert.match(lines({ METRICS_TOKEN: "short" })[0]!, /^METRICS_TOKEN: must be at least 16 characters; e\.g\. METRICS_TOKEN=/);
   });
 });
+
+describe("NOTIFY_* (outbound notifications)", () => {
+  it("has the documented defaults", () => {
+    assert.deepEqual(loadConfig({ DATA_DIR: dataDir() }).notify, {
+      retryScheduleS: [0, 5, 300, 1800, 7200, 18000, 36000, 36000],
+      timeoutMs: 10_000,
+      allowPrivateUrls: false,
+      locationIntervalS: 30,
+    });
+  });
+
+  it("takes set values; spaces around the delays are fine, 0 turns rider locations off", () => {
+    const c = loadConfig({
+      DATA_DIR: dataDir(),
+      NOTIFY_RETRY_SCHEDULE: "0, 10 ,60",
+      NOTIFY_TIMEOUT_MS: "2500",
+      NOTIFY_ALLOW_PRIVATE_URLS: "true",
+      NOTIFY_LOCATION_INTERVAL_S: "0",
+    });
+    assert.deepEqual(c.notify, { retryScheduleS: [0, 10, 60], timeoutMs: 2500, allowPrivateUrls: true, locationIntervalS: 0 });
+    assert.deepEqual(loadConfig({ DATA_DIR: dataDir(), NOTIFY_RETRY_SCHEDULE: "30" }).notify.retryScheduleS, [30]);
+  });
+
+  it("names the variable, what is wrong and a good value", () => {
+    assert.deepEqual(lines({ NOTIFY_RETRY_SCHEDULE: "0,5,soon" }), [
+      'NOTIFY_RETRY_SCHEDULE: must be whole seconds separated by commas (found "0,5,soon"); e.g. NOTIFY_RETRY_SCHEDULE=0,10,60,600,3600',
+    ]);
+    for (const bad of ["0,,5", "-5", "1.5", "0;5"]) {
+      assert.match(problems({ NOTIFY_RETRY_SCHEDULE: bad })[0]!, /^NOTIFY_RETRY_SCHEDULE: must be whole seconds separated by commas/, bad);
+    }
+    assert.match(problems({ NOTIFY_RETRY_SCHEDULE: "0,700000" })[0]!, /^NOTIFY_RETRY_SCHEDULE: each delay must be at most 604800 seconds/);
+    assert.match(problems({ NOTIFY_RETRY_SCHEDULE: Array(51).fill("1").join(",") })[0]!, /^NOTIFY_RETRY_SCHEDULE: must have at most 50 delays/);
+    const found = lines({ NOTIFY_TIMEOUT_MS: "50", NOTIFY_ALLOW_PRIVATE_URLS: "yes", NOTIFY_LOCATION_INTERVAL_S: "-1" });
+    assert.deepEqual(found.sort(), [
+      'NOTIFY_ALLOW_PRIVATE_URLS: must be "true" or "false" (found "yes"); e.g. NOTIFY_ALLOW_PRIVATE_URLS=true',
+      'NOTIFY_LOCATION_INTERVAL_S: must be at least 0 (found "-1"); e.g. NOTIFY_LOCATION_INTERVAL_S=60',
+      'NOTIFY_TIMEOUT_MS: must be at least 100 (found "50"); e.g. NOTIFY_TIMEOUT_MS=5000',
+    ]);
+    assert.match(problems({ NOTIFY_TIMEOUT_MS: "120001" })[0]!, /^NOTIFY_TIMEOUT_MS: must be at most 120000/);
+  });
+});

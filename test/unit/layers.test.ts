@@ -12,7 +12,7 @@ import type { DomainErrorKind } from "../../src/domain/errors.ts";
 import { statusOf, toApiError } from "../../src/http/errors.ts";
 
 const SRC = join(import.meta.dirname, "../../src");
-const CORE = ["domain", "db", "ingest", "events", "projection", "orders", "commands", "awb", "reconcile", "provider", "worker"];
+const CORE = ["domain", "db", "ingest", "events", "projection", "orders", "commands", "awb", "reconcile", "provider", "worker", "notify"];
 
 /** The modules allowed to write each table (docs/architecture.md, "Tables and their owners"). */
 const OWNERS: Record<string, string[]> = {
@@ -24,6 +24,11 @@ const OWNERS: Record<string, string[]> = {
   awb_numbers: ["awb/pool.ts"],
   awb_requests: ["awb/topup.ts"],
   rejected_callbacks: ["ingest/rejected.ts"],
+  notification_endpoints: ["notify/endpoints.ts"],
+  notification_messages: ["notify/outbox.ts"],
+  // New deliveries are written by the outbox with their message; their state by deliveries.ts.
+  notification_deliveries: ["notify/outbox.ts", "notify/deliveries.ts"],
+  notification_attempts: ["notify/deliveries.ts"],
 };
 
 function files(dir: string): string[] {
@@ -57,6 +62,8 @@ describe("layers", () => {
       command_not_found: ["command_not_found", 404],
       conflict: ["conflict", 409],
       order_picked_up: ["order_picked_up", 409],
+      notification_endpoint_not_found: ["notification_endpoint_not_found", 404],
+      endpoint_url_forbidden: ["endpoint_url_forbidden", 422],
     };
     for (const [kind, [code, status]] of Object.entries(expected) as [DomainErrorKind, [string, number]][]) {
       const api = toApiError(new DomainError(kind, `refused: ${kind}`));

@@ -2,3 +2,4 @@ export * from "./events.ts";
 export * from "./orders.ts";
 export * from "./commands.ts";
 export * from "./awb.ts";
+export * from "./notifications.ts";

@@ -7,6 +7,7 @@ import { Gauge } from "prom-client";
 import type { Sql } from "postgres";
 import { poolCounts } from "../../awb/pool.ts";
 import { migrationsApplied } from "../../db/ready.ts";
+import { notificationFigures } from "../../notify/figures.ts";
 import { placementCounts } from "../../orders/read.ts";
 import { backlogFigures } from "../../projection/backlog.ts";
 import { failedJobCounts } from "../../worker/figures.ts";
@@ -69,6 +70,10 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
       // would read it all at every scrape. These three states are few, and need a person.
       const placements = await placementCounts(sql);
       for (const [state, n] of Object.entries(placements)) metrics.placements.set({ state }, n);
+      const notify = await notificationFigures(sql);
+      metrics.notifyEndpoints.set({ state: "enabled" }, notify.enabled);
+      metrics.notifyEndpoints.set({ state: "disabled" }, notify.disabled);
+      metrics.notifyPending.set(notify.pending);
       const awb = await poolCounts(sql);
       metrics.awbPool.set({ state: "available" }, awb.available);
       metrics.awbPool.set({ state: "allocated" }, awb.allocated);

@@ -8,15 +8,14 @@ import type { Sql } from "postgres";
 import { orderTimeline } from "../../events/log.ts";
 import { listOrders, requireOrder } from "../../orders/read.ts";
 import type { OrderRef } from "../../orders/read.ts";
+import { PLACEMENT_STATES, orderJson } from "../../orders/json.ts";
 import { CANONICAL_STATUSES } from "../../domain/statuses.ts";
 import { pageJson, pageQuery, pageSchema, readCursor } from "../pages.ts";
 import {
-  PLACEMENT_STATES,
   ErrorSchema,
   EventSchema,
   OrderSchema,
   eventJson,
-  orderJson,
 } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";

@@ -1,0 +1,209 @@
+/**
+ * Deliveries and their attempts: the one owner of notification_deliveries' state and of
+ * notification_attempts (new deliveries are written by the outbox with their message).
+ * Claiming (with a lease), recording outcomes, and the reads and re-sends of the API.
+ */
+import type { Sql } from "postgres";
+import type { Tx } from "../db/client.ts";
+import { pageOf } from "../db/page.ts";
+import type { notificationAttempts, notificationDeliveries, notificationMessages } from "../db/schema/index.ts";
+import { DELIVER_TASK } from "./outbox.ts";
+
+export type DeliveryRow = typeof notificationDeliveries.$inferSelect;
+export type MessageRow = typeof notificationMessages.$inferSelect;
+export type AttemptRow = typeof notificationAttempts.$inferSelect;
+
+export const DELIVERY_STATES = ["pending", "delivered", "failed"] as const;
+
+/** A delivery claimed for an attempt, with what is sent. */
+export type Claimed = Pick<DeliveryRow, "id" | "message_id" | "attempts"> & Pick<MessageRow, "type" | "body" | "created_at">;
+
+/**
+ * Up to `limit` due deliveries of the endpoint, leased for `leaseMs`: a run that dies
+ * mid-send leaves them to the next run once the lease is over (the same webhook-id again).
+ */
+export async function claimDue(sql: Sql, endpointId: string, limit: number, leaseMs: number): Promise<Claimed[]> {
+  return await sql<Claimed[]>`
+    with due as (
+      select id from notification_deliveries
+      where endpoint_id = ${endpointId} and status = 'pending' and next_attempt_at <= now()
+        and (leased_until is null or leased_until <= now())
+      order by next_attempt_at, id
+      limit ${limit}
+      for update skip locked
+    ),
+    leased as (
+      update notification_deliveries d set leased_until = now() + ${leaseMs}::int * interval '1 millisecond'
+      from due where d.id = due.id
+      returning d.id, d.message_id, d.attempts
+    )
+    select l.id, l.message_id, l.attempts, m.type, m.body, m.created_at
+    from leased l join notification_messages m on m.id = l.message_id`;
+}
+
+export interface AttemptRecord {
+  statusCode: number | null;
+  durationMs: number;
+  responseExcerpt: string | null;
+  error: string | null;
+}
+
+/**
+ * Records an attempt and the delivery's new state: delivered, failed for good, or pending
+ * again after `retryInS` seconds.
+ */
+export async function recordAttempt(
+  sql: Sql,
+  deliveryId: number,
+  attempt: AttemptRecord,
+  next: { state: "delivered" } | { state: "failed" } | { state: "pending"; retryInS: number },
+): Promise<void> {
+  const error = attempt.error ?? (next.state === "delivered" ? null : attempt.statusCode === null ? "no answer" : `HTTP ${attempt.statusCode}`);
+  await sql.begin(async (tx) => {
+    await tx`
+      insert into notification_attempts (delivery_id, status_code, duration_ms, response_excerpt, error)
+      values (${deliveryId}, ${attempt.statusCode}, ${Math.round(attempt.durationMs)}, ${attempt.responseExcerpt}, ${attempt.error})`;
+    await tx`
+      update notification_deliveries set
+        attempts = attempts + 1, leased_until = null, status = ${next.state},
+        last_status_code = ${attempt.statusCode}, last_error = ${error},
+        delivered_at = case when ${next.state} = 'delivered' then now() end,
+        next_attempt_at = case when ${next.state} = 'pending'
+          then now() + ${next.state === "pending" ? next.retryInS : 0}::float8 * interval '1 second' else next_attempt_at end
+      where id = ${deliveryId}`;
+  });
+}
+
+/** Pending deliveries of a disabled endpoint end failed (a recovery re-sends them). */
+export async function failPending(sql: Tx, endpointId: string, error: string): Promise<number> {
+  const rows = await sql`
+    update notification_deliveries set status = 'failed', last_error = ${error}, leased_until = null
+    where endpoint_id = ${endpointId} and status = 'pending'`;
+  return rows.count;
+}
+
+/**
+ * When the endpoint next has something to send that no run is on: its earliest pending
+ * delivery's time (or its lease's end); null when nothing waits.
+ */
+export async function nextDue(sql: Tx, endpointId: string): Promise<Date | null> {
+  const [row] = await sql<{ at: Date | null }[]>`
+    select min(greatest(next_attempt_at, coalesce(leased_until, next_attempt_at))) as at
+    from notification_deliveries where endpoint_id = ${endpointId} and status = 'pending'`;
+  return row?.at ?? null;
+}
+
+/** A delivery run for the endpoint at `at` (now when absent). Keyed per endpoint when now, so waiting runs fold into one. */
+export async function enqueueDelivery(sql: Tx, endpointId: string, at?: Date): Promise<void> {
+  const key = at === undefined ? `notify:${endpointId}` : `notify:${endpointId}:${Math.floor(at.getTime() / 1000)}`;
+  await sql`
+    select graphile_worker.add_job(${DELIVER_TASK}, json_build_object('endpoint_id', ${endpointId}::text),
+      queue_name => ${`notify:${endpointId}`}, job_key => ${key},
+      run_at => coalesce(${at ?? null}::timestamptz, now()))`;
+}
+
+/** Endpoints with deliveries due that no run holds (the sweep's safety net after a crash). */
+export async function endpointsWithDue(sql: Tx): Promise<string[]> {
+  const rows = await sql<{ endpoint_id: string }[]>`
+    select distinct endpoint_id from notification_deliveries
+    where status = 'pending' and next_attempt_at <= now() and (leased_until is null or leased_until <= now())`;
+  return rows.map((r) => r.endpoint_id);
+}
+
+// ---------------------------------------------------------------- the API's reads and re-sends
+
+export type DeliveryListRow = Pick<
+  DeliveryRow,
+  "id" | "message_id" | "endpoint_id" | "status" | "attempts" | "last_status_code" | "last_error" | "next_attempt_at" | "created_at" | "delivered_at"
+> &
+  Pick<MessageRow, "type" | "client_order_id" | "svc_order_id">;
+
+export interface DeliveryFilter {
+  endpointId?: string | undefined;
+  /** Either id of the order. */
+  order?: string | undefined;
+  status?: string | undefined;
+  type?: string | undefined;
+  limit: number;
+  beforeId?: number | undefined;
+}
+
+/** Deliveries newest first (keyset by id), each with its message's type and order. */
+export async function listDeliveries(sql: Tx, f: DeliveryFilter): Promise<{ rows: DeliveryListRow[]; nextId: number | null }> {
+  const rows = await sql<DeliveryListRow[]>`
+    select d.id, d.message_id, d.endpoint_id, d.status, d.attempts, d.last_status_code, d.last_error, d.next_attempt_at,
+           d.created_at, d.delivered_at, m.type, m.client_order_id, m.svc_order_id
+    from notification_deliveries d join notification_messages m on m.id = d.message_id
+    where true
+      ${f.endpointId !== undefined ? sql`and d.endpoint_id = ${f.endpointId}` : sql``}
+      ${f.order !== undefined ? sql`and (m.client_order_id = ${f.order} or m.svc_order_id = ${f.order})` : sql``}
+      ${f.status !== undefined ? sql`and d.status = ${f.status}` : sql``}
+      ${f.type !== undefined ? sql`and m.type = ${f.type}` : sql``}
+      ${f.beforeId !== undefined ? sql`and d.id < ${f.beforeId}` : sql``}
+    order by d.id desc
+    limit ${f.limit + 1}`;
+  return pageOf(rows, f.limit);
+}
+
+export interface MessageDetail {
+  message: MessageRow;
+  deliveries: DeliveryRow[];
+  attempts: (AttemptRow & { endpoint_id: string })[];
+}
+
+export async function messageDetail(sql: Tx, messageId: string): Promise<MessageDetail | null> {
+  const [message] = await sql<MessageRow[]>`select * from notification_messages where id = ${messageId}`;
+  if (!message) return null;
+  const [deliveries, attempts] = await Promise.all([
+    sql<DeliveryRow[]>`select * from notification_deliveries where message_id = ${messageId} order by id`,
+    sql<(AttemptRow & { endpoint_id: string })[]>`
+      select a.*, d.endpoint_id from notification_attempts a join notification_deliveries d on d.id = a.delivery_id
+      where d.message_id = ${messageId} order by a.id`,
+  ]);
+  return { message, deliveries, attempts };
+}
+
+/**
+ * Deliveries sent again from the start (pending now, attempts counted from 0; their
+ * attempts so far stay recorded), with a run per endpoint. Returns how many.
+ */
+async function requeue(tx: Tx, rows: readonly { id: number; endpoint_id: string }[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  await tx`
+    update notification_deliveries set status = 'pending', attempts = 0, next_attempt_at = now(), leased_until = null, delivered_at = null
+    where id = any(${rows.map((r) => r.id)}::bigint[])`;
+  for (const endpoint of new Set(rows.map((r) => r.endpoint_id))) await enqueueDelivery(tx, endpoint);
+  return rows.length;
+}
+
+/** Every delivery of the message (to enabled endpoints) sent again; null when there is no such message. */
+export async function resendMessage(sql: Sql, messageId: string): Promise<number | null> {
+  return await sql.begin(async (tx) => {
+    const [message] = await tx<{ id: string }[]>`select id from notification_messages where id = ${messageId}`;
+    if (!message) return null;
+    const rows = await tx<{ id: number; endpoint_id: string }[]>`
+      select d.id, d.endpoint_id from notification_deliveries d join notification_endpoints e on e.id = d.endpoint_id
+      where d.message_id = ${messageId} and e.enabled
+      for update of d`;
+    return await requeue(tx, rows);
+  });
+}
+
+/** The endpoint's failed deliveries of messages created since `since`, sent again. */
+export async function recoverEndpoint(sql: Sql, endpointId: string, since: Date): Promise<number> {
+  return await sql.begin(async (tx) => {
+    const rows = await tx<{ id: number; endpoint_id: string }[]>`
+      select id, endpoint_id from notification_deliveries
+      where endpoint_id = ${endpointId} and status = 'failed' and created_at >= ${since}
+      for update`;
+    return await requeue(tx, rows);
+  });
+}
+
+/** Delivery figures for /metrics: pending deliveries and the oldest one's age. */
+export async function deliveryFigures(sql: Tx): Promise<{ pending: number; oldestPendingSeconds: number }> {
+  const [row] = await sql<{ pending: number; oldest: number | null }[]>`
+    select count(*)::int as pending, extract(epoch from now() - min(created_at))::float8 as oldest
+    from notification_deliveries where status = 'pending'`;
+  return { pending: row?.pending ?? 0, oldestPendingSeconds: Math.max(0, row?.oldest ?? 0) };
+}

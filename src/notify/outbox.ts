@@ -1,0 +1,167 @@
+/**
+ * The outbox: the one writer of notification_messages and of new deliveries. A message is
+ * written in the transaction of the change it reports, with a delivery per subscribed
+ * endpoint and that endpoint's delivery job: a committed change always has its messages,
+ * and a rolled-back one has none.
+ */
+import type { Tx } from "../db/client.ts";
+import type { JsonObject } from "../domain/normalise.ts";
+import { canonicalStatus } from "../domain/statuses.ts";
+import type { OrderChange } from "../orders/change.ts";
+import { orderJson } from "../orders/json.ts";
+import type { OrderJson } from "../orders/json.ts";
+import { ordersByIds } from "../orders/read.ts";
+import { enabledEndpoints } from "./endpoints.ts";
+import { newMessageId } from "./sign.ts";
+import type { NotificationType } from "./types.ts";
+
+export const DELIVER_TASK = "notify__deliver";
+
+/** Process-wide settings, from the configuration at start (runtime/services.ts). */
+const settings = { locationIntervalS: 30 };
+
+/** NOTIFY_LOCATION_INTERVAL_S: at most one order.rider_location per order per this many seconds; 0: none. */
+export function configureOutbox(options: { locationIntervalS: number }): void {
+  settings.locationIntervalS = options.locationIntervalS;
+}
+
+interface Endpoint {
+  id: string;
+  events: string[];
+}
+
+const subscribes = (e: Endpoint, type: string) => e.events.length === 0 || e.events.includes(type);
+
+/** A message to write: its type, the order it is about (if any), and its `data`. */
+export interface Draft {
+  type: NotificationType;
+  order?: { id: number; client_order_id: string | null; svc_order_id: string | null } | undefined;
+  data: JsonObject;
+  /** Only this endpoint (a test ping); otherwise every subscribed one. */
+  endpointId?: string | undefined;
+}
+
+/** The order messages a change calls for, in the order they are numbered. */
+function typesOf(c: OrderChange): NotificationType[] {
+  const types: NotificationType[] = [];
+  if (c.status.after !== c.status.before) types.push("order.status_changed");
+  if (c.placement.after !== c.placement.before) types.push("order.placement_changed");
+  if (c.riderId.after !== null && c.riderId.after !== c.riderId.before) types.push("order.rider_assigned");
+  const moved = c.locationAt.after !== null && c.locationAt.after.getTime() !== c.locationAt.before?.getTime();
+  if (moved && settings.locationIntervalS > 0) types.push("order.rider_location");
+  return types;
+}
+
+/**
+ * The messages these order changes call for, for the endpoints subscribed to them: one
+ * cheap read of the (few) enabled endpoints when nobody listens. `sequence` grows by one
+ * per message about an order; a rider location goes out at most once per interval.
+ */
+export async function recordOrderChanges(tx: Tx, changes: readonly OrderChange[]): Promise<void> {
+  const wanted = changes.flatMap((c) => typesOf(c).map((type) => ({ c, type })));
+  if (wanted.length === 0) return;
+  const endpoints = await enabledEndpoints(tx);
+  const heard = wanted.filter((w) => endpoints.some((e) => subscribes(e, w.type)));
+  if (heard.length === 0) return;
+  const ids = [...new Set(heard.map((w) => w.c.orderId))];
+  const located = [...new Set(heard.filter((w) => w.type === "order.rider_location").map((w) => w.c.orderId))];
+  const [rows, last] = await Promise.all([ordersByIds(tx, ids), lastMessages(tx, ids, located)]);
+  const orders = new Map(rows.map((r) => [r.id, orderJson(r)]));
+  const rowsById = new Map(rows.map((r) => [r.id, r]));
+  const cutoff = Date.now() - settings.locationIntervalS * 1000;
+  const drafts: (Draft & { sequence: number })[] = [];
+  for (const { c, type } of heard) {
+    const order = orders.get(c.orderId);
+    const row = rowsById.get(c.orderId);
+    if (!order || !row) continue; // merged away in this transaction: the survivor reports
+    const seen = last.get(c.orderId) ?? { sequence: 0, locationAt: null };
+    if (type === "order.rider_location") {
+      if (seen.locationAt !== null && seen.locationAt.getTime() > cutoff) continue;
+      seen.locationAt = new Date();
+    }
+    seen.sequence += 1;
+    last.set(c.orderId, seen);
+    drafts.push({
+      type,
+      order: { id: c.orderId, client_order_id: row.client_order_id, svc_order_id: row.svc_order_id },
+      data: orderData(type, order, c, seen.sequence),
+      sequence: seen.sequence,
+    });
+  }
+  await insertMessages(tx, drafts);
+}
+
+function orderData(type: NotificationType, order: OrderJson, c: OrderChange, sequence: number): JsonObject {
+  const json = order as unknown as JsonObject;
+  if (type === "order.status_changed") return { order: json, previous_status: canonicalStatus(c.status.before), sequence };
+  if (type === "order.placement_changed") return { order: json, previous_state: c.placement.before, sequence };
+  return { order: json, sequence };
+}
+
+/** Per order: its last sequence, and (for `located`) when its last rider location went out. */
+async function lastMessages(tx: Tx, ids: readonly number[], located: readonly number[]) {
+  const rows = await tx<{ order_id: number; sequence: number; location_at: Date | null }[]>`
+    select o as order_id,
+      coalesce((select max(sequence) from notification_messages m where m.order_id = o), 0)::int as sequence,
+      case when o = any(${located as number[]}::bigint[]) then
+        (select max(created_at) from notification_messages m where m.order_id = o and m.type = 'order.rider_location')
+      end as location_at
+    from unnest(${ids as number[]}::bigint[]) as o`;
+  return new Map(rows.map((r) => [r.order_id, { sequence: r.sequence, locationAt: r.location_at }]));
+}
+
+/** A message that is not about an order's state (command.failed, awb.pool_low, test.ping). */
+export async function recordMessage(tx: Tx, draft: Draft): Promise<string | null> {
+  if (draft.endpointId === undefined) {
+    const endpoints = await enabledEndpoints(tx);
+    if (!endpoints.some((e) => subscribes(e, draft.type))) return null;
+  }
+  const [id] = await insertMessages(tx, [{ ...draft, sequence: null }]);
+  return id ?? null;
+}
+
+/**
+ * Messages, their deliveries (one per enabled endpoint subscribed to the type, or the one
+ * named) and one delivery job per endpoint concerned, in one statement: the job's key per
+ * endpoint folds the jobs of many messages into one waiting job.
+ */
+async function insertMessages(tx: Tx, drafts: readonly (Draft & { sequence: number | null })[]): Promise<string[]> {
+  if (drafts.length === 0) return [];
+  const timestamp = new Date().toISOString();
+  const input = drafts.map((d) => {
+    const id = newMessageId();
+    return {
+      id,
+      type: d.type,
+      order_id: d.order?.id ?? null,
+      coid: d.order?.client_order_id ?? null,
+      svc: d.order?.svc_order_id ?? null,
+      seq: d.sequence,
+      endpoint: d.endpointId ?? null,
+      body: JSON.stringify({ type: d.type, timestamp, data: d.data }),
+    };
+  });
+  // SQL, not the builder: a set-based insert from one JSON parameter, fanned out to the
+  // endpoints, with add_job in the same statement.
+  await tx`
+    with input as (
+      select * from json_to_recordset(${JSON.stringify(input)}::text::json) as t(
+        id text, type text, order_id bigint, coid text, svc text, seq int, endpoint text, body text)
+    ),
+    messages as (
+      insert into notification_messages (id, type, order_id, client_order_id, svc_order_id, sequence, body)
+      select id, type, order_id, coid, svc, seq, body from input
+      returning id
+    ),
+    deliveries as (
+      insert into notification_deliveries (message_id, endpoint_id)
+      select i.id, e.id from input i join notification_endpoints e
+        on e.enabled and (i.endpoint = e.id or (i.endpoint is null and (cardinality(e.events) = 0 or i.type = any(e.events))))
+      where exists (select from messages)
+      returning endpoint_id
+    )
+    select graphile_worker.add_job(${DELIVER_TASK}, json_build_object('endpoint_id', endpoint_id),
+      queue_name => 'notify:' || endpoint_id, job_key => 'notify:' || endpoint_id)
+    from (select distinct endpoint_id from deliveries) d`;
+  return input.map((i) => i.id);
+}

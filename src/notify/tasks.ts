@@ -1,0 +1,32 @@
+/** The notifications' worker tasks: one endpoint's deliveries, and the sweep that restarts stalled ones. */
+import { z } from "zod";
+import { defineTask } from "../worker/define-task.ts";
+import type { TaskDefinition } from "../worker/define-task.ts";
+import type { WorkerDeps } from "../worker/deps.ts";
+import { enqueueDelivery, endpointsWithDue } from "./deliveries.ts";
+import { deliverDue } from "./deliver.ts";
+import { DELIVER_TASK } from "./outbox.ts";
+
+const SWEEP_TASK = "notify__sweep";
+
+/**
+ * Every minute: a run for each endpoint with due deliveries no run holds (a run that died,
+ * a wake-up job that gave up). One at a time; the next tick is the retry.
+ */
+export const NOTIFY_CRONTAB = `* * * * * ${SWEEP_TASK} ?id=notify_sweep&jobKey=notify_sweep&queue=notify_sweep&max=1`;
+
+const settingsOf = (deps: WorkerDeps) => ({
+  timeoutMs: deps.config.notify.timeoutMs,
+  retryScheduleS: deps.config.notify.retryScheduleS,
+  allowPrivateUrls: deps.config.notify.allowPrivateUrls,
+});
+
+const notifyDeliver = defineTask(DELIVER_TASK, z.object({ endpoint_id: z.string().min(1) }), async (payload, { deps, log }) => {
+  await deliverDue({ sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps) }, payload.endpoint_id);
+});
+
+const notifySweep = defineTask(SWEEP_TASK, z.unknown(), async (_payload, { deps }) => {
+  for (const endpoint of await endpointsWithDue(deps.sql)) await enqueueDelivery(deps.sql, endpoint);
+});
+
+export const notifyTasks: readonly TaskDefinition[] = [notifyDeliver, notifySweep];
