@@ -13,6 +13,8 @@
  *   --runs N          repeat everything N times, report medians    (BENCH_RUNS, 1)
  *   --cpu-prof        profile the web and worker processes (node --cpu-prof)
  *   --only-tracklane  skip the two baselines (quicker iterations; no ratios)
+ *   --no-notify       skip phase (f), the same load with one subscribed notification endpoint
+ *   --only-notify     only (c) (without its backlog) and (f): the quickest look at notifications
  *
  * PostgreSQL: the server of DATABASE_URL when set, else the embedded one under
  * .data/bench (the same resolveDatabase as `npm start`). Each run gets a fresh scratch
@@ -50,6 +52,8 @@ const { values: args } = parseArgs({
     runs: { type: "string" },
     "cpu-prof": { type: "boolean", default: false },
     "only-tracklane": { type: "boolean", default: false },
+    "no-notify": { type: "boolean", default: false },
+    "only-notify": { type: "boolean", default: false },
     "single-process": { type: "boolean", default: false },
   },
 });
@@ -80,12 +84,20 @@ const options: BenchOptions = {
   eventsPerOrder: Math.max(1, Math.round(events / orders)),
   dupEvery: num(args["dup-every"], "BENCH_DUP_EVERY", 101),
   drainTimeoutS: 180,
+  deliveryTimeoutS: 600,
   cpuProf: args["cpu-prof"],
   singleProcess: args["single-process"] || process.env.BENCH_SINGLE_PROCESS === "1",
   resultsDir,
   stamp,
 };
 const runs = Math.max(1, num(args.runs, "BENCH_RUNS", 1));
+if (args["only-notify"] && args["no-notify"]) {
+  console.error("bench: --only-notify and --no-notify exclude each other");
+  process.exit(1);
+}
+const baselines = !args["only-tracklane"] && !args["only-notify"];
+const backlog = !args["only-notify"];
+const notify = !args["no-notify"];
 const log = createLogger({ level: "warn" });
 
 function withDatabase(url: string, database: string): string {
@@ -107,6 +119,19 @@ function serviceSettings(): Record<string, unknown> {
   };
 }
 
+/** A fresh database `name` with tracklane's migrations for `body`, dropped afterwards (unless BENCH_KEEP_DB). */
+async function scratchDatabase(admin: postgres.Sql, serverUrl: string, name: string, body: (url: string) => Promise<void>): Promise<void> {
+  await admin.unsafe(`create database ${name}`);
+  const url = withDatabase(serverUrl, name);
+  try {
+    await runMigrations(url, log);
+    await body(url);
+  } finally {
+    if (process.env.BENCH_KEEP_DB) console.log(`kept database ${name} (BENCH_KEEP_DB)`);
+    else await admin.unsafe(`drop database if exists ${name} with (force)`);
+  }
+}
+
 async function main() {
   const server = await resolveDatabase({ databaseUrl: process.env.DATABASE_URL || undefined, dataDir: resolve(ROOT, ".data/bench"), log });
   const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
@@ -124,31 +149,35 @@ async function main() {
       events: options.orders * options.eventsPerOrder,
       dupEvery: options.dupEvery,
       runs,
+      phases: [...(baselines ? ["a", "b"] : []), backlog ? "c-e" : "c-e without the backlog", ...(notify ? ["f"] : [])].join(", "),
       database: process.env.DATABASE_URL ? "DATABASE_URL" : server.description,
     };
     console.log(`tracklane bench ${stamp}: ${JSON.stringify(settings)}`);
     for (let run = 1; run <= runs; run++) {
       const name = `bench_${stamp.slice(0, 19).replace(/[-T]/g, "").toLowerCase()}_${process.pid}_${run}`;
-      await admin.unsafe(`create database ${name}`);
-      const url = withDatabase(server.url, name);
-      try {
-        await runMigrations(url, log);
-        let insert: InsertResult | undefined;
-        let echo: HttpPhase | undefined;
-        if (!args["only-tracklane"]) {
+      let insert: InsertResult | undefined;
+      let echo: HttpPhase | undefined;
+      let tracklane: TracklanePhase | undefined;
+      await scratchDatabase(admin, server.url, name, async (url) => {
+        if (baselines) {
           console.log(`run ${run}/${runs}: (a) raw single-row INSERT + commit, ${options.connections} at once ...`);
           insert = await insertBaseline(url, options);
           console.log(`run ${run}/${runs}: (b) bare Hono JSON echo ...`);
           echo = await echoBaseline(options);
         }
         console.log(`run ${run}/${runs}: (c-e) tracklane, ${options.orders * options.eventsPerOrder} events over ${options.orders} orders ...`);
-        const tracklane: TracklanePhase = await tracklanePhase(url, options, run);
-        results.push({ insert, echo, tracklane });
-        for (const file of tracklane.profiles) profiles.push(summariseProfile(file));
-      } finally {
-        if (process.env.BENCH_KEEP_DB) console.log(`kept database ${name} (BENCH_KEEP_DB)`);
-        else await admin.unsafe(`drop database if exists ${name} with (force)`);
+        tracklane = await tracklanePhase(url, options, run, { notify: false, backlog });
+      });
+      // (f) on a database of its own, seeded like (c)'s: the same events, the same tables.
+      let withEndpoint: TracklanePhase | undefined;
+      if (notify) {
+        await scratchDatabase(admin, server.url, `${name}_f`, async (url) => {
+          console.log(`run ${run}/${runs}: (f) tracklane with one subscribed notification endpoint, the same load ...`);
+          withEndpoint = await tracklanePhase(url, options, run, { notify: true, backlog: false });
+        });
       }
+      results.push({ insert, echo, tracklane: tracklane!, withEndpoint });
+      for (const phase of [tracklane, withEndpoint]) for (const file of phase?.profiles ?? []) profiles.push(summariseProfile(file));
     }
     const report = formatReport(results, settings, machine);
     console.log(`\n${report.text}`);

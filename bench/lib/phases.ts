@@ -1,7 +1,8 @@
 /**
- * The three measurements of one run, on one database: (a) raw single-row inserts, (b) a
- * bare Hono echo server, (c, d, e) tracklane itself as separate web and worker processes,
- * projecting as it ingests and then draining a backlog left while its worker was stopped.
+ * The measurements of one run: (a) raw single-row inserts, (b) a bare Hono echo server,
+ * (c, d, e) tracklane itself as separate web and worker processes, projecting as it
+ * ingests and then draining a backlog left while its worker was stopped, and (f) the same
+ * load as (c) on a fresh database with one notification endpoint subscribed to every type.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,7 +12,8 @@ import type { Sql } from "postgres";
 import type { InsertConfig, InsertResult } from "../insert-baseline.ts";
 import type { LoadConfig, LoadResult } from "../load.ts";
 import { ROOT, SERVICE_NODE_ARGS, cpuSeconds, interruption, procMemMiB, procPssMiB, runForked, startForkedServer, startService } from "./processes.ts";
-import type { ServiceProcess } from "./processes.ts";
+import type { ForkedServer, ServiceProcess } from "./processes.ts";
+import type { ReceiverReport } from "../receiver.ts";
 import { clientOrderId, expectedStatus, totalRequests } from "./scenario.ts";
 import type { Scenario } from "./scenario.ts";
 import { percentile } from "./stats.ts";
@@ -29,6 +31,8 @@ export interface BenchOptions {
   eventsPerOrder: number;
   dupEvery: number;
   drainTimeoutS: number;
+  /** Phase (f): how long the deliveries may take after the projection has drained. */
+  deliveryTimeoutS: number;
   cpuProf: boolean;
   /** tracklane as `npm start` runs it (web and worker in one process) instead of two processes. */
   singleProcess: boolean;
@@ -124,6 +128,59 @@ export interface TracklanePhase extends HttpPhase {
   logFile: string;
   /** pg_stat_user_tables over the measured load and drain: scans and row churn per table. */
   tables: Record<string, unknown>[];
+  /** Phase (f) only: the notifications sent to the one subscribed endpoint. */
+  notify: NotifyPhase | undefined;
+}
+
+/**
+ * Phase (f): what one endpoint subscribed to every type received. "Measured" figures are
+ * about the messages of the measured load's orders; the counts check every message of the
+ * database (the warm-up's included).
+ */
+export interface NotifyPhase {
+  /** Messages about the measured load's orders, and by type. */
+  messages: number;
+  messagesByType: Record<string, number>;
+  /** Per acknowledged (non-duplicate) event. */
+  messagesPerEvent: number;
+  /**
+   * Delivery lag of the measured messages, ms: from their transaction's commit (a deferred
+   * trigger's clock_timestamp(), see installCommitLog) to the receiver holding the body.
+   */
+  lagP50Ms: number;
+  lagP99Ms: number;
+  lagMaxMs: number;
+  /** The same from notification_messages.created_at, the transaction's start (now()). */
+  lagFromStartP50Ms: number;
+  lagFromStartP99Ms: number;
+  /** created_at to commit: how much the transaction's start understates the commit. */
+  startToCommitP50Ms: number;
+  startToCommitP99Ms: number;
+  /** Measured messages whose commit time was not recorded (lag then from created_at). */
+  withoutCommitTime: number;
+  /** Last measured message received, seconds after the load's last acknowledgement. */
+  lastArrivalAfterAckS: number;
+  /** Measured messages received per second, first to last arrival. */
+  deliveredPerS: number;
+  /** Every delivery finished (delivered or failed) within deliveryTimeoutS. */
+  settled: boolean;
+  checks: {
+    /** Every notification_messages row of the database (warm-up included). */
+    allMessages: number;
+    /** Of them received at least once (by webhook-id), and never received. */
+    received: number;
+    missing: number;
+    /** POSTs that reached the receiver in all (repeats included), and without a webhook-id. */
+    arrivals: number;
+    withoutId: number;
+    /** notification_deliveries by status, and their HTTP attempts in all. */
+    delivered: number;
+    failed: number;
+    pending: number;
+    attempts: number;
+  };
+  /** The receiver's own CPU per message received, µs (its own process: in no other figure). */
+  receiverCpuUs: number;
 }
 
 export interface BacklogPhase {
@@ -160,7 +217,8 @@ interface CpuSnapshot {
 
 async function cpuSnapshot(sql: Sql, web: number, worker: number | undefined): Promise<CpuSnapshot> {
   const rows = await sql<{ pid: number; app: string }[]>`
-    select pid, application_name as app from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`;
+    select pid, application_name as app from pg_stat_activity
+    where datname = current_database() and pid <> pg_backend_pid() and application_name <> ${BENCH_APP}`;
   return { web: cpuSeconds(web), worker: worker === undefined ? 0 : cpuSeconds(worker), backends: new Map(rows.map(({ pid, app }) => [pid, { app, s: cpuSeconds(pid) }])) };
 }
 
@@ -175,6 +233,9 @@ function cpuBetween(a: CpuSnapshot, b: CpuSnapshot, load: number): CpuSplit {
   return { web: b.web - a.web, worker: b.worker - a.worker, postgres, postgresBy, load };
 }
 
+/** application_name of the bench's own connections: their backends are not tracklane's CPU. */
+const BENCH_APP = "tracklane-bench";
+
 /** Records every write of an order row (insert or update) with the time it happened. */
 async function installUpdateLog(sql: Sql): Promise<void> {
   await sql.unsafe(`
@@ -188,6 +249,121 @@ async function installUpdateLog(sql: Sql): Promise<void> {
     drop trigger if exists bench_order_writes on orders;
     create trigger bench_order_writes after insert or update on orders
       for each row execute function bench_log_order_write();`);
+}
+
+/**
+ * Phase (f): the commit time of every transaction that writes notification messages.
+ * notification_messages.created_at is `now()`, the transaction's start; a deferred
+ * constraint trigger runs at COMMIT, after the transaction's last statement and just
+ * before its commit record is flushed, so its clock_timestamp() is the commit less the
+ * flush. It fires for each message row but writes once per transaction (a transaction-
+ * local flag), keyed by the transaction's start time, which is every one of its messages'
+ * created_at (a savepoint's rows included, unlike xmin). (track_commit_timestamp would
+ * give the commit itself, but needs a server restart.)
+ */
+async function installCommitLog(sql: Sql): Promise<void> {
+  await sql.unsafe(`
+    create unlogged table if not exists bench_message_commits (
+      started_at timestamptz primary key, committed_at timestamptz not null);
+    create or replace function bench_log_message_commit() returns trigger language plpgsql as $$
+    begin
+      if current_setting('bench.commit_logged', true) = 'y' then return null; end if;
+      perform set_config('bench.commit_logged', 'y', true);
+      insert into bench_message_commits (started_at, committed_at) values (now(), clock_timestamp())
+        on conflict (started_at) do nothing;
+      return null;
+    end $$;
+    drop trigger if exists bench_message_commits on notification_messages;
+    create constraint trigger bench_message_commits after insert on notification_messages
+      deferrable initially deferred for each row execute function bench_log_message_commit();`);
+}
+
+/** Phase (f): one endpoint for the receiver, subscribed to every type, through the API. */
+async function subscribe(webUrl: string, receiverUrl: string): Promise<string> {
+  const res = await fetch(`${webUrl}/v1/notifications/endpoints`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${API_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify({ url: `${receiverUrl}/hooks`, description: "bench receiver" }),
+  });
+  const body = (await res.json()) as { id?: string };
+  if (res.status !== 201 || !body.id) throw new Error(`creating the bench's notification endpoint: ${res.status} ${JSON.stringify(body)}`);
+  return body.id;
+}
+
+/** Phase (f): delivery lag and counts, from the receiver's arrivals and the database. */
+async function notifyFigures(
+  sql: Sql,
+  prefix: string,
+  receiver: ReceiverReport,
+  load: LoadResult,
+  events: number,
+  settled: boolean,
+): Promise<NotifyPhase> {
+  const arrived = new Map<string, number>();
+  receiver.ids.forEach((id, i) => arrived.set(id, receiver.firstAt[i]!));
+  const measured = await sql<{ id: string; type: string; started: number; committed: number | null }[]>`
+    select m.id, m.type, (extract(epoch from m.created_at) * 1000)::float8 as started,
+           (extract(epoch from c.committed_at) * 1000)::float8 as committed
+    from notification_messages m left join bench_message_commits c on c.started_at = m.created_at
+    where m.client_order_id like ${`${prefix}-%`}`;
+  const lags: number[] = [];
+  const fromStart: number[] = [];
+  const startToCommit: number[] = [];
+  const byType: Record<string, number> = {};
+  let withoutCommitTime = 0;
+  let firstArrival = Infinity;
+  let lastArrival = 0;
+  for (const m of measured) {
+    byType[m.type] = (byType[m.type] ?? 0) + 1;
+    if (m.committed === null) withoutCommitTime++;
+    else startToCommit.push(m.committed - m.started);
+    const at = arrived.get(m.id);
+    if (at === undefined) {
+      lags.push(Infinity);
+      fromStart.push(Infinity);
+      continue;
+    }
+    firstArrival = Math.min(firstArrival, at);
+    lastArrival = Math.max(lastArrival, at);
+    lags.push(at - (m.committed ?? m.started));
+    fromStart.push(at - m.started);
+  }
+  for (const list of [lags, fromStart, startToCommit]) list.sort((x, y) => x - y);
+
+  const all = await sql<{ id: string }[]>`select id from notification_messages`;
+  const missing = all.filter((m) => !arrived.has(m.id)).length;
+  const [d] = await sql<{ delivered: number; failed: number; pending: number; attempts: number }[]>`
+    select count(*) filter (where status = 'delivered')::int as delivered, count(*) filter (where status = 'failed')::int as failed,
+           count(*) filter (where status = 'pending')::int as pending, coalesce(sum(attempts), 0)::int as attempts
+    from notification_deliveries`;
+  return {
+    messages: measured.length,
+    messagesByType: byType,
+    messagesPerEvent: measured.length / events,
+    lagP50Ms: percentile(lags, 50),
+    lagP99Ms: percentile(lags, 99),
+    lagMaxMs: lags.at(-1) ?? NaN,
+    lagFromStartP50Ms: percentile(fromStart, 50),
+    lagFromStartP99Ms: percentile(fromStart, 99),
+    startToCommitP50Ms: percentile(startToCommit, 50),
+    startToCommitP99Ms: percentile(startToCommit, 99),
+    withoutCommitTime,
+    lastArrivalAfterAckS: lastArrival > 0 ? (lastArrival - load.endedAt) / 1000 : NaN,
+    deliveredPerS: lastArrival > firstArrival ? measured.length / ((lastArrival - firstArrival) / 1000) : NaN,
+    settled,
+    checks: {
+      allMessages: all.length,
+      received: all.length - missing,
+      missing,
+      arrivals: receiver.arrivals,
+      withoutId: receiver.withoutId,
+      delivered: d!.delivered,
+      failed: d!.failed,
+      pending: d!.pending,
+      attempts: d!.attempts,
+    },
+    receiverCpuUs: receiver.ids.length > 0 ? (receiver.cpuS * 1e6) / receiver.arrivals : NaN,
+  };
 }
 
 /**
@@ -229,10 +405,22 @@ async function pendingProjections(sql: Sql): Promise<number> {
 }
 
 async function waitForDrain(sql: Sql, timeoutS: number): Promise<boolean> {
+  return await waitUntil(timeoutS, async () => (await pendingProjections(sql)) === 0);
+}
+
+/** Every notification delivery delivered or failed for good (the partial index of due ones answers). */
+async function waitForDeliveries(sql: Sql, timeoutS: number): Promise<boolean> {
+  return await waitUntil(timeoutS, async () => {
+    const [row] = await sql<{ waiting: boolean }[]>`select exists (select from notification_deliveries where status = 'pending') as waiting`;
+    return !row!.waiting;
+  });
+}
+
+async function waitUntil(timeoutS: number, done: () => Promise<boolean>): Promise<boolean> {
   const deadline = Date.now() + timeoutS * 1000;
   while (Date.now() < deadline) {
     if (interruption.signal.aborted) throw new Error("interrupted");
-    if ((await pendingProjections(sql)) === 0) return true;
+    if (await done()) return true;
     await new Promise((r) => setTimeout(r, 100));
   }
   return false;
@@ -323,10 +511,21 @@ async function checkOrders(sql: Sql, scenario: Scenario, eventsPerOrder: number)
   return { ordersProjected: orders.length, wrongStatus, wrongCount };
 }
 
-/** (c, d, e): tracklane's web and worker processes under the scenario's load. */
-export async function tracklanePhase(url: string, o: BenchOptions, run: number): Promise<TracklanePhase> {
-  const sql = postgres(url, { max: 2, onnotice: () => {} });
+export interface TracklaneVariant {
+  /** Phase (f): one notification endpoint, subscribed to every type, at a receiver of its own. */
+  notify: boolean;
+  /** The backlog measurement after the load (two-process runs). */
+  backlog: boolean;
+}
+
+/**
+ * (c, d, e): tracklane's web and worker processes under the scenario's load; with
+ * `variant.notify`, phase (f): the same with one subscribed endpoint.
+ */
+export async function tracklanePhase(url: string, o: BenchOptions, run: number, variant: TracklaneVariant): Promise<TracklanePhase> {
+  const sql = postgres(url, { max: 2, onnotice: () => {}, connection: { application_name: BENCH_APP } });
   const services: ServiceProcess[] = [];
+  let receiver: ForkedServer | undefined;
   // The services' data directory and logs (info level, as deployed: one line per job).
   const dataDir = mkdtempSync(join(tmpdir(), "tracklane-bench-"));
   let succeeded = false;
@@ -334,6 +533,10 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
   try {
     await seedHistory(sql, o.historyEvents);
     await installUpdateLog(sql);
+    if (variant.notify) {
+      await installCommitLog(sql);
+      receiver = await startForkedServer("bench/receiver.ts");
+    }
     const env: Record<string, string> = {
       ...(process.env as Record<string, string>),
       DATABASE_URL: url,
@@ -345,10 +548,12 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       API_TOKEN,
       LOG_LEVEL: "info",
       DATA_DIR: dataDir,
+      // (f): the receiver is on loopback.
+      ...(variant.notify ? { NOTIFY_ALLOW_PRIVATE_URLS: "true" } : {}),
     };
     const prof = (name: string) => {
       if (!o.cpuProf) return [];
-      const file = `${o.stamp}-run${run}-${name}.cpuprofile`;
+      const file = `${o.stamp}-run${run}${variant.notify ? "-notify" : ""}-${name}.cpuprofile`;
       profiles.push(resolve(o.resultsDir, file));
       return ["--cpu-prof", "--cpu-prof-dir", o.resultsDir, "--cpu-prof-name", file];
     };
@@ -364,6 +569,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
     const stopSampling = sampleTogether(() => services);
     const webUrl = web.ready["url"] as string;
     const base = { url: webUrl, pathPrefix: `/callbacks/${CALLBACK_SECRET}`, connections: o.connections };
+    if (receiver) await subscribe(webUrl, receiver.url);
 
     // Warm-up on orders of their own, projected and analysed before the clock starts
     // (a running service has statistics and warm code).
@@ -371,6 +577,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       const warm: Scenario = { orders: 1000, eventsPerOrder: o.eventsPerOrder, prefix: "WARM", dupEvery: o.dupEvery, svcBase: 3_000_000 };
       await runForked<LoadResult>("bench/load.ts", { ...base, durationS: o.warmupS, scenario: warm, record: false } satisfies LoadConfig);
       await waitForDrain(sql, o.drainTimeoutS);
+      if (variant.notify) await waitForDeliveries(sql, o.deliveryTimeoutS);
       await sql`analyze`;
     }
 
@@ -388,7 +595,10 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
     const cpu1 = await cpuSnapshot(sql, web.pid, worker?.pid);
     const after = await batchStats(webUrl);
     const drained = await waitForDrain(sql, o.drainTimeoutS);
+    // (f): the drain includes the deliveries (the worker's CPU for them counts).
+    const settled = variant.notify ? await waitForDeliveries(sql, o.deliveryTimeoutS) : true;
     const cpu2 = await cpuSnapshot(sql, web.pid, worker?.pid);
+    const received = receiver ? await receiver.request<ReceiverReport>("report") : undefined;
 
     const acks = new Map<string, number>();
     for (const a of load.acks) if (!a.duplicate) acks.set(a.eventId, a.at);
@@ -403,13 +613,14 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       select relname, seq_scan, seq_tup_read, idx_scan, idx_tup_fetch, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del,
              n_live_tup, n_dead_tup, autovacuum_count, autoanalyze_count
       from pg_stat_user_tables where relname not like 'bench_%' order by relname`;
+    const notify = received ? await notifyFigures(sql, scenario.prefix, received, load, acks.size, settled) : undefined;
 
     // A backlog: the same load again while no worker runs, then a fresh worker process
     // drains it (what a worker outage, a deploy or a burst beyond the projection's pace
     // leaves behind).
     let backlog: BacklogPhase | undefined;
     let rssWorkerMiB = worker?.peakRssMiB() ?? 0;
-    if (worker) {
+    if (worker && variant.backlog) {
       await worker.stop();
       const backlogScenario: Scenario = { ...scenario, prefix: "K", svcBase: 8_000_000 };
       const ingested = await runForked<LoadResult>("bench/load.ts", {
@@ -467,6 +678,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
       profiles,
       logFile,
       tables: tables.map((t) => ({ ...t })),
+      notify,
     };
   } catch (err) {
     console.error(`tracklane phase failed; the services' logs are in ${dataDir}`);
@@ -474,6 +686,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number):
   } finally {
     // Web first (stop taking callbacks), then the worker; profiles are written on exit.
     for (const s of services.reverse()) await s.stop();
+    await receiver?.stop();
     await sql.end();
     if (succeeded && !process.env.BENCH_KEEP_LOGS) rmSync(dataDir, { recursive: true, force: true });
   }

@@ -204,8 +204,17 @@ export function runForked<T>(script: string, config: unknown, onStart?: (child: 
   });
 }
 
+/** A forked server: its URL and pid, a request–answer exchange over IPC, and stop(). */
+export interface ForkedServer {
+  url: string;
+  pid: number;
+  /** Sends `message` and resolves with the next message the server sends back. */
+  request<T>(message: unknown): Promise<T>;
+  stop(): Promise<void>;
+}
+
 /** Forks a server script that sends `{url}` once listening; returns it and a stop(). */
-export function startForkedServer(script: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+export function startForkedServer(script: string): Promise<ForkedServer> {
   return new Promise((resolveStart, rejectStart) => {
     const child = track(fork(resolve(ROOT, script), [], { cwd: ROOT }));
     const exited = new Promise<void>((done) => child.on("exit", () => done()));
@@ -213,8 +222,19 @@ export function startForkedServer(script: string): Promise<{ url: string; pid: n
       resolveStart({
         url: (m as { url: string }).url,
         pid: child.pid!,
+        request<T>(message: unknown) {
+          return new Promise<T>((answered, failed) => {
+            const onExit = () => failed(new Error(`${script} exited before answering`));
+            child.once("exit", onExit);
+            child.once("message", (answer) => {
+              child.off("exit", onExit);
+              answered(answer as T);
+            });
+            child.send(message as string);
+          });
+        },
         async stop() {
-          child.kill("SIGTERM");
+          if (child.exitCode === null) child.kill("SIGTERM");
           await exited;
         },
       });

@@ -8,6 +8,8 @@ export interface RunResult {
   insert: InsertResult | undefined;
   echo: HttpPhase | undefined;
   tracklane: TracklanePhase;
+  /** (f): the same load as (c) on a fresh database, with one subscribed notification endpoint. */
+  withEndpoint: TracklanePhase | undefined;
 }
 
 interface Row {
@@ -30,13 +32,13 @@ const ROWS: Row[] = [
   { label: "    ack latency p99 ms", key: "ackP99Ms", pick: (r) => r.tracklane.latencyP99Ms, digits: 1, target: { op: "<=", value: 25 } },
   { label: "    mean events per flush", key: "meanBatch", pick: (r) => r.tracklane.meanBatchSize, digits: 1 },
   { label: "    ingestion time s", key: "ingestS", pick: (r) => r.tracklane.ingestS, digits: 1 },
-  { label: "    CPU us/event: web", key: "cpuWebUs", pick: (r) => perEvent(r, "web"), digits: 0 },
-  { label: "    CPU us/event: postgres", key: "cpuPgUs", pick: (r) => perEvent(r, "postgres"), digits: 0 },
-  { label: "      of which web's queries", key: "cpuPgWebUs", pick: (r) => perEventPg(r, "tracklane-web"), digits: 0 },
-  { label: "      of which projection", key: "cpuPgWorkerUs", pick: (r) => perEventPg(r, "tracklane-worker"), digits: 0 },
-  { label: "      of which graphile-worker", key: "cpuPgGraphileUs", pick: (r) => perEventPg(r, ""), digits: 0 },
-  { label: "    CPU us/event: worker", key: "cpuWorkerUs", pick: (r) => perEvent(r, "worker"), digits: 0 },
-  { label: "    CPU us/event: load gen", key: "cpuLoadUs", pick: (r) => perEvent(r, "load"), digits: 0 },
+  { label: "    CPU us/event: web", key: "cpuWebUs", pick: (r) => perEvent(r.tracklane, "web"), digits: 0 },
+  { label: "    CPU us/event: postgres", key: "cpuPgUs", pick: (r) => perEvent(r.tracklane, "postgres"), digits: 0 },
+  { label: "      of which web's queries", key: "cpuPgWebUs", pick: (r) => perEventPg(r.tracklane, "tracklane-web"), digits: 0 },
+  { label: "      of which projection", key: "cpuPgWorkerUs", pick: (r) => perEventPg(r.tracklane, "tracklane-worker"), digits: 0 },
+  { label: "      of which graphile-worker", key: "cpuPgGraphileUs", pick: (r) => perEventPg(r.tracklane, ""), digits: 0 },
+  { label: "    CPU us/event: worker", key: "cpuWorkerUs", pick: (r) => perEvent(r.tracklane, "worker"), digits: 0 },
+  { label: "    CPU us/event: load gen", key: "cpuLoadUs", pick: (r) => perEvent(r.tracklane, "load"), digits: 0 },
   { label: "(d) projection lag p50 ms", key: "lagP50Ms", pick: (r) => r.tracklane.lagP50Ms, digits: 0 },
   { label: "    projection lag p99 ms", key: "lagP99Ms", pick: (r) => r.tracklane.lagP99Ms, digits: 0 },
   { label: "    drain after ingestion s", key: "drainS", pick: (r) => r.tracklane.drainS, digits: 2, target: { op: "<=", value: 15 } },
@@ -56,6 +58,35 @@ const ROWS: Row[] = [
     target: { op: "<=", value: 300 },
   },
   { label: "    peak PSS web+worker MiB", key: "pssTogetherMiB", pick: (r) => r.tracklane.together.pssMiB, digits: 0 },
+  { label: "(f) with 1 endpoint: acked/s", key: "notifyAckedPerS", pick: (r) => r.withEndpoint?.requestsPerS, digits: 0 },
+  { label: "    ack latency p50 ms", key: "notifyAckP50Ms", pick: (r) => r.withEndpoint?.latencyP50Ms, digits: 1 },
+  { label: "    ack latency p99 ms", key: "notifyAckP99Ms", pick: (r) => r.withEndpoint?.latencyP99Ms, digits: 1 },
+  {
+    label: "    ingest with endpoint / without",
+    key: "notifyIngestRatio",
+    pick: (r) => (r.withEndpoint ? r.withEndpoint.requestsPerS / r.tracklane.requestsPerS : undefined),
+    digits: 2,
+    target: { op: ">=", value: 0.9 },
+  },
+  { label: "    messages (measured orders)", key: "notifyMessages", pick: (r) => r.withEndpoint?.notify?.messages, digits: 0 },
+  { label: "    delivery lag p50 ms", key: "notifyLagP50Ms", pick: (r) => r.withEndpoint?.notify?.lagP50Ms, digits: 0 },
+  { label: "    delivery lag p99 ms", key: "notifyLagP99Ms", pick: (r) => r.withEndpoint?.notify?.lagP99Ms, digits: 0 },
+  { label: "      from tx start p50 ms", key: "notifyLagFromStartP50Ms", pick: (r) => r.withEndpoint?.notify?.lagFromStartP50Ms, digits: 0 },
+  { label: "      from tx start p99 ms", key: "notifyLagFromStartP99Ms", pick: (r) => r.withEndpoint?.notify?.lagFromStartP99Ms, digits: 0 },
+  { label: "    delivered msg/s", key: "notifyDeliveredPerS", pick: (r) => r.withEndpoint?.notify?.deliveredPerS, digits: 0 },
+  { label: "    last received after last ack s", key: "notifyLastAfterAckS", pick: (r) => r.withEndpoint?.notify?.lastArrivalAfterAckS, digits: 2 },
+  { label: "    projection lag p99 ms", key: "notifyProjectionLagP99Ms", pick: (r) => r.withEndpoint?.lagP99Ms, digits: 0 },
+  { label: "    CPU us/event: web", key: "notifyCpuWebUs", pick: (r) => perEvent(r.withEndpoint, "web"), digits: 0 },
+  { label: "    CPU us/event: postgres", key: "notifyCpuPgUs", pick: (r) => perEvent(r.withEndpoint, "postgres"), digits: 0 },
+  { label: "      of which worker's queries", key: "notifyCpuPgWorkerUs", pick: (r) => perEventPg(r.withEndpoint, "tracklane-worker"), digits: 0 },
+  { label: "      of which graphile-worker", key: "notifyCpuPgGraphileUs", pick: (r) => perEventPg(r.withEndpoint, ""), digits: 0 },
+  { label: "    CPU us/event: worker", key: "notifyCpuWorkerUs", pick: (r) => perEvent(r.withEndpoint, "worker"), digits: 0 },
+  {
+    label: "    worker CPU with / without",
+    key: "notifyWorkerCpuRatio",
+    pick: (r) => ratio(perEvent(r.withEndpoint, "worker"), perEvent(r.tracklane, "worker")),
+    digits: 2,
+  },
   {
     label: "c/a",
     key: "cOverA",
@@ -72,10 +103,16 @@ const ROWS: Row[] = [
   },
 ];
 
-/** CPU per acknowledged callback over ingestion and drain together, in microseconds. */
-function perEvent(r: RunResult, who: "web" | "postgres" | "worker" | "load"): number {
-  const t = r.tracklane;
-  return ((t.cpu.ingest[who] + t.cpu.drain[who]) * 1e6) / t.acked;
+/**
+ * CPU per acknowledged callback over ingestion and drain together, in microseconds (for
+ * (f) the drain includes the deliveries).
+ */
+function perEvent(t: TracklanePhase | undefined, who: "web" | "postgres" | "worker" | "load"): number | undefined {
+  return t ? ((t.cpu.ingest[who] + t.cpu.drain[who]) * 1e6) / t.acked : undefined;
+}
+
+function ratio(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined || b === undefined || b === 0 ? undefined : a / b;
 }
 
 /** CPU per queued event while the fresh worker drained the backlog, in microseconds. */
@@ -85,9 +122,8 @@ function backlogPerEvent(r: RunResult, who: "postgres" | "worker"): number | und
 }
 
 /** PostgreSQL CPU per acknowledged callback spent for one client (by application_name). */
-function perEventPg(r: RunResult, app: string): number {
-  const t = r.tracklane;
-  return (((t.cpu.ingest.postgresBy[app] ?? 0) + (t.cpu.drain.postgresBy[app] ?? 0)) * 1e6) / t.acked;
+function perEventPg(t: TracklanePhase | undefined, app: string): number | undefined {
+  return t ? (((t.cpu.ingest.postgresBy[app] ?? 0) + (t.cpu.drain.postgresBy[app] ?? 0)) * 1e6) / t.acked : undefined;
 }
 
 const cell = (v: number | undefined, digits: number) => (v === undefined || Number.isNaN(v) ? "-" : v.toFixed(digits)).padStart(10);
@@ -135,6 +171,24 @@ export function formatReport(
             `${t.backlog.checks.wrongCount} with a wrong event_count, ${t.backlog.drained ? "drained" : "NOT DRAINED within the timeout"}`
           : ""),
     );
+    const f = r.withEndpoint;
+    const n = f?.notify;
+    if (f && n) {
+      lines.push(
+        `run ${i + 1} (f) checks: ${f.requests} requests, ${f.acked} acknowledged, ${f.non2xx} non-2xx, ${f.errors} errors; ` +
+          `${f.checks.storedEvents} events stored, ${f.checks.ackedButMissing} acknowledged but missing; ` +
+          `${f.checks.ordersProjected} orders projected, ${f.checks.wrongStatus} with a wrong status, ${f.checks.wrongCount} with a wrong event_count; ` +
+          `${f.drained ? "drained" : "NOT DRAINED within the timeout"}; ` +
+          `notifications: ${n.checks.allMessages} messages in the database (${n.messages} about the measured orders: ` +
+          `${Object.entries(n.messagesByType).map(([type, count]) => `${count} ${type}`).join(", ")}; ${n.messagesPerEvent.toFixed(2)} per event), ` +
+          `${n.checks.received} received at least once, ${n.checks.missing} never received, ${n.checks.arrivals} POSTs received in all; ` +
+          `deliveries ${n.checks.delivered} delivered, ${n.checks.failed} failed, ${n.checks.pending} pending, ${n.checks.attempts} attempts; ` +
+          `${n.settled ? "all settled" : "NOT SETTLED within the timeout"}; ` +
+          `tx start to commit p50/p99 ${n.startToCommitP50Ms.toFixed(1)}/${n.startToCommitP99Ms.toFixed(1)} ms` +
+          (n.withoutCommitTime > 0 ? ` (${n.withoutCommitTime} messages without a commit time: lag from tx start)` : "") +
+          `; receiver CPU ${n.receiverCpuUs.toFixed(0)} us/message`,
+      );
+    }
   });
   return { text: lines.join("\n"), median: med, targets };
 }

@@ -6,8 +6,8 @@
 import type { Sql } from "postgres";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
-import { claimDue, enqueueDelivery, failPending, nextDue, recordAttempt } from "./deliveries.ts";
-import type { Claimed } from "./deliveries.ts";
+import { claimDue, enqueueDelivery, failPending, nextDue, recordAttempts, releaseClaims } from "./deliveries.ts";
+import type { AttemptRecord, Claimed } from "./deliveries.ts";
 import { disableEndpoint, getEndpoint, signingSecrets } from "./endpoints.ts";
 import type { EndpointRow } from "./endpoints.ts";
 import { sendWebhook } from "./send.ts";
@@ -15,6 +15,8 @@ import { webhookHeaders } from "./sign.ts";
 
 /** Deliveries in flight at once per endpoint. */
 export const PER_ENDPOINT = 4;
+/** Deliveries claimed (and their outcomes recorded) per round: one claim and one write for many sends. */
+const ROUND = 64;
 
 export interface DeliverDeps {
   sql: Sql;
@@ -23,26 +25,62 @@ export interface DeliverDeps {
   settings: { timeoutMs: number; retryScheduleS: readonly number[]; allowPrivateUrls: boolean };
 }
 
-/** Sends everything due for the endpoint, until nothing is; schedules the next retry's run. */
-export async function deliverDue(deps: DeliverDeps, endpointId: string): Promise<void> {
-  const leaseMs = deps.settings.timeoutMs + 30_000;
+/** Sends everything due for the endpoint, until nothing is; schedules the next retry's run. How many it sent. */
+export async function deliverDue(deps: DeliverDeps, endpointId: string): Promise<number> {
+  let sent = 0;
+  // A round sends its deliveries PER_ENDPOINT at a time, each within the timeout.
+  const leaseMs = Math.ceil(ROUND / PER_ENDPOINT) * deps.settings.timeoutMs + 5_000;
   for (;;) {
     const endpoint = await getEndpoint(deps.sql, endpointId);
-    if (!endpoint) return; // deleted: its deliveries went with it
+    if (!endpoint) return sent; // deleted: its deliveries went with it
     if (!endpoint.enabled) {
       await failPending(deps.sql, endpointId, `endpoint disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`);
-      return;
+      return sent;
     }
-    const batch = await claimDue(deps.sql, endpointId, PER_ENDPOINT, leaseMs);
+    const batch = await claimDue(deps.sql, endpointId, ROUND, leaseMs);
     if (batch.length === 0) break;
-    const outcomes = await Promise.all(batch.map((d) => attempt(deps, endpoint, d)));
-    if (outcomes.includes("gone")) return;
+    sent += batch.length;
+    const gone = await sendRound(deps, endpoint, batch);
+    // Disabled: the next turn ends its waiting deliveries failed at once (not at the sweep).
+    if (gone) continue;
   }
   const next = await nextDue(deps.sql, endpointId);
   if (next !== null) await enqueueDelivery(deps.sql, endpointId, next);
+  return sent;
 }
 
-async function attempt(deps: DeliverDeps, endpoint: EndpointRow, d: Claimed): Promise<"delivered" | "gone" | "failed"> {
+/**
+ * Sends a round PER_ENDPOINT at a time and records every outcome in one statement. After
+ * a 410 the rest of the round is not sent: they stay claimed until the lease ends, and
+ * the endpoint, disabled by then, fails them. True when the endpoint answered 410.
+ */
+async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readonly Claimed[]): Promise<boolean> {
+  const records: AttemptRecord[] = [];
+  let gone = false;
+  let next = 0;
+  const lane = async () => {
+    while (!gone && next < batch.length) {
+      const d = batch[next++]!;
+      const record = await attempt(deps, endpoint, d);
+      records.push(record);
+      if (record.next.state === "failed" && record.statusCode === 410) gone = true;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PER_ENDPOINT, batch.length) }, lane));
+  await recordAttempts(deps.sql, records);
+  if (gone) {
+    await disableEndpoint(deps.sql, endpoint.id, `410 Gone at ${new Date().toISOString()}`);
+    // The URL is not logged: receivers often carry a token in it.
+    deps.log.warn({ endpointId: endpoint.id }, "notification endpoint answered 410 Gone: disabled");
+    // What this round claimed but did not send goes back at once, for the disabled endpoint to fail.
+    const unsent = batch.filter((d) => !records.some((r) => r.deliveryId === d.id)).map((d) => d.id);
+    await releaseClaims(deps.sql, unsent);
+  }
+  return gone;
+}
+
+/** One send; its outcome as a record, with the metrics and the log line it calls for. */
+async function attempt(deps: DeliverDeps, endpoint: EndpointRow, d: Claimed): Promise<AttemptRecord> {
   const timestampS = Math.floor(Date.now() / 1000);
   const result = await sendWebhook({
     url: endpoint.url,
@@ -51,32 +89,25 @@ async function attempt(deps: DeliverDeps, endpoint: EndpointRow, d: Claimed): Pr
     timeoutMs: deps.settings.timeoutMs,
     allowPrivate: deps.settings.allowPrivateUrls,
   });
-  const record = { statusCode: result.statusCode, durationMs: result.durationMs, responseExcerpt: result.responseExcerpt, error: result.error };
-  const log = deps.log.child({ endpointId: endpoint.id, messageId: d.message_id, type: d.type });
+  const base = { deliveryId: d.id, statusCode: result.statusCode, durationMs: result.durationMs, responseExcerpt: result.responseExcerpt, error: result.error };
   deps.metrics.notifyAttempts.inc({ outcome: result.outcome });
   if (result.outcome === "delivered") {
-    await recordAttempt(deps.sql, d.id, record, { state: "delivered" });
     deps.metrics.notifyMessages.inc({ type: d.type, outcome: "delivered" });
     deps.metrics.notifyLag.observe(Math.max(0, Date.now() - d.created_at.getTime()) / 1000);
-    return "delivered";
+    return { ...base, next: { state: "delivered" } };
   }
   if (result.outcome === "gone") {
-    await recordAttempt(deps.sql, d.id, record, { state: "failed" });
-    await disableEndpoint(deps.sql, endpoint.id, `410 Gone at ${new Date().toISOString()}`);
     deps.metrics.notifyMessages.inc({ type: d.type, outcome: "gone" });
-    // The URL is not logged: receivers often carry a token in it.
-    log.warn("notification endpoint answered 410 Gone: disabled");
-    return "gone";
+    return { ...base, next: { state: "failed" } };
   }
+  const log = deps.log.child({ endpointId: endpoint.id, messageId: d.message_id, type: d.type });
   const attempts = d.attempts + 1;
   const delay = deps.settings.retryScheduleS[attempts];
   if (delay === undefined) {
-    await recordAttempt(deps.sql, d.id, record, { state: "failed" });
     deps.metrics.notifyMessages.inc({ type: d.type, outcome: "failed" });
     log.warn({ attempts, error: result.error, status: result.statusCode }, "notification failed for good");
-  } else {
-    await recordAttempt(deps.sql, d.id, record, { state: "pending", retryInS: delay });
-    log.info({ attempts, retryInS: delay, error: result.error, status: result.statusCode }, "notification attempt failed; will retry");
+    return { ...base, next: { state: "failed" } };
   }
-  return "failed";
+  log.info({ attempts, retryInS: delay, error: result.error, status: result.statusCode }, "notification attempt failed; will retry");
+  return { ...base, next: { state: "pending", retryInS: delay } };
 }

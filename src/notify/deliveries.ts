@@ -28,7 +28,9 @@ export async function claimDue(sql: Sql, endpointId: string, limit: number, leas
       select id from notification_deliveries
       where endpoint_id = ${endpointId} and status = 'pending' and next_attempt_at <= now()
         and (leased_until is null or leased_until <= now())
-      order by next_attempt_at, id
+      -- The partial index (endpoint_id, next_attempt_at) serves this order with the limit:
+      -- a tie-breaker it does not hold would make PostgreSQL sort every due delivery.
+      order by next_attempt_at
       limit ${limit}
       for update skip locked
     ),
@@ -42,36 +44,50 @@ export async function claimDue(sql: Sql, endpointId: string, limit: number, leas
 }
 
 export interface AttemptRecord {
+  deliveryId: number;
   statusCode: number | null;
   durationMs: number;
   responseExcerpt: string | null;
   error: string | null;
+  /** What the delivery becomes: delivered, failed for good, or pending again after `retryInS` seconds. */
+  next: { state: "delivered" } | { state: "failed" } | { state: "pending"; retryInS: number };
 }
 
-/**
- * Records an attempt and the delivery's new state: delivered, failed for good, or pending
- * again after `retryInS` seconds.
- */
-export async function recordAttempt(
-  sql: Sql,
-  deliveryId: number,
-  attempt: AttemptRecord,
-  next: { state: "delivered" } | { state: "failed" } | { state: "pending"; retryInS: number },
-): Promise<void> {
-  const error = attempt.error ?? (next.state === "delivered" ? null : attempt.statusCode === null ? "no answer" : `HTTP ${attempt.statusCode}`);
-  await sql.begin(async (tx) => {
-    await tx`
+/** Records a round of attempts and each delivery's new state, in one statement. */
+export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]): Promise<void> {
+  if (attempts.length === 0) return;
+  const input = attempts.map((a) => ({
+    id: a.deliveryId,
+    state: a.next.state,
+    retry_s: a.next.state === "pending" ? a.next.retryInS : null,
+    status_code: a.statusCode,
+    duration_ms: Math.round(a.durationMs),
+    excerpt: a.responseExcerpt,
+    error: a.error,
+    last_error: a.error ?? (a.next.state === "delivered" ? null : a.statusCode === null ? "no answer" : `HTTP ${a.statusCode}`),
+  }));
+  // SQL, not the builder: many rows from one JSON parameter, attempts and states together.
+  await sql`
+    with input as (
+      select * from json_to_recordset(${JSON.stringify(input)}::text::json) as t(
+        id bigint, state text, retry_s float8, status_code int, duration_ms int, excerpt text, error text, last_error text)
+    ),
+    logged as (
       insert into notification_attempts (delivery_id, status_code, duration_ms, response_excerpt, error)
-      values (${deliveryId}, ${attempt.statusCode}, ${Math.round(attempt.durationMs)}, ${attempt.responseExcerpt}, ${attempt.error})`;
-    await tx`
-      update notification_deliveries set
-        attempts = attempts + 1, leased_until = null, status = ${next.state},
-        last_status_code = ${attempt.statusCode}, last_error = ${error},
-        delivered_at = case when ${next.state} = 'delivered' then now() end,
-        next_attempt_at = case when ${next.state} = 'pending'
-          then now() + ${next.state === "pending" ? next.retryInS : 0}::float8 * interval '1 second' else next_attempt_at end
-      where id = ${deliveryId}`;
-  });
+      select id, status_code, duration_ms, excerpt, error from input
+    )
+    update notification_deliveries d set
+      attempts = d.attempts + 1, leased_until = null, status = i.state,
+      last_status_code = i.status_code, last_error = i.last_error,
+      delivered_at = case when i.state = 'delivered' then now() end,
+      next_attempt_at = case when i.state = 'pending' then now() + i.retry_s * interval '1 second' else d.next_attempt_at end
+    from input i where d.id = i.id`;
+}
+
+/** Claimed deliveries given back unsent: due again at once. */
+export async function releaseClaims(sql: Tx, ids: readonly number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await sql`update notification_deliveries set leased_until = null where id = any(${ids as number[]}::bigint[]) and status = 'pending'`;
 }
 
 /** Pending deliveries of a disabled endpoint end failed (a recovery re-sends them). */

@@ -1,5 +1,6 @@
 /** The notifications' worker tasks: one endpoint's deliveries, and the sweep that restarts stalled ones. */
 import { z } from "zod";
+import { createQueueVacuum } from "../db/vacuum.ts";
 import { defineTask } from "../worker/define-task.ts";
 import type { TaskDefinition } from "../worker/define-task.ts";
 import type { WorkerDeps } from "../worker/deps.ts";
@@ -21,8 +22,12 @@ const settingsOf = (deps: WorkerDeps) => ({
   allowPrivateUrls: deps.config.notify.allowPrivateUrls,
 });
 
-const notifyDeliver = defineTask(DELIVER_TASK, z.object({ endpoint_id: z.string().min(1) }), async (payload, { deps, log }) => {
-  await deliverDue({ sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps) }, payload.endpoint_id);
+const notifyDeliver = defineTask(DELIVER_TASK, z.object({ endpoint_id: z.string().min(1) }), {
+  // Every delivery is updated twice and its job inserted and deleted: vacuumed as the projection's queue is.
+  setup: (deps) => createQueueVacuum(deps.sql, { tables: ["notification_deliveries", "graphile_worker._private_jobs"], everyRows: 2000, minIntervalMs: 2000 }),
+  run: async (payload, { deps, log, state: vacuum }) => {
+    vacuum.rowsDone(await deliverDue({ sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps) }, payload.endpoint_id));
+  },
 });
 
 const notifySweep = defineTask(SWEEP_TASK, z.unknown(), async (_payload, { deps }) => {

@@ -14,7 +14,7 @@ import { groupByOrder, isConflict, projectQueued, reportPlacements, toStored } f
 import type { ProjectResult } from "./project.ts";
 import { DRAIN_TASK, takeEvents, takeOldest } from "./backlog.ts";
 import type { TakenRow } from "./backlog.ts";
-import { createQueueVacuum } from "./queue-vacuum.ts";
+import { createQueueVacuum } from "../db/vacuum.ts";
 import { PROJECT_TASK, projectionJob } from "./jobs.ts";
 
 
@@ -62,7 +62,7 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
   const { sql, log, metrics } = deps;
   let running = 0;
   let arrivals = 0;
-  const vacuum = createQueueVacuum(sql, { everyRows: 2000, minIntervalMs: 2000 });
+  const vacuum = createQueueVacuum(sql, { tables: ["projection_queue", "graphile_worker._private_jobs"], everyRows: 2000, minIntervalMs: 2000 });
 
   /** After the batch's commit: the lag metric, and what people must hear about. */
   const observe = (results: readonly ProjectResult[]) => {

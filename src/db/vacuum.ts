@@ -1,17 +1,20 @@
 /**
- * Vacuums projection_queue and graphile-worker's job table every `everyRows` drained rows
- * (at most every `minIntervalMs`): at thousands of callbacks a second they gather dead
- * rows faster than autovacuum visits, and every fetch walks them. A plain VACUUM that
- * skips a table another process is vacuuming.
+ * Vacuums queue-like tables (rows inserted, updated and deleted at high rates) every
+ * `everyRows` processed rows, at most every `minIntervalMs`: they gather dead rows faster
+ * than autovacuum visits, and every fetch walks them. A plain VACUUM that skips a table
+ * another process is vacuuming.
  */
 import type { Sql } from "postgres";
 
 export interface QueueVacuumOptions {
+  /** Tables to vacuum: constants of the code, never input. */
+  tables: readonly string[];
   everyRows: number;
   minIntervalMs: number;
 }
 
 export function createQueueVacuum(sql: Sql, options: QueueVacuumOptions): { rowsDone(n: number): void } {
+  const statement = `vacuum (skip_locked) ${options.tables.join(", ")}`;
   let since = 0;
   let last = 0;
   let running = false;
@@ -23,7 +26,8 @@ export function createQueueVacuum(sql: Sql, options: QueueVacuumOptions): { rows
       running = true;
       since = 0;
       last = now;
-      sql`vacuum (skip_locked) projection_queue, graphile_worker._private_jobs`
+      sql
+        .unsafe(statement)
         // Best effort: a vacuum that fails (not the table's owner, server going away) only
         // leaves the table as autovacuum would; the next one tries again.
         .catch(() => undefined)

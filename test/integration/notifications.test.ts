@@ -1,0 +1,84 @@
+/**
+ * Outbound notifications end to end on real PostgreSQL: callbacks move an order, the
+ * outbox writes messages in the projection's transaction, the delivery job sends them to
+ * a receiver on loopback, and the receiver verifies each with the `standardwebhooks`
+ * package (the specification's reference implementation).
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+import { startReceiver, verify as verified } from "../helpers/receiver.ts";
+import type { Receiver } from "../helpers/receiver.ts";
+
+describe("notifications", () => {
+  let t: TestApp;
+  let receiver: Receiver;
+  let endpoint: { id: string; secret: string };
+
+  before(async () => {
+    t = await createTestApp({ NOTIFY_ALLOW_PRIVATE_URLS: "true", NOTIFY_RETRY_SCHEDULE: "0,0,0" });
+    receiver = await startReceiver();
+    const res = await t.request("/v1/notifications/endpoints", { method: "POST", json: { url: receiver.url, events: ["order.status_changed", "order.rider_assigned"] } });
+    assert.equal(res.status, 201);
+    endpoint = (await res.json()) as { id: string; secret: string };
+  });
+  after(async () => {
+    await receiver.close();
+    await t.close();
+  });
+
+  it("sends each status change of an order, signed, in sequence, with the whole order", async () => {
+    const at = (m: number) => `2026-11-23T10:0${m}:00Z`;
+    for (const [i, status] of ["ALLOTTED", "ARRIVED", "DISPATCHED", "DELIVERED"].entries()) {
+      const res = await t.callback({ client_order_id: "N-1", svc_order_id: "900", order_status: status, timestamp: at(i) });
+      assert.equal(res.status, 200);
+      await t.runJobs();
+    }
+    const messages = receiver.received.map((r) => verified(endpoint.secret, r)).filter((m) => m.data.order?.client_order_id === "N-1");
+    assert.deepEqual(
+      messages.map((m) => [m.type, m.data.previous_status, m.data.order?.status, m.data.sequence]),
+      [
+        ["order.status_changed", null, "ALLOTTED", 1],
+        ["order.status_changed", "ALLOTTED", "ARRIVED", 2],
+        ["order.status_changed", "ARRIVED", "COLLECTED", 3],
+        ["order.status_changed", "COLLECTED", "DELIVERED", 4],
+      ],
+    );
+    const ids = receiver.received.map((r) => r.headers["webhook-id"]);
+    assert.equal(new Set(ids).size, ids.length, "one webhook-id per message");
+  });
+
+  it("lists every message as delivered, with its attempt", async () => {
+    const res = await t.request(`/v1/notifications/messages?endpoint=${endpoint.id}&order=N-1`);
+    const page = (await res.json()) as { items: { id: string; status: string; attempts: number; last_status_code: number }[] };
+    assert.equal(page.items.length, 4);
+    assert.ok(page.items.every((m) => m.status === "delivered" && m.attempts === 1 && m.last_status_code === 200));
+    const detail = (await (await t.request(`/v1/notifications/messages/${page.items[0]!.id}`)).json()) as {
+      attempts: { status_code: number; response_excerpt: string }[];
+      body: { type: string };
+    };
+    assert.equal(detail.body.type, "order.status_changed");
+    assert.deepEqual(detail.attempts.map((a) => [a.status_code, a.response_excerpt]), [[200, "thanks"]]);
+  });
+
+  it("retries a failing receiver with the same webhook-id, then delivers once", async () => {
+    receiver.received.length = 0;
+    receiver.answers.push(500, 503);
+    await t.callback({ client_order_id: "N-2", svc_order_id: "901", order_status: "ALLOTTED", timestamp: "2026-11-23T11:00:00Z" });
+    for (let i = 0; i < 5 && receiver.received.length < 3; i++) await t.runJobs();
+    assert.equal(receiver.received.length, 3);
+    assert.equal(new Set(receiver.received.map((r) => r.headers["webhook-id"])).size, 1, "the same id on every attempt");
+    for (const r of receiver.received) verified(endpoint.secret, r);
+    const res = await t.request(`/v1/notifications/messages?order=N-2`);
+    const [item] = ((await res.json()) as { items: { id: string; status: string; attempts: number }[] }).items;
+    assert.deepEqual([item!.status, item!.attempts], ["delivered", 3]);
+  });
+
+  it("sends nothing to an endpoint for a type it did not subscribe to", async () => {
+    receiver.received.length = 0;
+    await t.callback({ client_order_id: "N-3", svc_order_id: "902", rider_id: "r1", latitude: 12.9, longitude: 77.6, timestamp: "2026-11-23T11:00:00Z" });
+    await t.runJobs();
+    assert.deepEqual(receiver.received.map((r) => verified(endpoint.secret, r).type), ["order.rider_assigned"]);
+  });
+});
