@@ -1,5 +1,4 @@
 import js from "@eslint/js";
-import { createNodeResolver, importX } from "eslint-plugin-import-x";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
@@ -17,16 +16,5 @@ export default tseslint.config(
   {
     files: ["test/**", "bench/**", "src/main.ts", "src/emulator/main.ts"],
     rules: { "no-console": "off" },
-  },
-  {
-    // No import cycles in src/ (type-only imports are not followed: they vanish at run time).
-    files: ["src/**/*.ts"],
-    plugins: { "import-x": importX },
-    settings: {
-      // Without this, imported .ts files are never parsed and every cycle passes silently.
-      "import-x/extensions": [".ts", ".js"],
-      "import-x/resolver-next": [createNodeResolver({ extensions: [".ts", ".js"] })],
-    },
-    rules: { "import-x/no-cycle": ["error", { ignoreExternal: true }] },
   },
 );
