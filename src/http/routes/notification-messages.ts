@@ -113,11 +113,19 @@ const EndpointIdParams = z.object({
 
 const notFound = (what: string) => ({ description: `No such ${what}`, content: { "application/json": { schema: errors[404].content["application/json"].schema } } });
 
+const disabled = { description: "The endpoint is disabled", content: { "application/json": { schema: errors[404].content["application/json"].schema } } };
+
 const MessageCursor = z.object({ d: z.number().int() });
 
 export function notificationMessageRoutes(deps: { sql: Sql }) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const { sql } = deps;
+
+  /** Recovering or pinging a disabled endpoint would send nothing: 409 says what to do. */
+  const requireEnabled = async (id: string) => {
+    const endpoint = await requireEndpoint(sql, id);
+    if (!endpoint.enabled) throw new ApiError("conflict", `endpoint ${id} is disabled: enable it first (PATCH {"enabled": true})`);
+  };
 
   app.openapi(
     createRoute({
@@ -214,13 +222,12 @@ export function notificationMessageRoutes(deps: { sql: Sql }) {
         400: errors[400],
         401: errors[401],
         404: notFound("endpoint"),
-        409: { description: "The endpoint is disabled", content: { "application/json": { schema: errors[404].content["application/json"].schema } } },
+        409: disabled,
       },
     }),
     async (c) => {
       const { id } = c.req.valid("param");
-      const endpoint = await requireEndpoint(sql, id);
-      if (!endpoint.enabled) throw new ApiError("conflict", `endpoint ${id} is disabled: enable it first (PATCH {"enabled": true})`);
+      await requireEnabled(id);
       const count = await recoverEndpoint(sql, id, new Date(c.req.valid("json").since));
       return c.json({ count }, 202);
     },
@@ -239,13 +246,12 @@ export function notificationMessageRoutes(deps: { sql: Sql }) {
         400: errors[400],
         401: errors[401],
         404: notFound("endpoint"),
-        409: { description: "The endpoint is disabled", content: { "application/json": { schema: errors[404].content["application/json"].schema } } },
+        409: disabled,
       },
     }),
     async (c) => {
       const { id } = c.req.valid("param");
-      const endpoint = await requireEndpoint(sql, id);
-      if (!endpoint.enabled) throw new ApiError("conflict", `endpoint ${id} is disabled: enable it first (PATCH {"enabled": true})`);
+      await requireEnabled(id);
       const messageId = await sql.begin((tx) => recordMessage(tx, { type: "test.ping", data: {}, endpointId: id }));
       return c.json({ message_id: messageId! }, 202);
     },
