@@ -2,6 +2,7 @@
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { resolve } from "node:path";
+import { after } from "node:test";
 
 const root = resolve(import.meta.dirname, "../..");
 
@@ -62,4 +63,23 @@ export function startProcess(entry: string, env: Record<string, string>, options
       return await exited;
     },
   };
+}
+
+/**
+ * Cleanups run (newest first, errors ignored) after the test file's tests, whatever
+ * happened; push onto the returned list.
+ */
+export function cleanupsAfterAll(): (() => Promise<void>)[] {
+  const cleanups: (() => Promise<void>)[] = [];
+  after(async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => {});
+  });
+  return cleanups;
+}
+
+/** Starts `node src/<entry>.ts`; the process is SIGKILLed by `cleanups` at the end whatever happens. */
+export function startService(cleanups: (() => Promise<void>)[], entry: "web" | "worker", env: Record<string, string>): Proc {
+  const proc = startProcess(`src/${entry}.ts`, env);
+  cleanups.push(async () => void (await proc.kill("SIGKILL")));
+  return proc;
 }

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import postgres from "postgres";
 import { freePort, startEmbeddedPostgres } from "../../src/db/embedded.ts";
 import type { EmbeddedServer } from "../../src/db/embedded.ts";
@@ -17,23 +17,14 @@ import { runMigrations } from "../../src/db/migrate.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { assertAcknowledgedStored, assertProjected, planCallbacks, startLoad, waitProjectionsDrained, waitReady, waitUntil } from "../helpers/load.ts";
-import { startProcess } from "../helpers/process.ts";
+import { cleanupsAfterAll, startService } from "../helpers/process.ts";
 import type { Proc } from "../helpers/process.ts";
 
 const API_TOKEN = "crash-test-token-0123456789";
 const CALLBACK_SECRET = "crash-test-secret-0123456789";
 
-const cleanups: (() => Promise<void>)[] = [];
-after(async () => {
-  for (const c of cleanups.reverse()) await c().catch(() => {});
-});
-
-/** Starts `node src/<entry>.ts`; the process is SIGKILLed at the end whatever happens. */
-function start(entry: "web" | "worker", env: Record<string, string>): Proc {
-  const proc = startProcess(`src/${entry}.ts`, env);
-  cleanups.push(async () => void (await proc.kill("SIGKILL")));
-  return proc;
-}
+const cleanups = cleanupsAfterAll();
+const start = (entry: "web" | "worker", env: Record<string, string>): Proc => startService(cleanups, entry, env);
 
 /**
  * Small pools: the test server is shared (max_connections 100). A web process then uses at

@@ -10,12 +10,12 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import postgres from "postgres";
 import { freePort } from "../../src/db/embedded.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { waitReady, waitUntil } from "../helpers/load.ts";
-import { startProcess } from "../helpers/process.ts";
+import { cleanupsAfterAll, startService } from "../helpers/process.ts";
 import type { Proc } from "../helpers/process.ts";
 import { startReceiver, verify } from "../helpers/receiver.ts";
 import type { Message } from "../helpers/receiver.ts";
@@ -33,16 +33,8 @@ const TIMEOUT_MS = 2000;
 /** How long the end may take after the kill: the lease, a new worker's start, the rest of the messages. */
 const SETTLE_MS = 75_000;
 
-const cleanups: (() => Promise<void>)[] = [];
-after(async () => {
-  for (const c of cleanups.reverse()) await c().catch(() => {});
-});
-
-function start(entry: "web" | "worker", env: Record<string, string>): Proc {
-  const proc = startProcess(`src/${entry}.ts`, env);
-  cleanups.push(async () => void (await proc.kill("SIGKILL")));
-  return proc;
-}
+const cleanups = cleanupsAfterAll();
+const start = (entry: "web" | "worker", env: Record<string, string>): Proc => startService(cleanups, entry, env);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
