@@ -136,6 +136,10 @@ const envSchema = z.object({
   NOTIFY_ALLOW_PRIVATE_URLS: flag(false),
   /** At most one order.rider_location per order per this many seconds; 0: none sent. */
   NOTIFY_LOCATION_INTERVAL_S: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(86_400).default(30)),
+  /** While the worker projects more events a second than this, deliveries wait (ingestion first); 0: they never wait. */
+  NOTIFY_BURST_EVENTS_S: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(1_000_000).default(1000)),
+  /** The longest a due delivery waits for a burst to pass, in seconds. */
+  NOTIFY_BURST_MAX_WAIT_S: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(3600).default(60)),
 });
 
 /** What a variable means and a value that works: for startup errors and `.env.example`. */
@@ -231,6 +235,11 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   NOTIFY_TIMEOUT_MS: { description: "timeout of one notification attempt, in ms (100 to 120000)", example: "5000" },
   NOTIFY_ALLOW_PRIVATE_URLS: { description: "true: allow notification endpoints on loopback, private and link-local addresses", example: "true" },
   NOTIFY_LOCATION_INTERVAL_S: { description: "at most one order.rider_location per order per this many seconds (0: none sent)", example: "60" },
+  NOTIFY_BURST_EVENTS_S: {
+    description: "while the worker projects more events a second than this, notification deliveries wait (0: never)",
+    example: "5000",
+  },
+  NOTIFY_BURST_MAX_WAIT_S: { description: "the longest a due notification waits for a burst of callbacks to pass, in seconds", example: "30" },
 };
 
 /** A variable of the configuration, as `.env.example` lists it. */
@@ -294,7 +303,15 @@ export interface Config {
   /** Node server timeouts for slow clients (src/http/server.ts). */
   http: { requestTimeoutMs: number; headersTimeoutMs: number };
   /** Outbound notifications: delays before each attempt (s), one attempt's timeout, private URLs, location throttle (s; 0: none). */
-  notify: { retryScheduleS: number[]; timeoutMs: number; allowPrivateUrls: boolean; locationIntervalS: number };
+  notify: {
+    retryScheduleS: number[];
+    timeoutMs: number;
+    allowPrivateUrls: boolean;
+    locationIntervalS: number;
+    /** Deliveries wait while more events than this are projected a second (0: never), for at most burstMaxWaitS. */
+    burstEventsS: number;
+    burstMaxWaitS: number;
+  };
 }
 
 /** What is wrong with a variable (or a pair); `example`: settings that would do instead of the variable's usual example. */
@@ -499,6 +516,8 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
       timeoutMs: e.NOTIFY_TIMEOUT_MS,
       allowPrivateUrls: e.NOTIFY_ALLOW_PRIVATE_URLS,
       locationIntervalS: e.NOTIFY_LOCATION_INTERVAL_S,
+      burstEventsS: e.NOTIFY_BURST_EVENTS_S,
+      burstMaxWaitS: e.NOTIFY_BURST_MAX_WAIT_S,
     },
   };
 }

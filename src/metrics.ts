@@ -54,6 +54,11 @@ export function createMetrics() {
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
       registers: [registry],
     }),
+    notifyBurstWaits: new Counter({
+      name: "tracklane_notification_burst_waits_total",
+      help: "Delivery runs put off by a second because the worker was projecting a burst of callbacks (NOTIFY_BURST_EVENTS_S)",
+      registers: [registry],
+    }),
     notifyEndpoints: new Gauge({
       name: "tracklane_notification_endpoints",
       help: "Notification endpoints, by state (enabled, disabled)",

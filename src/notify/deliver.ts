@@ -6,7 +6,8 @@
 import type { Sql } from "postgres";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
-import { claimDue, enqueueDelivery, failPending, nextDue, recordAttempts, releaseClaims } from "./deliveries.ts";
+import type { LoadMeter } from "../worker/load.ts";
+import { claimDue, enqueueDelivery, failPending, nextDue, oldestDue, recordAttempts, releaseClaims } from "./deliveries.ts";
 import type { AttemptRecord, Claimed } from "./deliveries.ts";
 import { disableEndpoint, getEndpoint, signingSecrets } from "./endpoints.ts";
 import type { EndpointRow } from "./endpoints.ts";
@@ -22,7 +23,31 @@ export interface DeliverDeps {
   sql: Sql;
   log: Logger;
   metrics: Metrics;
-  settings: { timeoutMs: number; retryScheduleS: readonly number[]; allowPrivateUrls: boolean };
+  settings: { timeoutMs: number; retryScheduleS: readonly number[]; allowPrivateUrls: boolean; burstEventsS: number; burstMaxWaitS: number };
+  /** How many events the worker projects: deliveries yield to a burst. */
+  load: LoadMeter;
+}
+
+/** While a burst lasts, the endpoint's run is looked at again this often. */
+const BURST_RECHECK_MS = 1000;
+
+/**
+ * Ingestion first: while the worker projects more than `burstEventsS` events a second, a
+ * run sends only what has been due for `burstMaxWaitS` or longer, and otherwise comes back
+ * in a second. On two cores, webhooks sent during a burst take the CPU that acknowledging
+ * callbacks needs; a few seconds' delay costs a receiver nothing, a slow acknowledgement
+ * makes the provider retry. True when the run was put off.
+ */
+async function waitsForBurst(deps: DeliverDeps, endpointId: string): Promise<boolean> {
+  const { burstEventsS, burstMaxWaitS } = deps.settings;
+  if (burstEventsS === 0 || deps.load.perSecond() <= burstEventsS) return false;
+  const oldest = await oldestDue(deps.sql, endpointId);
+  if (oldest === null) return false; // nothing is due: the claim finds nothing, and the run ends as usual
+  const waited = Date.now() - oldest.getTime();
+  if (waited >= burstMaxWaitS * 1000) return false;
+  await enqueueDelivery(deps.sql, endpointId, new Date(Date.now() + BURST_RECHECK_MS));
+  deps.metrics.notifyBurstWaits.inc();
+  return true;
 }
 
 /** Sends everything due for the endpoint, until nothing is; schedules the next retry's run. How many it sent. */
@@ -37,6 +62,7 @@ export async function deliverDue(deps: DeliverDeps, endpointId: string): Promise
       await failPending(deps.sql, endpointId, `endpoint disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`);
       return sent;
     }
+    if (await waitsForBurst(deps, endpointId)) return sent;
     const batch = await claimDue(deps.sql, endpointId, ROUND, leaseMs);
     if (batch.length === 0) break;
     sent += batch.length;

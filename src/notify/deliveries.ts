@@ -81,7 +81,10 @@ export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]
       last_status_code = i.status_code, last_error = i.last_error,
       delivered_at = case when i.state = 'delivered' then now() end,
       next_attempt_at = case when i.state = 'pending' then now() + i.retry_s * interval '1 second' else d.next_attempt_at end
-    from input i where d.id = i.id`;
+    from input i
+    -- The array gives the planner the rows' ids (it cannot see into the JSON): an index
+    -- lookup per row, never a hash join over the whole table.
+    where d.id = i.id and d.id = any(${attempts.map((a) => a.deliveryId)}::bigint[])`;
 }
 
 /** Claimed deliveries given back unsent: due again at once. */
@@ -106,6 +109,17 @@ export async function nextDue(sql: Tx, endpointId: string): Promise<Date | null>
   const [row] = await sql<{ at: Date | null }[]>`
     select min(greatest(next_attempt_at, coalesce(leased_until, next_attempt_at))) as at
     from notification_deliveries where endpoint_id = ${endpointId} and status = 'pending'`;
+  return row?.at ?? null;
+}
+
+/** Since when the endpoint's longest-waiting due delivery (no run holding it) has been due; null when none is. */
+export async function oldestDue(sql: Tx, endpointId: string): Promise<Date | null> {
+  const [row] = await sql<{ at: Date }[]>`
+    select next_attempt_at as at from notification_deliveries
+    where endpoint_id = ${endpointId} and status = 'pending' and next_attempt_at <= now()
+      and (leased_until is null or leased_until <= now())
+    order by next_attempt_at
+    limit 1`;
   return row?.at ?? null;
 }
 

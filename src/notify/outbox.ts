@@ -9,7 +9,7 @@ import type { JsonObject } from "../domain/normalise.ts";
 import { canonicalStatus } from "../domain/statuses.ts";
 import type { OrderChange } from "../orders/change.ts";
 import { orderJson } from "../orders/json.ts";
-import type { OrderJson } from "../orders/json.ts";
+import type { OrderJson, OrderJsonRow } from "../orders/json.ts";
 import { ordersByIds } from "../orders/read.ts";
 import { enabledEndpoints } from "./endpoints.ts";
 import { newMessageId } from "./sign.ts";
@@ -65,7 +65,11 @@ export async function recordOrderChanges(tx: Tx, changes: readonly OrderChange[]
   if (heard.length === 0) return;
   const ids = [...new Set(heard.map((w) => w.c.orderId))];
   const located = [...new Set(heard.filter((w) => w.type === "order.rider_location").map((w) => w.c.orderId))];
-  const [rows, last] = await Promise.all([ordersByIds(tx, ids), lastMessages(tx, ids, located)]);
+  // The projection's write returned its rows; other writers' orders are read here.
+  const written = new Map<number, OrderJsonRow>();
+  for (const w of heard) if (w.c.row) written.set(w.c.orderId, w.c.row);
+  const [read, last] = await Promise.all([ordersByIds(tx, ids.filter((id) => !written.has(id))), lastMessages(tx, ids, located)]);
+  const rows = [...written.values(), ...read];
   const orders = new Map(rows.map((r) => [r.id, orderJson(r)]));
   const rowsById = new Map(rows.map((r) => [r.id, r]));
   const cutoff = Date.now() - settings.locationIntervalS * 1000;

@@ -20,13 +20,16 @@ const settingsOf = (deps: WorkerDeps) => ({
   timeoutMs: deps.config.notify.timeoutMs,
   retryScheduleS: deps.config.notify.retryScheduleS,
   allowPrivateUrls: deps.config.notify.allowPrivateUrls,
+  burstEventsS: deps.config.notify.burstEventsS,
+  burstMaxWaitS: deps.config.notify.burstMaxWaitS,
 });
 
 const notifyDeliver = defineTask(DELIVER_TASK, z.object({ endpoint_id: z.string().min(1) }), {
   // Every delivery is updated twice and its job inserted and deleted: vacuumed as the projection's queue is.
   setup: (deps) => createQueueVacuum(deps.sql, { tables: ["notification_deliveries", "graphile_worker._private_jobs"], everyRows: 2000, minIntervalMs: 2000 }),
-  run: async (payload, { deps, log, state: vacuum }) => {
-    vacuum.rowsDone(await deliverDue({ sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps) }, payload.endpoint_id));
+  run: async (payload, { deps, shared, log, state: vacuum }) => {
+    const deliverDeps = { sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps), load: shared.load };
+    vacuum.rowsDone(await deliverDue(deliverDeps, payload.endpoint_id));
   },
 });
 

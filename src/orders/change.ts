@@ -2,6 +2,7 @@
  * What a write did to an order (OrderChange), as the orders table's owner reports it to
  * the projection and to the notifications' outbox.
  */
+import type { OrderJsonRow } from "./json.ts";
 import type { OrderRow } from "./read.ts";
 
 /** The columns an OrderChange compares, as a row was before a write. */
@@ -26,4 +27,6 @@ export interface OrderChange {
   /** When the rider's latest location was taken. */
   locationAt: Change<Date | null>;
   svcOrderIds: Change<string[]>;
+  /** The row as written, when the writer returned it (the projection's write does): what its messages show. */
+  row?: OrderJsonRow | undefined;
 }

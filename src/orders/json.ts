@@ -38,9 +38,17 @@ export interface OrderJson {
   updated_at: string;
 }
 
+/** The columns orderJson reads (what the projection's write returns, so its messages need no second read). */
+export const ORDER_JSON_COLUMNS = [
+  "id", "client_order_id", "svc_order_id", "store_code", "status", "provider_status", "status_at", "track_url", "awb_number",
+  "pickup_otp", "rider_id", "rider_name", "rider_contact", "rider_latitude", "rider_longitude", "rider_location_at",
+  "svc_order_ids", "placement_state", "placement_error", "event_count", "last_event_at", "created_at", "updated_at",
+] as const satisfies readonly (keyof OrderRow)[];
+export type OrderJsonRow = Pick<OrderRow, (typeof ORDER_JSON_COLUMNS)[number]>;
+
 const isPlacementState = (s: string): s is PlacementState => (PLACEMENT_STATES as readonly string[]).includes(s);
 
-export function orderJson(row: OrderRow): OrderJson {
+export function orderJson(row: OrderJsonRow): OrderJson {
   const hasRider = row.rider_id !== null || row.rider_name !== null || row.rider_contact !== null || row.rider_latitude !== null;
   return {
     client_order_id: row.client_order_id,

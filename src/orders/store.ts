@@ -9,12 +9,17 @@ import type { Tx } from "../db/client.ts";
 import { isoOrNull } from "../domain/iso-time.ts";
 import type { Projection } from "../domain/projection.ts";
 import { moveCommands } from "../commands/store.ts";
+import { ORDER_JSON_COLUMNS } from "./json.ts";
+import type { OrderJsonRow } from "./json.ts";
 import type { OrderRow } from "./read.ts";
 import { NEW_ORDER } from "./change.ts";
 import type { OrderChange, OrderSnapshot } from "./change.ts";
 import { recordOrderChanges } from "../notify/outbox.ts";
 
 type AfterRow = { id: number } & OrderSnapshot;
+
+/** What the projection's write returns: every column of the order's JSON (constants only, so unsafe is safe). */
+const RETURNED_FOR_JSON = ORDER_JSON_COLUMNS.map((c) => `o.${c}`).join(", ");
 
 function changeOf(before: OrderSnapshot, after: AfterRow, created = false): OrderChange {
   return {
@@ -257,7 +262,7 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
     };
   });
   // One statement with a set-based update from a JSON recordset: the builder cannot say it.
-  const rows = await tx<AfterRow[]>`
+  const rows = await tx<OrderJsonRow[]>`
     update orders o set
       svc_order_id = coalesce(v.svc, o.svc_order_id),
       svc_order_ids = v.svcs,
@@ -284,11 +289,11 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
         coalesce(v.track_url, o.track_url), v.rider_id, v.rider_name, v.rider_contact, v.lat, v.lng, v.location_at,
         v.count, v.last_event_at, v.state
       ))
-    returning o.id, o.status, o.placement_state, o.rider_id, o.rider_location_at, o.svc_order_ids`;
+    returning ${tx.unsafe(RETURNED_FOR_JSON)}`;
   const byId = new Map(writes.map((w) => [w.orderId, w]));
   const changes = rows.map((r) => {
     const w = byId.get(r.id)!;
-    return changeOf(w.before, r, w.fresh);
+    return { ...changeOf(w.before, r, w.fresh), row: r };
   });
   await recordOrderChanges(tx, changes);
   return changes;

@@ -10,6 +10,7 @@ import { isJsonObject } from "../domain/normalise.ts";
 import type { StoredEvent } from "../domain/projection.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
+import type { LoadMeter } from "../worker/load.ts";
 import { groupByOrder, isConflict, projectQueued, reportPlacements, toStored } from "./project.ts";
 import type { ProjectResult } from "./project.ts";
 import { DRAIN_TASK, takeEvents, takeOldest } from "./backlog.ts";
@@ -45,6 +46,8 @@ export interface DrainDeps {
   sql: Sql;
   log: Logger;
   metrics: Metrics;
+  /** Told how many events each batch projected (deliveries yield to a burst). */
+  load?: LoadMeter | undefined;
 }
 
 const stored = (r: TakenRow): StoredEvent => toStored(r, isJsonObject(r.payload) ? r.payload : {});
@@ -59,7 +62,7 @@ export interface Drainer {
 
 export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> = {}): Drainer {
   const options: DrainOptions = { ...DRAIN_DEFAULTS, ...overrides };
-  const { sql, log, metrics } = deps;
+  const { sql, log, metrics, load } = deps;
   let running = 0;
   let arrivals = 0;
   const vacuum = createQueueVacuum(sql, { tables: ["projection_queue", "graphile_worker._private_jobs"], everyRows: 2000, minIntervalMs: 2000 });
@@ -85,6 +88,7 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
         results = await projectQueued(tx, taken);
       });
       observe(results);
+      load?.note(taken.length);
       vacuum.rowsDone(taken.length);
       return { taken };
     } catch (error) {

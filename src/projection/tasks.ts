@@ -16,7 +16,7 @@ import type { TaskDefinition } from "../worker/define-task.ts";
  * payload is not read.
  */
 const projectionDrain = defineTask(DRAIN_TASK, z.unknown(), {
-  setup: (deps) => createDrainer(deps, { intervalMs: deps.config.projection.intervalMs }),
+  setup: (deps, shared) => createDrainer({ ...deps, load: shared.load }, { intervalMs: deps.config.projection.intervalMs }),
   run: (_payload, { state: drainer }) => drainer.drain(),
 });
 

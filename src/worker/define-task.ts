@@ -5,10 +5,12 @@
 import type { Job, JobHelpers, Task } from "graphile-worker";
 import type { z } from "zod";
 import type { Logger } from "../logger.ts";
-import type { JobInfo, WorkerDeps } from "./deps.ts";
+import type { JobInfo, RunnerShared, WorkerDeps } from "./deps.ts";
 
 export interface TaskContext<State = undefined> {
   deps: WorkerDeps;
+  /** What every task of the runner shares (its load meter). */
+  shared: RunnerShared;
   /** deps.log with the task's name and the job's id. */
   log: Logger;
   job: JobInfo;
@@ -21,14 +23,14 @@ export type TaskHandler<Payload, State = undefined> = (payload: Payload, ctx: Ta
 /** A handler with state that a runner's jobs share (the projection's drainer). */
 export interface StatefulHandler<Payload, State> {
   /** Runs once per runner (per `build`). */
-  setup: (deps: WorkerDeps) => State;
+  setup: (deps: WorkerDeps, shared: RunnerShared) => State;
   run: TaskHandler<Payload, State>;
 }
 
 /** A task, ready to be wired to a runner's dependencies. */
 export interface TaskDefinition {
   readonly name: string;
-  build(deps: WorkerDeps): Task;
+  build(deps: WorkerDeps, shared: RunnerShared): Task;
 }
 
 function jobInfo(job: Pick<Job, "attempts" | "max_attempts" | "key">): JobInfo {
@@ -54,8 +56,8 @@ export function defineTask<S extends z.ZodType, State>(
 function withState<S extends z.ZodType, State>(name: string, payloadSchema: S, handler: StatefulHandler<z.output<S>, State>): TaskDefinition {
   return {
     name,
-    build(deps) {
-      const state = handler.setup(deps);
+    build(deps, shared) {
+      const state = handler.setup(deps, shared);
       return async (raw: unknown, helpers: JobHelpers) => {
         const log = deps.log.child({ task: name, job: helpers.job.id });
         const payload = payloadSchema.safeParse(raw);
@@ -63,7 +65,7 @@ function withState<S extends z.ZodType, State>(name: string, payloadSchema: S, h
           log.error({ issues: payload.error.issues }, `${name}: invalid payload, dropped`);
           return;
         }
-        await handler.run(payload.data, { deps, log, job: jobInfo(helpers.job), state });
+        await handler.run(payload.data, { deps, shared, log, job: jobInfo(helpers.job), state });
       };
     },
   };

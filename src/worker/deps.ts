@@ -7,6 +7,7 @@ import type { Config } from "../config.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import type { ProviderClient } from "../provider/client.ts";
+import type { LoadMeter } from "./load.ts";
 
 export interface WorkerDeps {
   config: Config;
@@ -16,6 +17,12 @@ export interface WorkerDeps {
   metrics: Metrics;
   /** The provider's API; absent only in tests that need no provider. */
   provider?: ProviderClient | undefined;
+}
+
+/** What the tasks of one runner share (made by taskList). */
+export interface RunnerShared {
+  /** Events this runner projected lately: the drain notes them, deliveries yield to a burst. */
+  load: LoadMeter;
 }
 
 /** What a task knows about the job it runs. */

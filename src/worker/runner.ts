@@ -5,15 +5,17 @@
 import { run } from "graphile-worker";
 import type { Runner, TaskList } from "graphile-worker";
 import { enqueueStartReplenish } from "../awb/jobs.ts";
-import type { WorkerDeps } from "./deps.ts";
+import type { RunnerShared, WorkerDeps } from "./deps.ts";
+import { createLoadMeter } from "./load.ts";
 import { graphileLogger } from "./logger.ts";
 import { CRONTAB, TASKS } from "./tasks.ts";
 
 export function taskList(deps: WorkerDeps): TaskList {
+  const shared: RunnerShared = { load: createLoadMeter() };
   const list: TaskList = {};
   for (const task of TASKS) {
     if (list[task.name]) throw new Error(`two tasks are named ${task.name}`);
-    list[task.name] = task.build(deps);
+    list[task.name] = task.build(deps, shared);
   }
   return list;
 }

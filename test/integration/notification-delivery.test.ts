@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
-import { PER_ENDPOINT } from "../../src/notify/deliver.ts";
+import { deliverDue, PER_ENDPOINT } from "../../src/notify/deliver.ts";
+import type { DeliverDeps } from "../../src/notify/deliver.ts";
 import { insertPlacedOrder } from "../../src/orders/store.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
@@ -275,6 +276,58 @@ describe("re-sending and testing", () => {
     assert.deepEqual(message.data, {});
     assert.ok(Math.abs(Date.parse(message.timestamp) - Date.now()) < 60_000);
     assert.equal(other.received.length, 0, "only the endpoint tested");
+  });
+});
+
+describe("a burst of callbacks (NOTIFY_BURST_EVENTS_S, NOTIFY_BURST_MAX_WAIT_S)", () => {
+  /** A delivery run as the worker's task makes it, with the projection's rate given. */
+  const run = (endpointId: string, eventsPerSecond: number, settings: { burstEventsS?: number; burstMaxWaitS?: number } = {}) => {
+    const deps: DeliverDeps = {
+      sql: t.database.sql,
+      log: t.log,
+      metrics: t.metrics,
+      settings: { timeoutMs: 300, retryScheduleS: [0], allowPrivateUrls: true, burstEventsS: 1000, burstMaxWaitS: 60, ...settings },
+      load: { note: () => undefined, perSecond: () => eventsPerSecond },
+    };
+    return deliverDue(deps, endpointId);
+  };
+  const ping = async (ep: Endpoint) => assert.equal((await t.request(`${ENDPOINTS}/${ep.id}/test`, { method: "POST" })).status, 202);
+  const wakeUps = async (ep: Endpoint) =>
+    await t.database.sql<{ in_ms: number }[]>`
+      select extract(epoch from run_at - now()) * 1000 as in_ms from graphile_worker.jobs
+      where task_identifier = 'notify__deliver' and key like ${`notify:${ep.id}:%`}`;
+  const burstWaits = async () => (await t.metrics.notifyBurstWaits.get()).values[0]?.value ?? 0;
+
+  it("while the worker projects more events a second than the limit, a fresh delivery waits: nothing is sent and the run comes back in a second", async () => {
+    const r = await receiver();
+    const ep = await addEndpoint(t, r.url);
+    await ping(ep);
+    const waitsBefore = await burstWaits();
+    assert.equal(await run(ep.id, 5000), 0);
+    await sleep(50);
+    assert.equal(r.received.length, 0, "held back during the burst");
+    const [wake] = await wakeUps(ep);
+    assert.ok(wake && wake.in_ms > 500 && wake.in_ms <= 1000, `a run about a second later: ${JSON.stringify(wake)}`);
+    assert.equal((await burstWaits()) - waitsBefore, 1);
+    // The burst over (the rate at the limit is not a burst): the same delivery goes.
+    assert.equal(await run(ep.id, 1000), 1);
+    verify(ep.secret, (await r.waitFor(1))[0]!);
+    // The wake-up, due in a second, would find nothing; it goes so that later tests start clean.
+    await t.database.sql`
+      select graphile_worker.remove_job(key) from graphile_worker.jobs
+      where task_identifier = 'notify__deliver' and key like ${`notify:${ep.id}:%`}`;
+  });
+
+  it("a delivery due for NOTIFY_BURST_MAX_WAIT_S goes even during a burst; with NOTIFY_BURST_EVENTS_S=0 nothing ever waits", async () => {
+    const r = await receiver();
+    const ep = await addEndpoint(t, r.url);
+    await ping(ep);
+    await t.database.sql`update notification_deliveries set next_attempt_at = now() - interval '61 seconds' where endpoint_id = ${ep.id}`;
+    assert.equal(await run(ep.id, 50_000), 1, "waited long enough");
+    await ping(ep);
+    assert.equal(await run(ep.id, 50_000, { burstEventsS: 0 }), 1, "waiting turned off");
+    assert.equal((await r.waitFor(2)).length, 2);
+    assert.equal((await wakeUps(ep)).length, 0, "no run was put off");
   });
 });
 

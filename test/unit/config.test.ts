@@ -213,6 +213,8 @@ describe("NOTIFY_* (outbound notifications)", () => {
       timeoutMs: 10_000,
       allowPrivateUrls: false,
       locationIntervalS: 30,
+      burstEventsS: 1000,
+      burstMaxWaitS: 60,
     });
   });
 
@@ -223,8 +225,17 @@ describe("NOTIFY_* (outbound notifications)", () => {
       NOTIFY_TIMEOUT_MS: "2500",
       NOTIFY_ALLOW_PRIVATE_URLS: "true",
       NOTIFY_LOCATION_INTERVAL_S: "0",
+      NOTIFY_BURST_EVENTS_S: "0",
+      NOTIFY_BURST_MAX_WAIT_S: "15",
     });
-    assert.deepEqual(c.notify, { retryScheduleS: [0, 10, 60], timeoutMs: 2500, allowPrivateUrls: true, locationIntervalS: 0 });
+    assert.deepEqual(c.notify, {
+      retryScheduleS: [0, 10, 60],
+      timeoutMs: 2500,
+      allowPrivateUrls: true,
+      locationIntervalS: 0,
+      burstEventsS: 0,
+      burstMaxWaitS: 15,
+    });
     assert.deepEqual(loadConfig({ DATA_DIR: dataDir(), NOTIFY_RETRY_SCHEDULE: "30" }).notify.retryScheduleS, [30]);
   });
 
@@ -237,9 +248,17 @@ describe("NOTIFY_* (outbound notifications)", () => {
     }
     assert.match(problems({ NOTIFY_RETRY_SCHEDULE: "0,700000" })[0]!, /^NOTIFY_RETRY_SCHEDULE: each delay must be at most 604800 seconds/);
     assert.match(problems({ NOTIFY_RETRY_SCHEDULE: Array(51).fill("1").join(",") })[0]!, /^NOTIFY_RETRY_SCHEDULE: must have at most 50 delays/);
-    const found = lines({ NOTIFY_TIMEOUT_MS: "50", NOTIFY_ALLOW_PRIVATE_URLS: "yes", NOTIFY_LOCATION_INTERVAL_S: "-1" });
+    const found = lines({
+      NOTIFY_TIMEOUT_MS: "50",
+      NOTIFY_ALLOW_PRIVATE_URLS: "yes",
+      NOTIFY_LOCATION_INTERVAL_S: "-1",
+      NOTIFY_BURST_EVENTS_S: "lots",
+      NOTIFY_BURST_MAX_WAIT_S: "3601",
+    });
     assert.deepEqual(found.sort(), [
       'NOTIFY_ALLOW_PRIVATE_URLS: must be "true" or "false" (found "yes"); e.g. NOTIFY_ALLOW_PRIVATE_URLS=true',
+      'NOTIFY_BURST_EVENTS_S: must be a number (found "lots"); e.g. NOTIFY_BURST_EVENTS_S=5000',
+      'NOTIFY_BURST_MAX_WAIT_S: must be at most 3600 (found "3601"); e.g. NOTIFY_BURST_MAX_WAIT_S=30',
       'NOTIFY_LOCATION_INTERVAL_S: must be at least 0 (found "-1"); e.g. NOTIFY_LOCATION_INTERVAL_S=60',
       'NOTIFY_TIMEOUT_MS: must be at least 100 (found "50"); e.g. NOTIFY_TIMEOUT_MS=5000',
     ]);

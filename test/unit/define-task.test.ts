@@ -14,7 +14,8 @@ import { z } from "zod";
 import { loadConfig } from "../../src/config.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createMetrics } from "../../src/metrics.ts";
-import type { WorkerDeps } from "../../src/worker/deps.ts";
+import type { RunnerShared, WorkerDeps } from "../../src/worker/deps.ts";
+import { createLoadMeter } from "../../src/worker/load.ts";
 import { defineTask } from "../../src/worker/define-task.ts";
 import type { TaskContext } from "../../src/worker/define-task.ts";
 import { taskList } from "../../src/worker/runner.ts";
@@ -42,6 +43,8 @@ function testDeps(): { deps: WorkerDeps; lines: Record<string, unknown>[] } {
   return { deps, lines };
 }
 
+const shared = (): RunnerShared => ({ load: createLoadMeter() });
+
 /** The part of graphile-worker's helpers a task reads. */
 function helpers(job: { id: string; attempts: number; max_attempts: number; key: string | null }): JobHelpers {
   return { job } as unknown as JobHelpers;
@@ -55,7 +58,7 @@ describe("defineTask", () => {
     let calls = 0;
     const task = defineTask("test__task", payloadSchema, async () => {
       calls++;
-    }).build(deps);
+    }).build(deps, shared());
     await task({ command_id: "not a number" }, helpers({ id: "41", attempts: 1, max_attempts: 25, key: null }));
     deps.log.flush();
     assert.equal(calls, 0);
@@ -73,7 +76,7 @@ describe("defineTask", () => {
     const task = defineTask("test__task", payloadSchema, async (payload, ctx) => {
       seen.push({ payload, ctx });
       ctx.log.info("ran");
-    }).build(deps);
+    }).build(deps, shared());
     await task({ command_id: "7" }, helpers({ id: "42", attempts: 2, max_attempts: 5, key: "k:7" }));
     await task({ command_id: 8 }, helpers({ id: "43", attempts: 5, max_attempts: 5, key: null }));
     deps.log.flush();
@@ -104,10 +107,10 @@ describe("defineTask", () => {
         states.push(state);
       },
     });
-    const first = definition.build(deps);
+    const first = definition.build(deps, shared());
     await first({}, helpers({ id: "1", attempts: 1, max_attempts: 1, key: null }));
     await first({}, helpers({ id: "2", attempts: 1, max_attempts: 1, key: null }));
-    const second = definition.build(deps);
+    const second = definition.build(deps, shared());
     await second({}, helpers({ id: "3", attempts: 1, max_attempts: 1, key: null }));
     assert.equal(setups, 2);
     assert.equal(states[0], states[1]);

@@ -41,9 +41,9 @@ export const notificationMessages = pgTable(
     created_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
+    // An order's messages: its last sequence, and (filtered by type) its last rider location.
+    // No second index for the latter: every message pays each index in the projection's transaction.
     index("notification_messages_order_sequence_idx").on(t.order_id, t.sequence).where(sql`${t.order_id} is not null`),
-    // Serves the rider-location throttle: an order's latest message of a type.
-    index("notification_messages_order_type_idx").on(t.order_id, t.type, t.created_at).where(sql`${t.order_id} is not null`),
     check("notification_messages_type", sql`${t.type} in (${sql.raw(NOTIFICATION_TYPES.map((n) => `'${n}'`).join(", "))})`),
   ],
 );
