@@ -30,6 +30,8 @@ export interface DeliverDeps {
 
 /** While a burst lasts, the endpoint's run is looked at again this often. */
 const BURST_RECHECK_MS = 1000;
+/** Per endpoint, when this process's last burst wake-up run is due. */
+const wakeUps = new Map<string, number>();
 
 /**
  * Ingestion first: while the worker projects more than `burstEventsS` events a second, a
@@ -41,11 +43,16 @@ const BURST_RECHECK_MS = 1000;
 async function waitsForBurst(deps: DeliverDeps, endpointId: string): Promise<boolean> {
   const { burstEventsS, burstMaxWaitS } = deps.settings;
   if (burstEventsS === 0 || deps.load.perSecond() <= burstEventsS) return false;
+  // Every projection batch's messages start a run: while a wake-up is already set, such a
+  // run ends here, without a query.
+  if ((wakeUps.get(endpointId) ?? 0) > Date.now()) return true;
   const oldest = await oldestDue(deps.sql, endpointId);
   if (oldest === null) return false; // nothing is due: the claim finds nothing, and the run ends as usual
   const waited = Date.now() - oldest.getTime();
   if (waited >= burstMaxWaitS * 1000) return false;
-  await enqueueDelivery(deps.sql, endpointId, new Date(Date.now() + BURST_RECHECK_MS));
+  const wakeAt = Date.now() + BURST_RECHECK_MS;
+  await enqueueDelivery(deps.sql, endpointId, new Date(wakeAt));
+  wakeUps.set(endpointId, wakeAt);
   deps.metrics.notifyBurstWaits.inc();
   return true;
 }

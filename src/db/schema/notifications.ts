@@ -53,9 +53,9 @@ export const notificationDeliveries = pgTable(
   "notification_deliveries",
   {
     id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    message_id: text()
-      .notNull()
-      .references(() => notificationMessages.id, { onDelete: "cascade" }),
+    // No foreign key: the statement that writes a message writes its deliveries, and the
+    // check would cost a lookup per delivery inside the projection's transaction.
+    message_id: text().notNull(),
     endpoint_id: text()
       .notNull()
       .references(() => notificationEndpoints.id, { onDelete: "cascade" }),
