@@ -14,6 +14,11 @@ export default tseslint.config(
     },
   },
   {
+    // The console's script runs in the browser.
+    files: ["src/http/console/assets/**/*.js"],
+    languageOptions: { globals: { document: "readonly", fetch: "readonly", setInterval: "readonly", window: "readonly" } },
+  },
+  {
     files: ["test/**", "bench/**", "src/main.ts", "src/emulator/main.ts"],
     rules: { "no-console": "off" },
   },

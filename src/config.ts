@@ -140,6 +140,10 @@ const envSchema = z.object({
   NOTIFY_BURST_EVENTS_S: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(1_000_000).default(1000)),
   /** The longest a due delivery waits for a burst to pass, in seconds. */
   NOTIFY_BURST_MAX_WAIT_S: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(3600).default(60)),
+  /** How long a console sign-in lasts, in hours. */
+  CONSOLE_SESSION_HOURS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(1).max(720).default(12)),
+  /** The console lists an active order as stuck after this many minutes without an event. */
+  STUCK_AFTER_MIN: z.preprocess(emptyToUndefined, z.coerce.number().int().min(1).max(10_080).default(45)),
 });
 
 /** What a variable means and a value that works: for startup errors and `.env.example`. */
@@ -240,7 +244,42 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
     example: "5000",
   },
   NOTIFY_BURST_MAX_WAIT_S: { description: "the longest a due notification waits for a burst of callbacks to pass, in seconds", example: "30" },
+  CONSOLE_SESSION_HOURS: { description: "how long a console sign-in lasts, in hours (1 to 720)", example: "8" },
+  STUCK_AFTER_MIN: { description: "the console lists an active order as stuck after this many minutes without an event", example: "60" },
 };
+
+/** A variable as the console's system page shows it: secrets never, passwords in URLs masked. */
+export interface ShownSetting {
+  name: string;
+  /** The value set, "(hidden)" for a secret, or null when unset (the default applies). */
+  value: string | null;
+  default: string | undefined;
+  description: string;
+}
+
+/** Every configuration variable, what this process was given for it, and its default. */
+export function settingsShown(env: Env = readProcessEnv()): ShownSetting[] {
+  return envVariables().map((v) => {
+    const raw = env[v.name];
+    const set = raw !== undefined && raw.trim() !== "";
+    const value = !set ? null : v.sensitive === true ? (databaseUrlShown(raw) ?? "(hidden)") : raw;
+    return { name: v.name, value, default: v.default, description: v.description };
+  });
+}
+
+/** `postgres://user:secret@host/db?sslkey=…` → `postgres://user:***@host/db`; null for anything else. */
+function databaseUrlShown(value: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") return null;
+  if (url.password !== "") url.password = "***";
+  url.search = "";
+  return url.toString();
+}
 
 /** A variable of the configuration, as `.env.example` lists it. */
 export interface EnvVariable extends EnvVarDoc {
@@ -298,6 +337,8 @@ export interface Config {
   projection: { intervalMs: number };
   ingest: { batchMax: number; batchWaitMs: number };
   db: { poolMax: number };
+  /** The console (PRODUCT.md §12): how long a sign-in lasts, and when a silent active order needs attention. */
+  console: { sessionHours: number; stuckAfterMin: number };
   /** Provider calls for order commands: attempts, and the first retry delay (doubling, capped at 10 min). */
   commands: { maxAttempts: number; retryBaseMs: number };
   /** Node server timeouts for slow clients (src/http/server.ts). */
@@ -509,6 +550,7 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
     projection: { intervalMs: e.PROJECTION_INTERVAL_MS },
     ingest: { batchMax: e.INGEST_BATCH_MAX, batchWaitMs: e.INGEST_BATCH_WAIT_MS },
     db: { poolMax: e.DB_POOL_MAX },
+    console: { sessionHours: e.CONSOLE_SESSION_HOURS, stuckAfterMin: e.STUCK_AFTER_MIN },
     commands: { maxAttempts: e.COMMAND_MAX_ATTEMPTS, retryBaseMs: e.COMMAND_RETRY_BASE_MS },
     http: { requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS },
     notify: {

@@ -150,6 +150,16 @@ export async function commandsOf(tx: Tx, orderId: number): Promise<CommandSummar
     select id, kind, state, attempts, last_error, created_at, completed_at from commands where order_id = ${orderId} order by id`;
 }
 
+/** A command as a person checking on it wants it: with the provider's last answer and whether its outcome is unknown. */
+export type CommandWithAnswer = CommandSummary & Pick<CommandRow, "response" | "outcome_unknown">;
+
+/** The order's commands, newest first, with their answers. */
+export async function commandsWithAnswersOf(tx: Tx, orderId: number): Promise<CommandWithAnswer[]> {
+  return await tx<CommandWithAnswer[]>`
+    select id, kind, state, attempts, last_error, response, outcome_unknown, created_at, completed_at
+    from commands where order_id = ${orderId} order by id desc`;
+}
+
 /**
  * Commands of every order, newest first (by id: a backward scan of the primary key, so no
  * index of its own; the filters are checked on the way).

@@ -325,7 +325,7 @@ const NESTED_LONGITUDE_FIELDS = ["longitude"] as const;
  * `rider_details.rider_location`. A pair is taken from one place only: a latitude from
  * one and a longitude from the other would be a point nobody reported.
  */
-function coordinates(body: JsonObject): { latitude: number; longitude: number } | null {
+export function coordinates(body: JsonObject): { latitude: number; longitude: number } | null {
   let latitude = readNumber(body, LATITUDE_FIELDS, -90, 90);
   let longitude = readNumber(body, LONGITUDE_FIELDS, -180, 180);
   if (latitude !== null && longitude !== null) return { latitude, longitude };

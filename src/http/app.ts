@@ -1,5 +1,6 @@
 /**
- * The HTTP app: callbacks, the authenticated /v1 API, ops endpoints, OpenAPI and docs.
+ * The HTTP app: callbacks, the authenticated /v1 API, ops endpoints, OpenAPI and docs,
+ * and the console's pages.
  * Transports stay thin: routes validate, call db/ingest code, and map errors.
  */
 import { OpenAPIHono } from "@hono/zod-openapi";
@@ -13,6 +14,7 @@ import { redactPath } from "../logger.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { bearerAuth } from "./auth.ts";
+import { consoleRoutes } from "./console/index.ts";
 import { ApiError, errorHandler } from "./errors.ts";
 import { awbRoutes } from "./routes/awb.ts";
 import { callbackRoutes } from "./routes/callbacks.ts";
@@ -102,6 +104,7 @@ export function createApp(deps: AppDeps) {
     },
   });
   app.route("/", docsRoutes());
+  app.route("/", consoleRoutes({ config: deps.config, sql: deps.sql, log: deps.log }));
 
   app.notFound((c) => {
     throw new ApiError("not_found", `no route for ${c.req.method} ${redactPath(c.req.path)}`);

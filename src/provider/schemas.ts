@@ -157,7 +157,7 @@ export type EditOrderResponse = z.output<typeof EditOrderResponseSchema>;
 
 // ---------------------------------------------------------------- cancel, dispatch-ready, stop re-attempt
 
-const CANCEL_USERS = ["Customer", "Seller", "Rider"] as const;
+export const CANCEL_USERS = ["Customer", "Seller", "Rider"] as const;
 export const CancelOrderBodySchema = z.object({ reason: text, user: z.enum(CANCEL_USERS) });
 export type CancelOrderBody = z.input<typeof CancelOrderBodySchema>;
 

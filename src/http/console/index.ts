@@ -1,0 +1,125 @@
+/**
+ * The console (PRODUCT.md §12): server-rendered pages for the people who run deliveries,
+ * at `/`. Sign-in with the API token makes a session cookie; every page needs it, and every
+ * form post carries the session's CSRF token from this site's own pages. Nothing is
+ * loaded from anywhere but tracklane itself (the Content-Security-Policy says so too).
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { getCookie } from "hono/cookie";
+import { secureHeaders } from "hono/secure-headers";
+import type { Sql } from "postgres";
+import type { Config } from "../../config.ts";
+import { secretMatcher } from "../../domain/secrets.ts";
+import type { Logger } from "../../logger.ts";
+import { endSession, findSession } from "../../sessions/store.ts";
+import { assetRoutes } from "./assets.ts";
+import { clearSessionCookie, clientAddress, createSignInLimiter, csrfRequired, sameOrigin, SESSION_COOKIE, sessionRequired, signIn } from "./auth.ts";
+import type { ConsoleEnv, SignInLimiter } from "./auth.ts";
+import { html } from "./html.ts";
+import { errorBox, noticeBox, renderPage } from "./layout.ts";
+import { orderPages } from "./orders.ts";
+
+export interface ConsoleDeps {
+  config: Config;
+  sql: Sql;
+  log: Logger;
+  /** Failed sign-ins per address (tests give their own clock). */
+  limiter?: SignInLimiter;
+}
+
+/** The pages' paths: the session and CSRF checks cover exactly these. */
+export const CONSOLE_PATHS = ["/", "/orders", "/orders/*", "/commands/*", "/attention", "/awb", "/awb/*", "/notifications", "/notifications/*", "/system"];
+
+/** Only where a page may come back to after signing in: a path of this site. */
+const safeNext = (next: string | undefined) => (next !== undefined && /^\/(?!\/)[^\\\s]*$/.test(next) ? next : "/");
+
+export function consoleRoutes(deps: ConsoleDeps) {
+  const { config, sql, log } = deps;
+  const limiter = deps.limiter ?? createSignInLimiter();
+  const matches = secretMatcher(config.apiToken);
+  const cookies = { publicUrl: config.publicUrl, sessionHours: config.console.sessionHours };
+  const app = new Hono<ConsoleEnv>();
+
+  const headers = secureHeaders({
+    contentSecurityPolicy: {
+      defaultSrc: ["'self'"],
+      scriptSrc: ["'self'"],
+      styleSrc: ["'self'"],
+      imgSrc: ["'self'", "data:"],
+      connectSrc: ["'self'"],
+      formAction: ["'self'"],
+      frameAncestors: ["'none'"],
+      baseUri: ["'none'"],
+      objectSrc: ["'none'"],
+    },
+    referrerPolicy: "same-origin",
+    strictTransportSecurity: config.publicUrl.startsWith("https:") ? "max-age=31536000" : false,
+  });
+  for (const path of [...CONSOLE_PATHS, "/sign-in", "/sign-out", "/assets/*"]) app.use(path, headers);
+  app.route("/", assetRoutes());
+
+  const signInPage = (c: Context, o: { next: string; error?: string | undefined; notice?: string | undefined; status?: 200 | 403 | 429 }) =>
+    renderPage(c, {
+      title: "Sign in",
+      status: o.status ?? 200,
+      body: html`<div class="signin">
+        <h1>Sign in to tracklane</h1>
+        ${o.error ? errorBox(o.error) : null}
+        ${o.notice ? noticeBox(o.notice) : null}
+        <form method="post" action="/sign-in">
+          <input type="hidden" name="next" value=${o.next} />
+          <label>API token<input name="token" type="password" autocomplete="current-password" required /></label>
+          <button type="submit">Sign in</button>
+        </form>
+        <p>The token is tracklane's API_TOKEN (printed at the first start, or in DATA_DIR/api-token).</p>
+      </div>`,
+    });
+
+  app.get("/sign-in", async (c) => {
+    const next = safeNext(c.req.query("next"));
+    const token = getCookie(c, SESSION_COOKIE);
+    if (token && (await findSession(sql, token))) return c.redirect(next, 303);
+    return signInPage(c, { next, notice: c.req.query("signed-out") === "1" ? "Signed out." : undefined });
+  });
+
+  app.post("/sign-in", async (c) => {
+    const form = await c.req.parseBody();
+    const next = safeNext(typeof form["next"] === "string" ? form["next"] : undefined);
+    if (!sameOrigin(c, config.publicUrl)) return c.text("Forbidden: sign in from tracklane's own sign-in page (Origin)", 403);
+    const who = clientAddress(c);
+    const wait = limiter.retryAfterS(who);
+    if (wait > 0) {
+      c.header("retry-after", String(wait));
+      return signInPage(c, { next, status: 429, error: `Too many failed sign-ins from your address: try again in ${wait} s.` });
+    }
+    const token = form["token"];
+    if (typeof token !== "string" || !matches(token)) {
+      limiter.failed(who);
+      // The address, never the token: a mistyped token is usually most of the real one.
+      log.warn({ address: who }, "console sign-in failed");
+      return signInPage(c, { next, status: 403, error: "That is not the API token." });
+    }
+    limiter.succeeded(who);
+    await signIn(c, sql, cookies);
+    return c.redirect(next, 303);
+  });
+
+  app.post("/sign-out", sessionRequired(sql), csrfRequired(config.publicUrl), async (c) => {
+    await endSession(sql, c.get("session").id);
+    clearSessionCookie(c, cookies);
+    return c.redirect("/sign-in?signed-out=1", 303);
+  });
+
+  for (const path of CONSOLE_PATHS) {
+    app.use(path, sessionRequired(sql));
+    app.use(path, csrfRequired(config.publicUrl));
+    // Pages hold order data: neither proxies nor the back button should keep them.
+    app.use(path, async (c, next) => {
+      await next();
+      if (!c.res.headers.has("cache-control")) c.header("cache-control", "no-store");
+    });
+  }
+  app.route("/", orderPages({ sql, timeZone: config.provider.timezone }));
+  return app;
+}

@@ -1,0 +1,426 @@
+/**
+ * The console's orders: a filtered list that updates itself, and an order's page with its
+ * status, placement, rider, path, timeline, commands and the actions a person may take.
+ * Every action has a confirmation page (a GET) whose form posts it, so they work with
+ * JavaScript off; after the post the browser is sent back to the order (303).
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import type { Sql } from "postgres";
+import { z } from "zod";
+import { confirmPlacement, createCommand, retryCommand, retryPlacement } from "../../commands/service.ts";
+import { commandById, commandsWithAnswersOf } from "../../commands/store.ts";
+import type { CommandWithAnswer } from "../../commands/store.ts";
+import { coordinates, isJsonObject } from "../../domain/normalise.ts";
+import { CANONICAL_STATUSES, canonicalStatus } from "../../domain/statuses.ts";
+import { orderTimeline } from "../../events/log.ts";
+import { PLACEMENT_STATES } from "../../orders/json.ts";
+import { findOrder, findOrderById, listOrders } from "../../orders/read.ts";
+import type { OrderRow } from "../../orders/read.ts";
+import { CANCEL_USERS } from "../../provider/schemas.ts";
+import { toApiError } from "../errors.ts";
+import type { ConsoleEnv } from "./auth.ts";
+import { html } from "./html.ts";
+import type { JSXNode } from "./html.ts";
+import { badge, csrfField, errorBox, noticeBox, renderFragment, renderPage, timeOf } from "./layout.ts";
+import { riderPath } from "./svg.ts";
+import type { PathPoint } from "./svg.ts";
+
+export interface OrdersDeps {
+  sql: Sql;
+  timeZone: string;
+}
+
+const PAGE_SIZE = 50;
+/** Events shown on an order's page; the API pages through the rest. */
+const TIMELINE_MAX = 500;
+
+const SINCE = { "1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000 } as const;
+const blankToUndefined = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
+
+const ListQuery = z.object({
+  q: z.preprocess(blankToUndefined, z.string().trim().max(128).optional()),
+  status: z.preprocess(blankToUndefined, z.enum(CANONICAL_STATUSES).optional()),
+  placement: z.preprocess(blankToUndefined, z.enum(PLACEMENT_STATES).optional()),
+  store: z.preprocess(blankToUndefined, z.string().trim().max(64).optional()),
+  updated: z.preprocess(blankToUndefined, z.enum(["1h", "24h", "7d"]).optional()),
+  before: z.preprocess(blankToUndefined, z.coerce.number().int().positive().optional()),
+});
+type ListQuery = z.infer<typeof ListQuery>;
+
+const OrderId = z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+
+/** The query string of a list (the filters only, for links and the live fragment). */
+function filterQuery(q: ListQuery, extra: Record<string, string> = {}): string {
+  const params = new URLSearchParams();
+  for (const key of ["status", "placement", "store", "updated"] as const) {
+    const value = q[key];
+    if (value !== undefined) params.set(key, value);
+  }
+  for (const [k, v] of Object.entries(extra)) params.set(k, v);
+  const text = params.toString();
+  return text === "" ? "" : `?${text}`;
+}
+
+/** What a query's problem is, in a sentence naming the field. */
+function problemOf(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.join(".") || "query"}: ${i.message}`).join("; ");
+}
+
+export function orderPages(deps: OrdersDeps) {
+  const { sql, timeZone } = deps;
+  const at = (d: Date | null) => timeOf(d, timeZone);
+  const app = new Hono<ConsoleEnv>();
+
+  const rowsOf = (rows: readonly OrderRow[]) =>
+    rows.length === 0
+      ? html`<tr><td colspan="8">No orders match.</td></tr>`
+      : rows.map(
+          (o) => html`<tr>
+            <td><a href=${`/orders/${o.id}`}>${o.client_order_id ?? `#${o.id}`}</a></td>
+            <td class="wide">${o.svc_order_id ?? "–"}</td>
+            <td>${badge(canonicalStatus(o.status))}</td>
+            <td>${badge(o.placement_state)}</td>
+            <td class="wide">${o.rider_name ?? o.rider_id ?? "–"}</td>
+            <td class="wide">${o.store_code ?? "–"}</td>
+            <td>${at(o.last_event_at)}</td>
+            <td class="wide">${at(o.updated_at)}</td>
+          </tr>`,
+        );
+
+  const filtersOf = (q: ListQuery) => ({
+    status: q.status,
+    placement: q.placement,
+    storeCode: q.store,
+    updatedAfter: q.updated === undefined ? undefined : new Date(Date.now() - SINCE[q.updated]),
+  });
+
+  app.get("/orders/rows", async (c) => {
+    const parsed = ListQuery.safeParse(c.req.query());
+    if (!parsed.success) return c.text(problemOf(parsed.error), 400);
+    const page = await listOrders(sql, { ...filtersOf(parsed.data), limit: PAGE_SIZE });
+    return renderFragment(c, html`${rowsOf(page.rows)}`);
+  });
+
+  app.get("/orders", async (c) => {
+    const parsed = ListQuery.safeParse(c.req.query());
+    const csrf = c.get("session").csrfToken;
+    if (!parsed.success) {
+      return renderPage(c, { title: "Orders", nav: "/orders", csrf, status: 400, body: html`<h1>Orders</h1>${errorBox(problemOf(parsed.error))}<p><a href="/orders">All orders</a></p>` });
+    }
+    const q = parsed.data;
+    let searched: JSXNode | null = null;
+    if (q.q !== undefined) {
+      const order = (await findOrder(sql, { by: "client", id: q.q })) ?? (await findOrder(sql, { by: "svc", id: q.q }));
+      if (order) return c.redirect(`/orders/${order.id}`, 303);
+      searched = errorBox(`No order has the id ${q.q} (neither as client_order_id nor as svc_order_id).`);
+    }
+    const page = await listOrders(sql, { ...filtersOf(q), limit: PAGE_SIZE, beforeId: q.before });
+    const option = (value: string, current: string | undefined, label = value) => html`<option value=${value} selected=${value === (current ?? "")}>${label}</option>`;
+    const live = q.before === undefined ? `/orders/rows${filterQuery(q)}` : undefined;
+    return renderPage(c, {
+      title: "Orders",
+      nav: "/orders",
+      csrf,
+      status: searched ? 404 : 200,
+      body: html`<h1>Orders</h1>
+        ${searched}
+        <form class="filters" method="get" action="/orders" role="search">
+          <label>Order id (either)<input name="q" type="search" value=${q.q ?? ""} placeholder="client or provider id" /></label>
+          <label>Status<select name="status">${option("", q.status, "any")}${CANONICAL_STATUSES.map((s) => option(s, q.status))}</select></label>
+          <label>Placement<select name="placement">${option("", q.placement, "any")}${PLACEMENT_STATES.map((s) => option(s, q.placement))}</select></label>
+          <label>Store<input name="store" value=${q.store ?? ""} size="10" /></label>
+          <label>Updated<select name="updated">${option("", q.updated, "any time")}${option("1h", q.updated, "last hour")}${option("24h", q.updated, "last 24 hours")}${option("7d", q.updated, "last 7 days")}</select></label>
+          <button type="submit">Show</button>
+        </form>
+        <table>
+          <caption>${live ? "Newest first; this list updates by itself." : "Newest first."}</caption>
+          <thead><tr><th scope="col">Order</th><th scope="col" class="wide">Provider id</th><th scope="col">Status</th><th scope="col">Placement</th><th scope="col" class="wide">Rider</th><th scope="col" class="wide">Store</th><th scope="col">Last event</th><th scope="col" class="wide">Updated</th></tr></thead>
+          <tbody data-live=${live}>${rowsOf(page.rows)}</tbody>
+        </table>
+        <p class="pager">
+          ${q.before !== undefined ? html`<a href=${`/orders${filterQuery(q)}`}>Newest</a>` : null}
+          ${page.nextId !== null ? html`<a href=${`/orders${filterQuery(q, { before: String(page.nextId) })}`}>Older orders</a>` : null}
+        </p>`,
+    });
+  });
+
+  /** The order of the path's id, or a 404 page. */
+  const orderOf = async (c: Context<ConsoleEnv>): Promise<OrderRow | Response> => {
+    const id = OrderId.safeParse(c.req.param("id"));
+    const order = id.success ? await findOrderById(sql, id.data) : undefined;
+    if (order) return order;
+    return renderPage(c, {
+      title: "Order not found",
+      nav: "/orders",
+      csrf: c.get("session").csrfToken,
+      status: 404,
+      body: html`<h1>Order not found</h1>${errorBox(`There is no order ${c.req.param("id") ?? ""}.`)}<p><a href="/orders">All orders</a></p>`,
+    });
+  };
+
+  const summaryOf = (o: OrderRow) => html`<dl class="facts">
+      <dt>Status</dt><dd>${badge(canonicalStatus(o.status))} ${o.provider_status && o.provider_status !== o.status ? html`(provider: ${o.provider_status})` : null} ${at(o.status_at)}</dd>
+      <dt>Placement</dt><dd>${badge(o.placement_state)} ${o.placement_error ?? ""}</dd>
+      <dt>Rider</dt><dd>${o.rider_name ?? o.rider_id ?? "none yet"}${o.rider_contact ? html`, <a href=${`tel:${o.rider_contact}`}>${o.rider_contact}</a>` : null}${o.rider_location_at ? html`; last seen ${at(o.rider_location_at)}` : null}</dd>
+      <dt>Client id</dt><dd>${o.client_order_id ?? "–"}</dd>
+      <dt>Provider ids</dt><dd>${o.svc_order_ids.length > 0 ? o.svc_order_ids.join(", ") : (o.svc_order_id ?? "none yet")}</dd>
+      <dt>Store</dt><dd>${o.store_code ?? "–"}</dd>
+      <dt>AWB</dt><dd>${o.awb_number ?? "–"}</dd>
+      <dt>Tracking</dt><dd>${o.track_url ? html`<a href=${o.track_url} rel="noreferrer noopener">${o.track_url}</a>` : "–"}</dd>
+      <dt>Events</dt><dd>${o.event_count}, last ${at(o.last_event_at)}</dd>
+    </dl>`;
+
+  const commandsOf = (commands: readonly CommandWithAnswer[]) =>
+    commands.length === 0
+      ? html`<p>No commands sent for this order.</p>`
+      : html`<table>
+          <thead><tr><th scope="col">Command</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Provider's answer</th><th scope="col" class="wide">Sent</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead>
+          <tbody>
+            ${commands.map(
+              (k) => html`<tr>
+                <td>#${k.id} ${k.kind}</td>
+                <td>${badge(k.state)}${k.outcome_unknown ? " (outcome unknown)" : ""}</td>
+                <td class="num">${k.attempts}</td>
+                <td>${answerOf(k)}</td>
+                <td class="wide">${at(k.created_at)}</td>
+                <td>${k.state === "failed" ? html`<a class="button secondary" href=${`/commands/${k.id}/retry`}>Retry…</a>` : null}</td>
+              </tr>`,
+            )}
+          </tbody>
+        </table>`;
+
+  const timelineOf = (events: readonly { id: number; kind: string; provider_status: string | null; occurred_at: Date; source: string }[]) =>
+    events.length === 0
+      ? html`<p>No events yet.</p>`
+      : html`<table>
+          <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col" class="wide">From</th></tr></thead>
+          <tbody>
+            ${events.map(
+              (e) => html`<tr><td>${at(e.occurred_at)}</td><td>${e.kind === "location" ? "rider location" : badge(canonicalStatus(e.provider_status) ?? e.provider_status)}</td><td class="wide">${e.source}</td></tr>`,
+            )}
+          </tbody>
+        </table>`;
+
+  /** The parts of an order's page that move: status, actions, commands and timeline. */
+  const liveParts = async (o: OrderRow) => {
+    const [timeline, commands] = await Promise.all([orderTimeline(sql, o, { limit: TIMELINE_MAX }), commandsWithAnswersOf(sql, o.id)]);
+    const path: PathPoint[] = [];
+    for (const e of timeline.rows) {
+      const point = isJsonObject(e.payload) ? coordinates(e.payload) : null;
+      if (point) path.push({ ...point, at: e.occurred_at });
+    }
+    const describe = (d: Date) => new Intl.DateTimeFormat("en-GB", { timeZone, hour: "2-digit", minute: "2-digit" }).format(d);
+    return html`<h2>Summary</h2>
+      ${summaryOf(o)}
+      <h2>Actions</h2>
+      ${actionsOf(o)}
+      <h2>Rider's path</h2>
+      ${riderPath(path, describe)}
+      <h2>Commands</h2>
+      ${commandsOf(commands)}
+      <h2>Timeline</h2>
+      ${timelineOf(timeline.rows)}
+      ${timeline.next ? html`<p>Showing the first ${TIMELINE_MAX} events; the API (GET /v1/orders/{order}/events) pages through all of them.</p>` : null}`;
+  };
+
+  app.get("/orders/:id/live", async (c) => {
+    const order = await orderOf(c);
+    if (order instanceof Response) return order;
+    return renderFragment(c, await liveParts(order));
+  });
+
+  app.get("/orders/:id", async (c) => {
+    const order = await orderOf(c);
+    if (order instanceof Response) return order;
+    const csrf = c.get("session").csrfToken;
+    const done = doneNotice(c.req.query("done"), c.req.query("command"));
+    return renderPage(c, {
+      title: `Order ${order.client_order_id ?? order.id}`,
+      nav: "/orders",
+      csrf,
+      body: html`<p><a href="/orders">← Orders</a></p>
+        <h1>Order ${order.client_order_id ?? `#${order.id}`}</h1>
+        ${done ? noticeBox(done) : null}
+        <div data-live=${`/orders/${order.id}/live`}>${await liveParts(order)}</div>`,
+    });
+  });
+
+  // ---------------------------------------------------------------- actions
+
+  for (const action of ORDER_ACTIONS) {
+    app.get(`/orders/:id/${action.path}`, async (c) => {
+      const order = await orderOf(c);
+      if (order instanceof Response) return order;
+      return confirmPage(c, order, action);
+    });
+    app.post(`/orders/:id/${action.path}`, async (c) => {
+      const order = await orderOf(c);
+      if (order instanceof Response) return order;
+      const form = await c.req.parseBody();
+      const input = action.fields.safeParse(form);
+      if (!input.success) return confirmPage(c, order, action, { status: 422, error: problemOf(input.error) });
+      try {
+        const commandId = await action.run(sql, order, input.data);
+        return c.redirect(`/orders/${order.id}?done=${action.path}&command=${commandId}`, 303);
+      } catch (err) {
+        const api = toApiError(err);
+        if (api.code === "internal_error" || api.code === "database_unavailable") throw err;
+        return confirmPage(c, order, action, { status: api.code === "order_not_found" ? 404 : 409, error: api.message });
+      }
+    });
+  }
+
+  const confirmPage = (c: Context<ConsoleEnv>, order: OrderRow, action: OrderAction, problem?: { status: 404 | 409 | 422; error: string }) =>
+    renderPage(c, {
+      title: `${action.title} · order ${order.client_order_id ?? order.id}`,
+      nav: "/orders",
+      csrf: c.get("session").csrfToken,
+      status: problem?.status ?? 200,
+      body: html`<p><a href=${`/orders/${order.id}`}>← Order ${order.client_order_id ?? `#${order.id}`}</a></p>
+        <h1>${action.title}?</h1>
+        ${problem ? errorBox(problem.error) : null}
+        <p>${action.explain(order)}</p>
+        <form method="post" action=${`/orders/${order.id}/${action.path}`}>
+          ${csrfField(c.get("session").csrfToken)}
+          ${action.inputs}
+          <div class="actions">
+            <button type="submit" class=${action.danger ? "danger" : undefined}>${action.title}</button>
+            <a class="button secondary" href=${`/orders/${order.id}`}>Keep it as it is</a>
+          </div>
+        </form>`,
+    });
+
+  app.get("/commands/:id/retry", async (c) => {
+    const command = await commandOf(c);
+    if (command instanceof Response) return command;
+    return retryCommandPage(c, command);
+  });
+  app.post("/commands/:id/retry", async (c) => {
+    const command = await commandOf(c);
+    if (command instanceof Response) return command;
+    try {
+      const id = await retryCommand(sql, command.id);
+      return c.redirect(`/orders/${command.order_id}?done=retry-command&command=${id}`, 303);
+    } catch (err) {
+      const api = toApiError(err);
+      if (api.code === "internal_error" || api.code === "database_unavailable") throw err;
+      return retryCommandPage(c, command, api.message);
+    }
+  });
+
+  const commandOf = async (c: Context<ConsoleEnv>) => {
+    const id = OrderId.safeParse(c.req.param("id"));
+    const command = id.success ? await commandById(sql, id.data) : undefined;
+    if (command) return command;
+    return renderPage(c, { title: "Command not found", nav: "/orders", csrf: c.get("session").csrfToken, status: 404, body: html`<h1>Command not found</h1>${errorBox(`There is no command ${c.req.param("id") ?? ""}.`)}` });
+  };
+
+  const retryCommandPage = (c: Context<ConsoleEnv>, command: NonNullable<Awaited<ReturnType<typeof commandById>>>, error?: string) =>
+    renderPage(c, {
+      title: `Retry command #${command.id}`,
+      nav: "/orders",
+      csrf: c.get("session").csrfToken,
+      status: error ? 409 : 200,
+      body: html`<p><a href=${`/orders/${command.order_id}`}>← Its order</a></p>
+        <h1>Retry command #${command.id} (${command.kind})?</h1>
+        ${error ? errorBox(error) : null}
+        <p>It failed after ${command.attempts} attempt${command.attempts === 1 ? "" : "s"}: ${command.last_error ?? "no error recorded"}. Retrying sends the same request to the provider again, as a new round of attempts.</p>
+        <form method="post" action=${`/commands/${command.id}/retry`}>
+          ${csrfField(c.get("session").csrfToken)}
+          <div class="actions"><button type="submit">Retry</button><a class="button secondary" href=${`/orders/${command.order_id}`}>Leave it</a></div>
+        </form>`,
+    });
+
+  return app;
+}
+
+/** The provider's last answer to a command, or its error, shortened. */
+function answerOf(k: CommandWithAnswer): string {
+  if (k.last_error) return k.last_error;
+  if (k.response === null || k.response === undefined) return k.state === "pending" ? "waiting" : "–";
+  const text = JSON.stringify(k.response);
+  return text.length > 300 ? `${text.slice(0, 299)}…` : text;
+}
+
+/** The notice after an action, from its name (never text taken from the URL). */
+function doneNotice(done: string | undefined, command: string | undefined): string | null {
+  const action = ORDER_ACTIONS.find((a) => a.path === done);
+  const what = action?.title ?? (done === "retry-command" ? "Retry" : null);
+  if (what === null) return null;
+  const id = command !== undefined && /^\d{1,15}$/.test(command) ? ` as command #${command}` : "";
+  return `${what}: recorded${id}. The provider's answer shows under Commands as soon as it comes.`;
+}
+
+interface OrderAction {
+  path: string;
+  title: string;
+  danger?: boolean;
+  explain: (o: OrderRow) => string;
+  inputs: JSXNode | null;
+  fields: z.ZodType<Record<string, string>>;
+  /** Does it; the command's id. */
+  run: (sql: Sql, o: OrderRow, input: Record<string, string>) => Promise<number>;
+}
+
+const noFields = z.object({}).transform(() => ({}) as Record<string, string>);
+
+const ORDER_ACTIONS: readonly OrderAction[] = [
+  {
+    path: "cancel",
+    title: "Cancel the order",
+    danger: true,
+    explain: () => "tracklane asks the provider to cancel this order. A rider on the way is called off.",
+    inputs: html`<p><label>Reason<input name="reason" required maxlength="200" /></label></p>
+      <p><label>Asked by<select name="user">${CANCEL_USERS.map((u) => html`<option value=${u} selected=${u === "Seller"}>${u}</option>`)}</select></label></p>`,
+    fields: z.object({ reason: z.string().trim().min(1, "give a reason").max(200), user: z.enum(CANCEL_USERS) }),
+    run: async (sql, o, input) => await createCommand(sql, o, "cancel", { reason: input["reason"]!, user: input["user"]! }),
+  },
+  {
+    path: "dispatch-ready",
+    title: "Mark ready for pickup",
+    explain: () => "tracklane tells the provider the shipment is ready to be picked up now.",
+    inputs: null,
+    fields: noFields,
+    run: async (sql, o) => await createCommand(sql, o, "dispatch_ready", { shipment_ready_timestamp: new Date().toISOString() }),
+  },
+  {
+    path: "stop-reattempt",
+    title: "Stop re-attempts",
+    explain: () => "tracklane asks the provider to stop re-attempting delivery of this order.",
+    inputs: null,
+    fields: noFields,
+    run: async (sql, o) => await createCommand(sql, o, "stop_reattempt", {}),
+  },
+  {
+    path: "confirm-placement",
+    title: "Confirm the placement",
+    explain: () =>
+      "Nobody knows whether the provider created this order: its answer was lost. If you found it at the provider, give the provider's order id; the order becomes placed with it.",
+    inputs: html`<p><label>The provider's order id<input name="svc_order_id" required maxlength="128" inputmode="numeric" /></label></p>`,
+    fields: z.object({ svc_order_id: z.string().trim().min(1, "give the provider's order id").max(128) }),
+    run: async (sql, o, input) => (await confirmPlacement(sql, o.id, input["svc_order_id"]!)).commandId,
+  },
+  {
+    path: "retry-placement",
+    title: "Place it again",
+    danger: true,
+    explain: () =>
+      "Only when you checked that the provider has no such order: the original request is sent again. If the lost attempt did create an order, this creates a second one.",
+    inputs: null,
+    fields: noFields,
+    run: async (sql, o) => await retryPlacement(sql, o.id),
+  },
+];
+
+/** The actions that make sense for the order now, as links to their confirmation pages. */
+function actionsOf(o: OrderRow): JSXNode {
+  const status = canonicalStatus(o.status);
+  const finished = status === "DELIVERED" || status === "CANCELLED" || status === "CANCELLED_BY_CUSTOMER" || status === "RETURNED_TO_SELLER";
+  const offered = ORDER_ACTIONS.filter((a) => {
+    if (a.path === "confirm-placement" || a.path === "retry-placement") return o.placement_state === "unconfirmed";
+    return !finished && o.placement_state !== "pending" && o.placement_state !== "unconfirmed" && o.placement_state !== "failed";
+  });
+  if (offered.length === 0) return html`<p>Nothing to do: ${finished ? "the order is finished." : "wait for its placement."}</p>`;
+  return html`<div class="actions">${offered.map((a) => html`<a class=${a.danger ? "button secondary" : "button"} href=${`/orders/${o.id}/${a.path}`}>${a.title}…</a>`)}</div>`;
+}

@@ -1,0 +1,42 @@
+/**
+ * Console sessions: the one owner of console_sessions. The browser holds a random token;
+ * the table holds its SHA-256, so a copy of the database signs nobody in. A session ends
+ * at its expiry or when it signs out.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import type { Tx } from "../db/client.ts";
+
+export interface Session {
+  /** Hex SHA-256 of the token. */
+  id: string;
+  csrfToken: string;
+  expiresAt: Date;
+}
+
+const hashOf = (token: string) => createHash("sha256").update(token, "utf8").digest("hex");
+const newToken = () => randomBytes(32).toString("base64url");
+
+/** A new session lasting `ttlMs`; the token goes in the cookie and nowhere else. Expired sessions are removed on the way. */
+export async function startSession(sql: Tx, ttlMs: number): Promise<{ token: string; session: Session }> {
+  const token = newToken();
+  const csrfToken = newToken();
+  const id = hashOf(token);
+  await sql`delete from console_sessions where expires_at <= now()`;
+  const [row] = await sql<{ expires_at: Date }[]>`
+    insert into console_sessions (id, csrf_token, expires_at)
+    values (${id}, ${csrfToken}, now() + ${ttlMs}::int8 * interval '1 millisecond')
+    returning expires_at`;
+  return { token, session: { id, csrfToken, expiresAt: row!.expires_at } };
+}
+
+/** The live session of this cookie token, if any. */
+export async function findSession(sql: Tx, token: string): Promise<Session | undefined> {
+  const [row] = await sql<{ id: string; csrf_token: string; expires_at: Date }[]>`
+    select id, csrf_token, expires_at from console_sessions where id = ${hashOf(token)} and expires_at > now()`;
+  return row ? { id: row.id, csrfToken: row.csrf_token, expiresAt: row.expires_at } : undefined;
+}
+
+/** Signing out: the session is gone for every copy of its cookie. */
+export async function endSession(sql: Tx, id: string): Promise<void> {
+  await sql`delete from console_sessions where id = ${id}`;
+}
