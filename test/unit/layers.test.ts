@@ -12,7 +12,7 @@ import type { DomainErrorKind } from "../../src/domain/errors.ts";
 import { statusOf, toApiError } from "../../src/http/errors.ts";
 
 const SRC = join(import.meta.dirname, "../../src");
-const CORE = ["domain", "db", "ingest", "events", "projection", "orders", "commands", "awb", "reconcile", "provider", "worker", "notify"];
+const CORE = ["domain", "db", "ingest", "events", "projection", "orders", "commands", "awb", "reconcile", "provider", "worker", "notify", "sessions"];
 
 /** The modules allowed to write each table (docs/architecture.md, "Tables and their owners"). */
 const OWNERS: Record<string, string[]> = {
@@ -29,6 +29,8 @@ const OWNERS: Record<string, string[]> = {
   // New deliveries are written by the outbox with their message; their state by deliveries.ts.
   notification_deliveries: ["notify/outbox.ts", "notify/deliveries.ts"],
   notification_attempts: ["notify/deliveries.ts"],
+  console_sessions: ["sessions/store.ts"],
+  console_marks: ["sessions/marks.ts"],
 };
 
 function files(dir: string): string[] {

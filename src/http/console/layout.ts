@@ -29,9 +29,8 @@ export interface PageOptions {
   csrf?: string | undefined;
 }
 
-/** A whole page, server-rendered; renders in `Server-Timing` (measured by the bench). */
+/** A whole page, server-rendered. */
 export async function renderPage(c: Context, o: PageOptions): Promise<Response> {
-  const started = performance.now();
   const doc = html`<html lang="en">
     <head>
       <meta charset="utf-8" />
@@ -55,9 +54,7 @@ export async function renderPage(c: Context, o: PageOptions): Promise<Response> 
       <main id="main">${o.body}</main>
     </body>
   </html>`;
-  const text = `<!doctype html>${await doc.toString()}`;
-  c.header("server-timing", `render;dur=${(performance.now() - started).toFixed(1)}`);
-  return c.html(text, o.status ?? 200);
+  return c.html(`<!doctype html>${await doc.toString()}`, o.status ?? 200);
 }
 
 /** A fragment for live updates (no shell). */
