@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { ConfigError, ENV_DOCS, envVariables, loadConfig, resolveLogFormat } from "../../src/config.ts";
+import { ConfigError, ENV_DOCS, envVariables, loadConfig, resolveLogFormat, settingsShown } from "../../src/config.ts";
 
 const dataDir = () => mkdtempSync(join(tmpdir(), "tracklane-config-"));
 
@@ -263,5 +263,27 @@ describe("NOTIFY_* (outbound notifications)", () => {
       'NOTIFY_TIMEOUT_MS: must be at least 100 (found "50"); e.g. NOTIFY_TIMEOUT_MS=5000',
     ]);
     assert.match(problems({ NOTIFY_TIMEOUT_MS: "120001" })[0]!, /^NOTIFY_TIMEOUT_MS: must be at most 120000/);
+  });
+});
+
+describe("settingsShown (the console's system page)", () => {
+  it("shows what was set, hides every secret, masks the database password, and marks the rest as defaults", () => {
+    const shown = settingsShown({
+      API_TOKEN: "tok-0123456789abcdef-secret",
+      CALLBACK_SECRET: "cb-0123456789abcdef-secret",
+      DATABASE_URL: "postgres://tracklane:pa55word@db.internal:5432/tracklane?sslpassword=also-secret",
+      PORT: "8080",
+      STUCK_AFTER_MIN: "",
+    });
+    const byName = new Map(shown.map((s) => [s.name, s]));
+    assert.equal(byName.get("API_TOKEN")!.value, "(hidden)");
+    assert.equal(byName.get("CALLBACK_SECRET")!.value, "(hidden)");
+    assert.equal(byName.get("DATABASE_URL")!.value, "postgres://tracklane:***@db.internal:5432/tracklane");
+    assert.equal(byName.get("PORT")!.value, "8080");
+    assert.equal(byName.get("STUCK_AFTER_MIN")!.value, null, "blank is unset");
+    assert.equal(byName.get("STUCK_AFTER_MIN")!.default, "45");
+    const text = JSON.stringify(shown);
+    for (const secret of ["tok-0123456789abcdef-secret", "cb-0123456789abcdef-secret", "pa55word", "also-secret"]) assert.ok(!text.includes(secret), secret);
+    assert.deepEqual(shown.map((s) => s.name), envVariables().map((v) => v.name), "every variable, in order");
   });
 });
