@@ -165,3 +165,54 @@ export async function lastReplenishedAt(sql: Tx): Promise<Date | null> {
     select max(completed_at) as at from awb_requests where status = 'completed' and added > 0`;
   return row?.at ?? null;
 }
+
+/** The available level at a time. */
+export interface PoolLevel {
+  at: Date;
+  level: number;
+}
+
+/**
+ * The available level over the last `hours`: the level at its start, then one point per
+ * `stepS`-second bucket in which numbers were added or allocated (the level at the end of
+ * that bucket), so at most hours * 3600 / stepS + 1 points. One statement: the level now
+ * (an index-only scan of awb_numbers_available_idx), and the changes since the start
+ * (+1 at each number's created_at, -1 at each allocated_at) summed per bucket and run
+ * backwards from now. The changes since the start come from the indexes on created_at
+ * and allocated_at: only the window's rows are read, however many numbers were ever used.
+ */
+export async function poolLevels(sql: Tx, o: { hours: number; stepS: number }): Promise<{ from: Date; to: Date; points: PoolLevel[] }> {
+  const rows = await sql<{ at: Date; level: number; t0: Date; t1: Date }[]>`
+    with bounds as materialized (
+      select now() as t1, now() - make_interval(hours => ${o.hours}) as t0
+    ),
+    changes as (
+      select a.created_at as at, 1 as d from awb_numbers a, bounds b where a.created_at > b.t0
+      union all
+      select a.allocated_at, -1 from awb_numbers a, bounds b where a.allocated_at > b.t0
+    ),
+    buckets as materialized (
+      select date_bin(make_interval(secs => ${o.stepS}), at, timestamptz '2000-01-01 00:00:00+00') as at, sum(d)::int as delta
+      from changes group by 1
+    ),
+    now_level as materialized (
+      select count(*)::int as n from awb_numbers where state = 'available'
+    )
+    select 0 as k, b.t0 as at, (n.n - coalesce((select sum(delta) from buckets), 0))::int as level, b.t0, b.t1
+    from bounds b cross join now_level n
+    union all
+    -- The level at the end of each bucket: the level now, less what changed after it.
+    select 1, greatest(s.at, b.t0), (n.n - coalesce(sum(s.delta) over (order by s.at desc rows between unbounded preceding and 1 preceding), 0))::int,
+           b.t0, b.t1
+    from buckets s cross join bounds b cross join now_level n
+    order by k, at`;
+  const first = rows[0]!;
+  return { from: first.t0, to: first.t1, points: rows.map((r) => ({ at: r.at, level: r.level })) };
+}
+
+/** How many numbers are available, counting no further than `cap` (a bounded index-only scan of awb_numbers_available_idx). */
+export async function availableUpTo(sql: Tx, cap: number): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from (select 1 from awb_numbers where state = 'available' limit ${Math.max(1, cap)}) s`;
+  return row?.n ?? 0;
+}

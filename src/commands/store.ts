@@ -17,7 +17,7 @@ export const COMMAND_STATES = ["pending", "succeeded", "failed"] as const;
 export type CommandRow = typeof commands.$inferSelect;
 /** A command as the API lists it. */
 export type CommandSummary = Pick<CommandRow, "id" | "kind" | "state" | "attempts" | "last_error" | "created_at" | "completed_at">;
-export type CommandListRow = CommandSummary & { client_order_id: string | null; svc_order_id: string | null };
+export type CommandListRow = CommandSummary & Pick<CommandRow, "order_id"> & { client_order_id: string | null; svc_order_id: string | null };
 
 export const COMMAND_TASK = "command__execute";
 
@@ -162,14 +162,15 @@ export async function commandsWithAnswersOf(tx: Tx, orderId: number): Promise<Co
 
 /**
  * Commands of every order, newest first (by id: a backward scan of the primary key, so no
- * index of its own; the filters are checked on the way).
+ * index of its own; the filters are checked on the way). With state failed:
+ * commands_failed_idx, which holds only those, in this order.
  */
 export async function listCommands(
   tx: Tx,
   f: { state?: string | undefined; kind?: string | undefined; limit: number; beforeId?: number | undefined },
 ): Promise<{ rows: CommandListRow[]; nextId: number | null }> {
   const rows = await tx<CommandListRow[]>`
-    select c.id, c.kind, c.state, c.attempts, c.last_error, c.created_at, c.completed_at, o.client_order_id, o.svc_order_id
+    select c.id, c.order_id, c.kind, c.state, c.attempts, c.last_error, c.created_at, c.completed_at, o.client_order_id, o.svc_order_id
     from commands c join orders o on o.id = c.order_id
     where true
       ${f.state !== undefined ? tx`and c.state = ${f.state}` : tx``}
@@ -178,6 +179,13 @@ export async function listCommands(
     order by c.id desc
     limit ${f.limit + 1}`;
   return pageOf(rows, f.limit);
+}
+
+/** How many commands failed, counting no further than `cap` (an index-only scan of commands_failed_idx). */
+export async function countFailedCommands(tx: Tx, cap: number): Promise<number> {
+  const [row] = await tx<{ n: number }[]>`
+    select count(*)::int as n from (select 1 from commands where state = 'failed' limit ${cap}) s`;
+  return row?.n ?? 0;
 }
 
 /** A command with the state of its order, as a run of the command needs them. */

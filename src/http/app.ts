@@ -104,7 +104,7 @@ export function createApp(deps: AppDeps) {
     },
   });
   app.route("/", docsRoutes());
-  app.route("/", consoleRoutes({ config: deps.config, sql: deps.sql, log: deps.log }));
+  app.route("/", consoleRoutes({ config: deps.config, sql: deps.sql, log: deps.log, provider: deps.provider }));
 
   app.notFound((c) => {
     throw new ApiError("not_found", `no route for ${c.req.method} ${redactPath(c.req.path)}`);

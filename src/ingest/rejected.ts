@@ -30,3 +30,38 @@ export async function listRejected(sql: Tx, page: { limit: number; beforeId?: nu
     limit ${page.limit + 1}`;
   return pageOf(rows, page.limit);
 }
+
+/** A rejected callback as a list shows it: its body cut to an excerpt. */
+export type RejectedSummary = Pick<RejectedRow, "id" | "received_at" | "reason" | "content_type" | "body_bytes"> & {
+  excerpt: string;
+  /** The body goes on after the excerpt. */
+  cut: boolean;
+};
+
+/**
+ * Rejected callbacks after `afterId` (the console's "seen" mark): how many, counting no
+ * further than `cap`, and the newest `limit` with the first `excerptChars` characters of
+ * their bodies. Both are range scans of the primary key from the mark.
+ */
+export async function rejectedSince(
+  sql: Tx,
+  afterId: number,
+  o: { limit: number; cap: number; excerptChars: number },
+): Promise<{ count: number; rows: RejectedSummary[] }> {
+  const [counted, rows] = await Promise.all([
+    sql<{ n: number }[]>`select count(*)::int as n from (select 1 from rejected_callbacks where id > ${afterId} limit ${o.cap}) s`,
+    sql<RejectedSummary[]>`
+      select id, received_at, reason, content_type, body_bytes, left(body, ${o.excerptChars}) as excerpt,
+             length(body) > ${o.excerptChars} or truncated as cut
+      from rejected_callbacks where id > ${afterId}
+      order by id desc
+      limit ${o.limit}`,
+  ]);
+  return { count: counted[0]?.n ?? 0, rows };
+}
+
+/** The newest rejected callback's id; 0 when there is none. */
+export async function lastRejectedId(sql: Tx): Promise<number> {
+  const [row] = await sql<{ id: number | null }[]>`select max(id) as id from rejected_callbacks`;
+  return row?.id ?? 0;
+}

@@ -237,3 +237,59 @@ export async function deliveryFigures(sql: Tx): Promise<{ pending: number; oldes
     from notification_deliveries where status = 'pending'`;
   return { pending: row?.pending ?? 0, oldestPendingSeconds: Math.max(0, row?.oldest ?? 0) };
 }
+
+/** Deliveries endpointHealth looks at per endpoint: its latest. */
+export const HEALTH_WINDOW = 200;
+
+/** An endpoint (never its secrets) and how its latest deliveries went. */
+export interface EndpointHealth {
+  id: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  enabled: boolean;
+  disabled_reason: string | null;
+  created_at: Date;
+  /** Of its latest HEALTH_WINDOW deliveries: */
+  recent: number;
+  delivered: number;
+  failed: number;
+  /** Pending after at least one failed attempt. */
+  retrying: number;
+  /** delivered / (delivered + failed + retrying); null when none was attempted yet. */
+  success_rate: number | null;
+  /** The newest error among them, and the newest status code the endpoint answered with. */
+  last_error: string | null;
+  last_status_code: number | null;
+}
+
+/**
+ * Every endpoint with the figures of its latest HEALTH_WINDOW deliveries: one backward
+ * range scan of notification_deliveries_endpoint_idx (endpoint_id, id) per endpoint, and
+ * endpoints are few. Oldest endpoint first.
+ */
+export async function endpointHealth(sql: Tx): Promise<EndpointHealth[]> {
+  return await sql<EndpointHealth[]>`
+    select e.id, e.url, e.events, e.description, e.enabled, e.disabled_reason, e.created_at,
+           h.recent, h.delivered, h.failed, h.retrying,
+           case when h.delivered + h.failed + h.retrying = 0 then null
+                else h.delivered::float8 / (h.delivered + h.failed + h.retrying) end as success_rate,
+           h.last_error, h.last_status_code
+    from notification_endpoints e
+    cross join lateral (
+      select count(*)::int as recent,
+             count(*) filter (where d.status = 'delivered')::int as delivered,
+             count(*) filter (where d.status = 'failed')::int as failed,
+             count(*) filter (where d.status = 'pending' and d.attempts > 0)::int as retrying,
+             (array_agg(d.last_error order by d.id desc) filter (where d.last_error is not null))[1] as last_error,
+             (array_agg(d.last_status_code order by d.id desc) filter (where d.last_status_code is not null))[1] as last_status_code
+      from (
+        select id, status, attempts, last_error, last_status_code
+        from notification_deliveries
+        where endpoint_id = e.id
+        order by id desc
+        limit ${HEALTH_WINDOW}
+      ) d
+    ) h
+    order by e.created_at, e.id`;
+}

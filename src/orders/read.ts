@@ -139,3 +139,33 @@ export async function ordersDueForPoll(sql: Tx, activeStatuses: readonly string[
     order by reconciled_at nulls first, id
     limit ${limit}`;
 }
+
+export type SilentOrder = Pick<OrderRow, "id" | "client_order_id" | "svc_order_id" | "status" | "placement_state" | "last_event_at" | "created_at"> & {
+  /** When the order was last heard of: its newest event, or its creation. */
+  silent_since: Date;
+};
+
+/**
+ * Active orders (one of `activeStatuses`, or none yet) with no event for `afterMin`
+ * minutes, the longest silent first, and how many there are. As `ordersDueForPoll`:
+ * orders_status_idx finds the active orders, few beside the finished ones; orders whose
+ * placement failed or is unconfirmed are left out (they need a person for that reason,
+ * listed by placement).
+ */
+export async function silentOrders(
+  sql: Tx,
+  activeStatuses: readonly string[],
+  afterMin: number,
+  limit: number,
+): Promise<{ rows: SilentOrder[]; total: number }> {
+  const rows = await sql<(SilentOrder & { total: number })[]>`
+    select id, client_order_id, svc_order_id, status, placement_state, last_event_at, created_at,
+           coalesce(last_event_at, created_at) as silent_since, count(*) over ()::int as total
+    from orders
+    where (status is null or status = any(${activeStatuses as string[]}::text[]))
+      and placement_state not in ('failed', 'unconfirmed')
+      and coalesce(last_event_at, created_at) < now() - make_interval(secs => ${afterMin * 60})
+    order by coalesce(last_event_at, created_at), id
+    limit ${limit}`;
+  return { rows: rows.map(({ total: _, ...r }) => r), total: rows[0]?.total ?? 0 };
+}

@@ -1,6 +1,7 @@
 /**
- * Figures of graphile-worker's job table for /metrics: read with tracklane's pool, so a
- * web process reports them without loading graphile-worker.
+ * Figures of graphile-worker's job table for /metrics and the console's system page, and
+ * the database connections of tracklane's roles: read with tracklane's pool, so a web
+ * process reports them without loading graphile-worker.
  */
 import type { Tx } from "../db/client.ts";
 
@@ -9,4 +10,41 @@ export async function failedJobCounts(sql: Tx): Promise<{ task: string; n: numbe
   return await sql<{ task: string; n: number }[]>`
     select task_identifier as task, count(*)::int as n from graphile_worker.jobs
     where attempts >= max_attempts group by 1`;
+}
+
+export interface JobQueueDepth {
+  /** Due now, nobody on them yet. */
+  waiting: number;
+  /** Due later: scheduled, or waiting for a retry. */
+  scheduled: number;
+  /** Locked by a worker. */
+  running: number;
+  /** Used up their attempts. */
+  failed: number;
+}
+
+/** graphile-worker's jobs by where they are (its job table holds only unfinished jobs: done ones are deleted). */
+export async function jobQueueDepth(sql: Tx): Promise<JobQueueDepth> {
+  const [row] = await sql<JobQueueDepth[]>`
+    select count(*) filter (where attempts < max_attempts and locked_at is null and run_at <= now())::int as waiting,
+           count(*) filter (where attempts < max_attempts and locked_at is null and run_at > now())::int as scheduled,
+           count(*) filter (where attempts < max_attempts and locked_at is not null)::int as running,
+           count(*) filter (where attempts >= max_attempts)::int as failed
+    from graphile_worker.jobs`;
+  return row ?? { waiting: 0, scheduled: 0, running: 0, failed: 0 };
+}
+
+/**
+ * Connections to this database by application_name (tracklane names each role's pool:
+ * tracklane-web, tracklane-worker; graphile-worker's own pool and other clients show as
+ * they name themselves), with how many are running a statement now.
+ */
+export async function connectionsByApplication(sql: Tx): Promise<{ application: string; connections: number; active: number }[]> {
+  return await sql<{ application: string; connections: number; active: number }[]>`
+    select application_name as application, count(*)::int as connections,
+           count(*) filter (where state = 'active')::int as active
+    from pg_stat_activity
+    where datname = current_database() and backend_type = 'client backend'
+    group by 1
+    order by 1`;
 }

@@ -17,6 +17,9 @@ export const awbNumbers = pgTable(
   (t) => [
     // Serves allocation: the oldest available number, skipping locked rows.
     index("awb_numbers_available_idx").on(t.created_at, t.awb_number).where(sql`${t.state} = 'available'`),
+    // Serve the console's 24-hour chart of the pool's level: what was added and allocated since.
+    index("awb_numbers_created_at_idx").on(t.created_at),
+    index("awb_numbers_allocated_at_idx").on(t.allocated_at).where(sql`${t.allocated_at} is not null`),
     // One AWB per order: allocation is idempotent per client_order_id.
     uniqueIndex("awb_numbers_client_order_id_idx").on(t.client_order_id),
     check("awb_numbers_state", sql`${t.state} in ('available', 'allocated')`),

@@ -37,6 +37,8 @@ export const commands = pgTable(
   (t) => [
     // Serves GET /v1/orders/{order}/commands.
     index("commands_order_id_idx").on(t.order_id, t.id),
+    // Serves the console's failed commands, newest first: few rows among millions.
+    index("commands_failed_idx").on(t.id.desc().nullsFirst()).where(sql`${t.state} = 'failed'`),
     check("commands_kind", sql`${t.kind} in ('place', 'edit', 'cancel', 'dispatch_ready', 'stop_reattempt', 'confirm_placement')`),
     check("commands_state", sql`${t.state} in ('pending', 'succeeded', 'failed')`),
   ],

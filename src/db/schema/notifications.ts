@@ -75,6 +75,8 @@ export const notificationDeliveries = pgTable(
     // Serves the sender's claim of due deliveries, per endpoint.
     index("notification_deliveries_due_idx").on(t.endpoint_id, t.next_attempt_at).where(sql`${t.status} = 'pending'`),
     index("notification_deliveries_endpoint_idx").on(t.endpoint_id, t.id),
+    // Failed deliveries, newest first (the console's list of what to resend): few among millions.
+    index("notification_deliveries_failed_idx").on(t.id.desc().nullsFirst()).where(sql`${t.status} = 'failed'`),
     check("notification_deliveries_status", sql`${t.status} in ('pending', 'delivered', 'failed')`),
   ],
 );

@@ -12,13 +12,18 @@ import type { Sql } from "postgres";
 import type { Config } from "../../config.ts";
 import { secretMatcher } from "../../domain/secrets.ts";
 import type { Logger } from "../../logger.ts";
+import type { ProviderClient } from "../../provider/client.ts";
 import { endSession, findSession } from "../../sessions/store.ts";
 import { assetRoutes } from "./assets.ts";
+import { attentionPages } from "./attention.ts";
+import { awbPages } from "./awb.ts";
 import { clearSessionCookie, clientAddress, createSignInLimiter, csrfRequired, sameOrigin, SESSION_COOKIE, sessionRequired, signIn } from "./auth.ts";
 import type { ConsoleEnv, SignInLimiter } from "./auth.ts";
 import { html } from "./html.ts";
 import { errorBox, noticeBox, renderPage } from "./layout.ts";
+import { notificationPages } from "./notifications.ts";
 import { orderPages } from "./orders.ts";
+import { systemPages } from "./system.ts";
 
 export interface ConsoleDeps {
   config: Config;
@@ -26,6 +31,8 @@ export interface ConsoleDeps {
   log: Logger;
   /** Failed sign-ins per address (tests give their own clock). */
   limiter?: SignInLimiter;
+  /** The provider's API, for the AWB pool's Replenish; absent: the page says none is configured. */
+  provider?: ProviderClient | undefined;
 }
 
 /**
@@ -128,5 +135,9 @@ export function consoleRoutes(deps: ConsoleDeps) {
     });
   }
   app.route("/", orderPages({ sql, timeZone: config.provider.timezone }));
+  app.route("/", attentionPages({ sql, timeZone: config.provider.timezone, stuckAfterMin: config.console.stuckAfterMin, lowWatermark: config.awb.lowWatermark }));
+  app.route("/", awbPages({ sql, timeZone: config.provider.timezone, settings: config.awb, provider: deps.provider }));
+  app.route("/", notificationPages({ sql, timeZone: config.provider.timezone }));
+  app.route("/", systemPages({ sql, timeZone: config.provider.timezone }));
   return app;
 }
