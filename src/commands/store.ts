@@ -167,13 +167,21 @@ export async function commandsWithAnswersOf(tx: Tx, orderId: number): Promise<Co
  */
 export async function listCommands(
   tx: Tx,
-  f: { state?: string | undefined; kind?: string | undefined; limit: number; beforeId?: number | undefined },
+  f: {
+    state?: string | undefined;
+    kind?: string | undefined;
+    limit: number;
+    beforeId?: number | undefined;
+    /** Leave out places whose outcome is unknown: their order's unconfirmed placement is what a person resolves. */
+    retryableOnly?: boolean;
+  },
 ): Promise<{ rows: CommandListRow[]; nextId: number | null }> {
   const rows = await tx<CommandListRow[]>`
     select c.id, c.order_id, c.kind, c.state, c.attempts, c.last_error, c.created_at, c.completed_at, o.client_order_id, o.svc_order_id
     from commands c join orders o on o.id = c.order_id
     where true
       ${f.state !== undefined ? tx`and c.state = ${f.state}` : tx``}
+      ${f.retryableOnly === true ? tx`and not (c.kind = 'place' and c.outcome_unknown) and c.kind <> 'confirm_placement'` : tx``}
       ${f.kind !== undefined ? tx`and c.kind = ${f.kind}` : tx``}
       ${f.beforeId !== undefined ? tx`and c.id < ${f.beforeId}` : tx``}
     order by c.id desc
@@ -181,10 +189,15 @@ export async function listCommands(
   return pageOf(rows, f.limit);
 }
 
-/** How many commands failed, counting no further than `cap` (an index-only scan of commands_failed_idx). */
+/**
+ * How many failed commands a retry could fix (places of unknown outcome left out, as in
+ * listCommands' retryableOnly), counting no further than `cap` (commands_failed_idx).
+ */
 export async function countFailedCommands(tx: Tx, cap: number): Promise<number> {
   const [row] = await tx<{ n: number }[]>`
-    select count(*)::int as n from (select 1 from commands where state = 'failed' limit ${cap}) s`;
+    select count(*)::int as n from (
+      select 1 from commands where state = 'failed' and not (kind = 'place' and outcome_unknown) and kind <> 'confirm_placement'
+      limit ${cap}) s`;
   return row?.n ?? 0;
 }
 

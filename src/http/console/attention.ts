@@ -79,7 +79,7 @@ export function attentionPages(deps: AttentionDeps) {
       placementCounts(sql),
       listOrders(sql, { placement: "unconfirmed", limit: ROWS }),
       countFailedCommands(sql, COUNT_CAP),
-      listCommands(sql, { state: "failed", limit: ROWS }),
+      listCommands(sql, { state: "failed", limit: ROWS, retryableOnly: true }),
       silentOrders(sql, ACTIVE, stuckAfterMin, ROWS),
       rejectedSince(sql, mark, { limit: REJECTED_ROWS, cap: COUNT_CAP, excerptChars: EXCERPT_CHARS }),
       endpointHealth(sql),
@@ -168,7 +168,7 @@ export function attentionPages(deps: AttentionDeps) {
             <td><a href="/notifications">${e.url}</a></td>
             <td>${e.enabled ? html`${badge("enabled")} ${e.failed} failed, ${e.retrying} retrying` : html`<span class="badge bad">disabled</span> ${e.disabled_reason ?? "by hand"}`}</td>
             <td class="wide">${e.success_rate === null ? "–" : `${Math.round(e.success_rate * 100)}% of the last ${e.recent}`}</td>
-            <td>${e.last_error ?? "–"}${e.last_status_code !== null ? ` (HTTP ${e.last_status_code})` : ""}</td>
+            <td>${e.last_error ?? (e.last_status_code !== null ? `HTTP ${e.last_status_code}` : "–")}</td>
           </tr>`,
         )}
       </tbody>

@@ -10,7 +10,7 @@ import type { Sql } from "postgres";
 import { z } from "zod";
 import { confirmPlacement, createCommand, retryCommand, retryPlacement } from "../../commands/service.ts";
 import { commandById, commandsWithAnswersOf } from "../../commands/store.ts";
-import type { CommandWithAnswer } from "../../commands/store.ts";
+import type { CommandRow, CommandWithAnswer } from "../../commands/store.ts";
 import { coordinates, isJsonObject } from "../../domain/normalise.ts";
 import { CANONICAL_STATUSES, canonicalStatus } from "../../domain/statuses.ts";
 import { orderTimeline } from "../../events/log.ts";
@@ -171,7 +171,7 @@ export function orderPages(deps: OrdersDeps) {
       <dt>Events</dt><dd>${o.event_count}, last ${at(o.last_event_at)}</dd>
     </dl>`;
 
-  const commandsOf = (commands: readonly CommandWithAnswer[]) =>
+  const commandsOf = (o: OrderRow, commands: readonly CommandWithAnswer[]) =>
     commands.length === 0
       ? html`<p>No commands sent for this order.</p>`
       : html`<table>
@@ -184,20 +184,20 @@ export function orderPages(deps: OrdersDeps) {
                 <td class="num">${k.attempts}</td>
                 <td>${answerOf(k)}</td>
                 <td class="wide">${at(k.created_at)}</td>
-                <td>${k.state === "failed" ? html`<a class="button secondary" href=${`/commands/${k.id}/retry`}>Retry…</a>` : null}</td>
+                <td>${retryable(k, o) ? html`<a class="button secondary" href=${`/commands/${k.id}/retry`}>Retry…</a>` : null}</td>
               </tr>`,
             )}
           </tbody>
         </table>`;
 
-  const timelineOf = (events: readonly { id: number; kind: string; provider_status: string | null; occurred_at: Date; source: string }[]) =>
+  const timelineOf = (events: readonly { id: number; kind: string; provider_status: string | null; occurred_at: Date; source: string; payload: unknown }[]) =>
     events.length === 0
       ? html`<p>No events yet.</p>`
       : html`<table>
           <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col" class="wide">From</th></tr></thead>
           <tbody>
             ${events.map(
-              (e) => html`<tr><td>${at(e.occurred_at)}</td><td>${e.kind === "location" ? "rider location" : badge(canonicalStatus(e.provider_status) ?? e.provider_status)}</td><td class="wide">${e.source}</td></tr>`,
+              (e) => html`<tr><td>${at(e.occurred_at)}</td><td>${whatHappened(e)}</td><td class="wide">${e.source}</td></tr>`,
             )}
           </tbody>
         </table>`;
@@ -218,7 +218,7 @@ export function orderPages(deps: OrdersDeps) {
       <h2>Rider's path</h2>
       ${riderPath(path, describe)}
       <h2>Commands</h2>
-      ${commandsOf(commands)}
+      ${commandsOf(o, commands)}
       <h2>Timeline</h2>
       ${timelineOf(timeline.rows)}
       ${timeline.next ? html`<p>Showing the first ${TIMELINE_MAX} events; the API (GET /v1/orders/{order}/events) pages through all of them.</p>` : null}`;
@@ -294,6 +294,11 @@ export function orderPages(deps: OrdersDeps) {
   app.get("/commands/:id/retry", async (c) => {
     const command = await commandOf(c);
     if (command instanceof Response) return command;
+    // A place whose outcome is unknown is never retried as a command (it could create a
+    // second order): send the person to the placement's own actions instead of a form
+    // whose post is always refused.
+    const order = command.kind === "place" && command.state === "failed" ? await findOrderById(sql, command.order_id) : undefined;
+    if (order && !retryable(command, order)) return unknownPlacePage(c, command, order);
     return retryCommandPage(c, command);
   });
   app.post("/commands/:id/retry", async (c) => {
@@ -316,7 +321,7 @@ export function orderPages(deps: OrdersDeps) {
     return renderPage(c, { title: "Command not found", nav: "/orders", csrf: c.get("session").csrfToken, status: 404, body: html`<h1>Command not found</h1>${errorBox(`There is no command ${c.req.param("id") ?? ""}.`)}` });
   };
 
-  const retryCommandPage = (c: Context<ConsoleEnv>, command: NonNullable<Awaited<ReturnType<typeof commandById>>>, error?: string) =>
+  const retryCommandPage = (c: Context<ConsoleEnv>, command: CommandRow, error?: string) =>
     renderPage(c, {
       title: `Retry command #${command.id}`,
       nav: "/orders",
@@ -332,7 +337,39 @@ export function orderPages(deps: OrdersDeps) {
         </form>`,
     });
 
+  const unknownPlacePage = (c: Context<ConsoleEnv>, command: CommandRow, order: OrderRow) =>
+    renderPage(c, {
+      title: `Command #${command.id}`,
+      nav: "/orders",
+      csrf: c.get("session").csrfToken,
+      body: html`<p><a href=${`/orders/${order.id}`}>← Order ${order.client_order_id ?? `#${order.id}`}</a></p>
+        <h1>Command #${command.id} (place) is not retried</h1>
+        <p>Its outcome is unknown (${command.last_error ?? "no answer"}): the provider may have created the order, and sending it again could create a second one. Look for the order at the provider, then resolve the placement:</p>
+        ${order.placement_state === "unconfirmed"
+          ? html`<div class="actions"><a class="button" href=${`/orders/${order.id}/confirm-placement`}>Confirm the placement…</a><a class="button secondary" href=${`/orders/${order.id}/retry-placement`}>Place it again…</a></div>`
+          : html`<p>The order's placement is ${order.placement_state} now: nothing is left to resolve.</p>`}`,
+    });
+
   return app;
+}
+
+/**
+ * Whether the console offers "Retry…" for a command: only where POST /commands/{id}/retry
+ * can succeed. A place whose outcome is unknown (the order's placement is unconfirmed) is
+ * refused there, since it may create a second order: the placement's actions resolve it.
+ * A confirmation by hand has nothing to send again.
+ */
+function retryable(k: Pick<CommandRow, "state" | "kind" | "outcome_unknown">, o: Pick<OrderRow, "placement_state">): boolean {
+  if (k.state !== "failed" || k.kind === "confirm_placement") return false;
+  return k.kind !== "place" || (!k.outcome_unknown && o.placement_state !== "unconfirmed");
+}
+
+/** A timeline row's "What": a rider location, the status, or what tracklane itself recorded (its note). */
+function whatHappened(e: { kind: string; provider_status: string | null; payload: unknown }): JSXNode | string {
+  if (e.kind === "location") return "rider location";
+  if (e.provider_status !== null) return badge(canonicalStatus(e.provider_status) ?? e.provider_status);
+  const note = isJsonObject(e.payload) ? e.payload["tracklane"] : undefined;
+  return typeof note === "string" ? note : "–";
 }
 
 /** The provider's last answer to a command, or its error, shortened. */
