@@ -233,7 +233,7 @@ async function main(): Promise<void> {
     return missing;
   };
 
-  const rows: { size: number; events: number; orders: number; diskBytesPerEvent: number; walBytesPerEvent: number; rebuildSPerMillion: number; warm: Measured; cold?: Measured; coldNotes?: string[] }[] = [];
+  const rows: ScaleRow[] = [];
   try {
     await runMigrations(url(), log);
     const machine = await describeMachine(sql);
@@ -263,8 +263,22 @@ async function main(): Promise<void> {
       const logOrders = Math.floor(filled / EVENTS_PER_ORDER);
       const base = await startServices();
       await measure(base, logOrders, `w${size}`, 10, false); // warm-up
+      const [hot0] = await sql<{ upd: number; hot: number }[]>`
+        select n_tup_upd::float8 as upd, n_tup_hot_upd::float8 as hot from pg_stat_user_tables where relname = 'orders'`;
       const warm = await measure(base, logOrders, `W${rows.length}`, SAMPLES, true);
       await stopServices();
+      // The services' backends have exited, so their counts have reached the statistics.
+      await new Promise((r) => setTimeout(r, 1500));
+      const [hot1] = await sql<{ upd: number; hot: number; dead: number; bytes: number; live: number }[]>`
+        select n_tup_upd::float8 as upd, n_tup_hot_upd::float8 as hot, n_dead_tup::float8 as dead, n_live_tup::float8 as live,
+               pg_relation_size('orders')::float8 as bytes
+        from pg_stat_user_tables where relname = 'orders'`;
+      const ordersTable = {
+        hotRatio: hot1!.upd - hot0!.upd > 0 ? (hot1!.hot - hot0!.hot) / (hot1!.upd - hot0!.upd) : NaN,
+        deadRows: hot1!.dead,
+        liveRows: hot1!.live,
+        bytesPerRow: hot1!.live > 0 ? hot1!.bytes / hot1!.live : NaN,
+      };
       let cold: Measured | undefined;
       let coldNotes: string[] | undefined;
       if (size > 0) {
@@ -281,6 +295,7 @@ async function main(): Promise<void> {
         walBytesPerEvent: added > 0 ? w1!.bytes / added : NaN,
         rebuildSPerMillion: stats!.events > 0 ? rebuildS / (stats!.events / 1e6) : NaN,
         warm,
+        ordersTable,
         ...(cold ? { cold } : {}),
         ...(coldNotes ? { coldNotes } : {}),
       });
@@ -301,7 +316,21 @@ async function main(): Promise<void> {
   }
 }
 
-function printTable(rows: readonly { size: number; events: number; diskBytesPerEvent: number; walBytesPerEvent: number; rebuildSPerMillion: number; warm: Measured; cold?: Measured; coldNotes?: string[] }[]): void {
+interface ScaleRow {
+  size: number;
+  events: number;
+  orders: number;
+  diskBytesPerEvent: number;
+  walBytesPerEvent: number;
+  rebuildSPerMillion: number;
+  warm: Measured;
+  /** The orders table after the warm ingest: the share of its updates that were HOT, its dead rows, its bytes per live row. */
+  ordersTable: { hotRatio: number; deadRows: number; liveRows: number; bytesPerRow: number };
+  cold?: Measured;
+  coldNotes?: string[];
+}
+
+function printTable(rows: readonly ScaleRow[]): void {
   const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : "-");
   const lat = (l: Latency | undefined) => (l ? `${fmt(l.p50)}/${fmt(l.p99)}` : "-");
   const empty = rows.find((r) => r.size === 0)?.warm.ingestPerS ?? NaN;
@@ -320,6 +349,8 @@ function printTable(rows: readonly { size: number; events: number; diskBytesPerE
   add("rebuild s per million events", () => "", (r) => fmt(r.rebuildSPerMillion, 1));
   add("bytes per event on disk", () => "", (r) => fmt(r.diskBytesPerEvent, 0));
   add("WAL bytes per event loaded", () => "", (r) => fmt(r.walBytesPerEvent, 0));
+  add("orders: HOT share of updates (ingest)", () => "", (r) => fmt(r.ordersTable.hotRatio, 2));
+  add("orders: dead rows / live rows", () => "", (r) => `${fmt(r.ordersTable.deadRows, 0)} / ${fmt(r.ordersTable.liveRows, 0)}`);
   const widths = header.map((_, i) => Math.max(...lines.map((l) => (l[i] ?? "").length)));
   console.log("");
   for (const l of lines) console.log(l.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]! + 2))).join(""));

@@ -144,6 +144,12 @@ const envSchema = z.object({
   CONSOLE_SESSION_HOURS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(1).max(720).default(12)),
   /** The console lists an active order as stuck after this many minutes without an event. */
   STUCK_AFTER_MIN: z.preprocess(emptyToUndefined, z.coerce.number().int().min(1).max(10_080).default(45)),
+  /** Days rejected callbacks are kept; 0: forever. */
+  REJECTED_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(30)),
+  /** Days finished commands (other than places) are kept after they finished; 0: forever. */
+  COMMAND_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(90)),
+  /** Days notification attempts are kept; 0: forever. */
+  NOTIFY_ATTEMPT_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(90)),
 });
 
 /** What a variable means and a value that works: for startup errors and `.env.example`. */
@@ -246,6 +252,9 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   NOTIFY_BURST_MAX_WAIT_S: { description: "the longest a due notification waits for a burst of callbacks to pass, in seconds", example: "30" },
   CONSOLE_SESSION_HOURS: { description: "how long a console sign-in lasts, in hours (1 to 720)", example: "8" },
   STUCK_AFTER_MIN: { description: "the console lists an active order as stuck after this many minutes without an event", example: "60" },
+  REJECTED_RETENTION_DAYS: { description: "days rejected callbacks are kept (0: forever)", example: "14" },
+  COMMAND_RETENTION_DAYS: { description: "days finished commands other than places are kept (0: forever)", example: "30" },
+  NOTIFY_ATTEMPT_RETENTION_DAYS: { description: "days notification attempts are kept (0: forever)", example: "30" },
 };
 
 /** A variable as the console's system page shows it: secrets never, passwords in URLs masked. */
@@ -339,6 +348,8 @@ export interface Config {
   db: { poolMax: number };
   /** The console (PRODUCT.md §12): how long a sign-in lasts, and when a silent active order needs attention. */
   console: { sessionHours: number; stuckAfterMin: number };
+  /** Days each kind of housekeeping row is kept; 0: forever. */
+  retention: { rejectedDays: number; commandDays: number; attemptDays: number };
   /** Provider calls for order commands: attempts, and the first retry delay (doubling, capped at 10 min). */
   commands: { maxAttempts: number; retryBaseMs: number };
   /** Node server timeouts for slow clients (src/http/server.ts). */
@@ -551,6 +562,7 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
     ingest: { batchMax: e.INGEST_BATCH_MAX, batchWaitMs: e.INGEST_BATCH_WAIT_MS },
     db: { poolMax: e.DB_POOL_MAX },
     console: { sessionHours: e.CONSOLE_SESSION_HOURS, stuckAfterMin: e.STUCK_AFTER_MIN },
+    retention: { rejectedDays: e.REJECTED_RETENTION_DAYS, commandDays: e.COMMAND_RETENTION_DAYS, attemptDays: e.NOTIFY_ATTEMPT_RETENTION_DAYS },
     commands: { maxAttempts: e.COMMAND_MAX_ATTEMPTS, retryBaseMs: e.COMMAND_RETRY_BASE_MS },
     http: { requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS },
     notify: {

@@ -135,7 +135,11 @@ export async function startService(options: {
 
   const ready = await new Promise<Record<string, unknown>>((resolveReady, rejectReady) => {
     let buffered = "";
-    const timer = setTimeout(() => rejectReady(new Error(`${options.name} not ready after ${options.timeoutMs ?? 60_000} ms (see ${options.logFile})`)), options.timeoutMs ?? 60_000);
+    const timer = setTimeout(() => {
+      // Not left running: nothing would stop it later.
+      child.kill("SIGKILL");
+      rejectReady(new Error(`${options.name} not ready after ${options.timeoutMs ?? 60_000} ms (see ${options.logFile})`));
+    }, options.timeoutMs ?? 60_000);
     child.stdout!.on("data", (chunk: Buffer) => {
       log.write(chunk);
       buffered += chunk.toString("utf8");

@@ -218,3 +218,15 @@ export async function commandWithOrder(
     order: { id: command.order_id, client_order_id: o_client_order_id, svc_order_id: o_svc_order_id, status: o_status, placement_state: o_placement_state },
   };
 }
+
+/**
+ * Retention: up to `batch` finished commands completed before `before` (commands_finished_idx).
+ * Place commands stay: a repeated POST /v1/orders is recognised by their request's hash.
+ */
+export async function purgeFinishedCommands(tx: Tx, before: Date, batch: number): Promise<number> {
+  const rows = await tx`
+    delete from commands where id in (
+      select id from commands where state <> 'pending' and kind <> 'place' and completed_at < ${before}
+      order by completed_at limit ${batch})`;
+  return rows.count;
+}

@@ -171,7 +171,11 @@ export interface TimelineCursor {
   id: number;
 }
 
-/** Events of an order by either of its identifiers, in event-time order; keyset pages. */
+/**
+ * Events of an order by either of its identifiers, in event-time order; keyset pages. Each
+ * id is its own range scan of its (id, occurred_at, id) index starting after the cursor,
+ * stopping after a page: a deep page costs what the first does, however long the order.
+ */
 export async function orderTimeline(
   sql: Tx,
   order: { svc_order_id: string | null; client_order_id: string | null },
@@ -179,13 +183,25 @@ export async function orderTimeline(
 ): Promise<{ rows: (EventRow & { micros: string })[]; next: TimelineCursor | null }> {
   if (order.svc_order_id === null && order.client_order_id === null) return { rows: [], next: null };
   const micros = sql`((extract(epoch from occurred_at) * 1000000)::bigint)::text`;
+  // The cursor's instant, exactly (microseconds, as timestamptz stores them).
+  const after = page.after
+    ? sql`and (occurred_at, id) > (timestamptz 'epoch' + ${page.after.micros}::bigint * interval '1 microsecond', ${page.after.id}::bigint)`
+    : sql``;
+  const n = page.limit + 1;
+  const bySvc =
+    order.svc_order_id !== null
+      ? sql`(select * from order_events where svc_order_id = ${order.svc_order_id} ${after} order by occurred_at, id limit ${n})`
+      : sql`(select * from order_events where false)`;
+  const byClient =
+    order.client_order_id !== null
+      ? sql`(select * from order_events where client_order_id = ${order.client_order_id} ${after} order by occurred_at, id limit ${n})`
+      : sql`(select * from order_events where false)`;
+  // An event with both ids comes from both sides: once is kept. The first n distinct events
+  // after the cursor are all among the two sides' first n each.
   const rows = await sql<(EventRow & { micros: string })[]>`
-    select *, ${micros} as micros from order_events
-    where (${order.svc_order_id !== null ? sql`svc_order_id = ${order.svc_order_id}` : sql`false`}
-        or ${order.client_order_id !== null ? sql`client_order_id = ${order.client_order_id}` : sql`false`})
-      ${page.after ? sql`and (${micros}::bigint, id) > (${page.after.micros}::bigint, ${page.after.id})` : sql``}
+    select distinct on (occurred_at, id) e.*, ${micros} as micros from (${bySvc} union all ${byClient}) e
     order by occurred_at, id
-    limit ${page.limit + 1}`;
+    limit ${n}`;
   const more = rows.length > page.limit;
   const items = more ? rows.slice(0, page.limit) : rows;
   const last = items[items.length - 1];

@@ -65,3 +65,11 @@ export async function lastRejectedId(sql: Tx): Promise<number> {
   const [row] = await sql<{ id: number | null }[]>`select max(id) as id from rejected_callbacks`;
   return row?.id ?? 0;
 }
+
+/** Retention: up to `batch` rejected callbacks received before `before`, oldest first (received_at's index); how many went. */
+export async function purgeRejected(sql: Tx, before: Date, batch: number): Promise<number> {
+  const rows = await sql`
+    delete from rejected_callbacks where id in (
+      select id from rejected_callbacks where received_at < ${before} order by received_at limit ${batch})`;
+  return rows.count;
+}

@@ -293,3 +293,18 @@ export async function endpointHealth(sql: Tx): Promise<EndpointHealth[]> {
     ) h
     order by e.created_at, e.id`;
 }
+
+/**
+ * Retention: up to `batch` attempts made before `before`. Ids grow with time, so the old
+ * attempts are the ids below the first recent one: that one is found by reading the
+ * primary key from the start (through the rows about to go), and the rest is a range of it.
+ */
+export async function purgeAttempts(sql: Tx, before: Date, batch: number): Promise<number> {
+  const rows = await sql`
+    with first_kept as (
+      select coalesce((select id from notification_attempts where at >= ${before} order by id limit 1), 9223372036854775807) as id
+    )
+    delete from notification_attempts where id in (
+      select a.id from notification_attempts a, first_kept k where a.id < k.id and a.at < ${before} order by a.id limit ${batch})`;
+  return rows.count;
+}

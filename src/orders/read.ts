@@ -59,7 +59,7 @@ export async function listOrders(sql: Tx, f: OrderFilter): Promise<{ rows: Order
       ${f.status !== undefined ? sql`and status = ${f.status}` : sql``}
       ${f.storeCode !== undefined ? sql`and store_code = ${f.storeCode}` : sql``}
       ${f.placement !== undefined ? sql`and placement_state = ${f.placement}` : sql``}
-      ${f.updatedAfter !== undefined ? sql`and updated_at > ${f.updatedAfter}` : sql``}
+      ${f.updatedAfter !== undefined ? sql`and updated_hour >= date_trunc('hour', ${f.updatedAfter}::timestamptz at time zone 'UTC') and updated_at > ${f.updatedAfter}` : sql``}
       ${f.beforeId !== undefined ? sql`and id < ${f.beforeId}` : sql``}
     order by id desc
     limit ${f.limit + 1}`;

@@ -9,8 +9,9 @@ import { DRAIN_CRONTAB } from "../projection/queue.ts";
 import { projectionTasks } from "../projection/tasks.ts";
 import { NOTIFY_CRONTAB, notifyTasks } from "../notify/tasks.ts";
 import { RECONCILE_CRONTAB, reconcileTasks } from "../reconcile/tasks.ts";
+import { RETENTION_CRONTAB, retentionTasks } from "../retention/tasks.ts";
 import type { TaskDefinition } from "./define-task.ts";
 
-export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks, ...notifyTasks];
+export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks, ...notifyTasks, ...retentionTasks];
 
-export const CRONTAB: readonly string[] = [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB, NOTIFY_CRONTAB];
+export const CRONTAB: readonly string[] = [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB, NOTIFY_CRONTAB, RETENTION_CRONTAB];

@@ -12,7 +12,7 @@ import type { DomainErrorKind } from "../../src/domain/errors.ts";
 import { statusOf, toApiError } from "../../src/http/errors.ts";
 
 const SRC = join(import.meta.dirname, "../../src");
-const CORE = ["domain", "db", "ingest", "events", "projection", "orders", "commands", "awb", "reconcile", "provider", "worker", "notify", "sessions"];
+const CORE = ["domain", "db", "ingest", "events", "projection", "orders", "commands", "awb", "reconcile", "provider", "worker", "notify", "sessions", "retention"];
 
 /** The modules allowed to write each table (docs/architecture.md, "Tables and their owners"). */
 const OWNERS: Record<string, string[]> = {

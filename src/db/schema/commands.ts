@@ -39,6 +39,9 @@ export const commands = pgTable(
     index("commands_order_id_idx").on(t.order_id, t.id),
     // Serves the console's failed commands, newest first: few rows among millions.
     index("commands_failed_idx").on(t.id.desc().nullsFirst()).where(sql`${t.state} = 'failed'`),
+    // Serves retention: finished commands by age. Place commands stay (their request's hash
+    // is how a repeated place is recognised), so they are not in it.
+    index("commands_finished_idx").on(t.completed_at).where(sql`${t.state} <> 'pending' and ${t.kind} <> 'place'`),
     check("commands_kind", sql`${t.kind} in ('place', 'edit', 'cancel', 'dispatch_ready', 'stop_reattempt', 'confirm_placement')`),
     check("commands_state", sql`${t.state} in ('pending', 'succeeded', 'failed')`),
   ],

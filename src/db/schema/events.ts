@@ -28,8 +28,10 @@ export const orderEvents = pgTable(
     // Serves the dedupe check of every insert (ON CONFLICT DO NOTHING).
     uniqueIndex("order_events_dedupe_key_idx").on(t.dedupe_key),
     // Serve the projection's "all events of this order" lookups by either identifier.
-    index("order_events_svc_order_id_idx").on(t.svc_order_id).where(sql`${t.svc_order_id} is not null`),
-    index("order_events_client_order_id_idx").on(t.client_order_id).where(sql`${t.client_order_id} is not null`),
+    // An order's events by either id, in timeline order: a page's cursor is a range of
+    // these indexes, so a deep page reads only its own rows.
+    index("order_events_svc_order_id_idx").on(t.svc_order_id, t.occurred_at, t.id).where(sql`${t.svc_order_id} is not null`),
+    index("order_events_client_order_id_idx").on(t.client_order_id, t.occurred_at, t.id).where(sql`${t.client_order_id} is not null`),
     check("order_events_has_order_id", sql`${t.svc_order_id} is not null or ${t.client_order_id} is not null`),
     check("order_events_kind", sql`${t.kind} in ('status', 'location')`),
   ],

@@ -1,0 +1,43 @@
+/**
+ * Housekeeping: rows kept for diagnosis go once they are older than their retention
+ * (REJECTED_RETENTION_DAYS, COMMAND_RETENTION_DAYS, NOTIFY_ATTEMPT_RETENTION_DAYS; 0 keeps
+ * them forever). Each table's owner deletes its own rows, in small batches (short
+ * transactions, no long locks), until none is left.
+ */
+import type { Sql } from "postgres";
+import { purgeFinishedCommands } from "../commands/store.ts";
+import { purgeRejected } from "../ingest/rejected.ts";
+import { purgeAttempts } from "../notify/deliveries.ts";
+
+export const PURGE_BATCH = 5000;
+
+export interface RetentionDays {
+  rejectedDays: number;
+  commandDays: number;
+  attemptDays: number;
+}
+
+export interface Purged {
+  rejected: number;
+  commands: number;
+  attempts: number;
+}
+
+/** Deletes in batches while a batch comes back full. */
+async function drain(step: () => Promise<number>, batch: number): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const n = await step();
+    total += n;
+    if (n < batch) return total;
+  }
+}
+
+export async function purgeExpired(sql: Sql, days: RetentionDays, now = new Date(), batch = PURGE_BATCH): Promise<Purged> {
+  const before = (d: number) => new Date(now.getTime() - d * 86_400_000);
+  return {
+    rejected: days.rejectedDays > 0 ? await drain(() => purgeRejected(sql, before(days.rejectedDays), batch), batch) : 0,
+    commands: days.commandDays > 0 ? await drain(() => purgeFinishedCommands(sql, before(days.commandDays), batch), batch) : 0,
+    attempts: days.attemptDays > 0 ? await drain(() => purgeAttempts(sql, before(days.attemptDays), batch), batch) : 0,
+  };
+}
