@@ -143,6 +143,16 @@ export function toApiError(err: unknown): ApiError {
   return new ApiError("internal_error", "internal error", { cause: err });
 }
 
+/** What lies under a refusal (a database outage's own error, say) in a line, without its stack. */
+function causeOf(err: ApiError): { cause?: string } {
+  const cause = err.cause;
+  if (cause === undefined || cause === null) return {};
+  if (!(cause instanceof Error)) return { cause: String(cause) };
+  if (cause.message === err.message) return {};
+  const code = (cause as { code?: unknown }).code;
+  return { cause: `${cause.name}: ${cause.message}${typeof code === "string" ? ` (${code})` : ""}` };
+}
+
 export function errorHandler(log: Logger) {
   return (err: unknown, c: Context) => {
     // The client hung up, or was cut off for being too slow, while its body was read: the
@@ -153,7 +163,12 @@ export function errorHandler(log: Logger) {
       : toApiError(err);
     const status = statusOf(apiError.code);
     const requestId = c.get("requestId") ?? "";
-    if (status >= 500) log.error({ err, requestId, code: apiError.code }, "request failed");
+    // Only an error nobody foresaw (internal_error, 500) is an error, with its stack. A 5xx
+    // with a known code is the state of something tracklane depends on (503 awb_pool_empty,
+    // database_unavailable, …; 502 provider_error): a warning, with its cause, no stack. A
+    // 4xx is the caller's doing: the request line (at info) says enough.
+    if (apiError.code === "internal_error") log.error({ err, requestId, code: apiError.code }, "request failed");
+    else if (status >= 500) log.warn({ requestId, code: apiError.code, status, message: apiError.message, ...causeOf(apiError) }, "request refused");
     for (const [k, v] of Object.entries(apiError.headers ?? {})) c.header(k, v);
     return c.json(errorBody(apiError, requestId), status);
   };

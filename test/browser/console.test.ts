@@ -50,7 +50,7 @@ describe("the console in a real browser", { timeout: 90_000, skip: "missing" in 
   const problems: string[] = [];
 
   /** The orders made before the tests: client_order_id, internal id (the console's URLs) and provider id. */
-  const orders: Record<"live" | "cancel" | "unconfirmed" | "refused" | "doorstep" | "stillUnconfirmed", { coid: string; id: number; svc: string | null }> = {} as never;
+  const orders: Record<"live" | "focus" | "cancel" | "unconfirmed" | "refused" | "doorstep" | "stillUnconfirmed", { coid: string; id: number; svc: string | null }> = {} as never;
 
   const place = async (): Promise<string> => {
     const body = placeOrderBody();
@@ -92,6 +92,7 @@ describe("the console in a real browser", { timeout: 90_000, skip: "missing" in 
     pair.emulator.state.callbackUrls = [`${base}/callbacks/${CALLBACK_SECRET}`];
 
     const live = await place();
+    const focus = await place();
     const cancel = await place();
     await pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 400, body: { message: "Failure", errors: { store_code: ["unknown store"] } } });
     const refused = await place();
@@ -109,7 +110,7 @@ describe("the console in a real browser", { timeout: 90_000, skip: "missing" in 
     await sandbox(returned, "allot", { rider_id: 503 });
     await sandbox(returned, "customer-return");
     await settle(t, pair);
-    for (const [key, coid] of Object.entries({ live, cancel, refused, unconfirmed, stillUnconfirmed, doorstep }) as [keyof typeof orders, string][]) {
+    for (const [key, coid] of Object.entries({ live, focus, cancel, refused, unconfirmed, stillUnconfirmed, doorstep }) as [keyof typeof orders, string][]) {
       const o = await orderOf(coid);
       orders[key] = { coid, id: await internalId(coid), svc: o.svc_order_id };
     }
@@ -200,6 +201,48 @@ describe("the console in a real browser", { timeout: 90_000, skip: "missing" in 
     await timeline.getByText("accepted by the provider").waitFor();
     assert.ok(tookMs < LIVE_WAIT_MS);
     await list.close();
+  });
+
+  it("a live update waits while the keyboard focus is inside its region, then lands once the focus leaves, keeping the scroll position", async () => {
+    const { coid, id } = orders.focus;
+    // Short, so that the page scrolls.
+    await page.setViewportSize({ width: 1280, height: 400 });
+    await page.goto(`${base}/orders/${id}`);
+    assert.equal(await statusBadge(page).textContent(), "CREATED");
+    const link = page.locator("[data-live]").getByRole("link", { name: "Cancel the order…" });
+    await link.focus();
+    await link.evaluate((el: unknown) => ((globalThis as { focused?: unknown }).focused = el));
+    /** Whether the focus is still on that very element, still in the page (a swap would have replaced it). */
+    const focusKept = () =>
+      page.evaluate(() => {
+        const g = globalThis as unknown as { focused?: unknown; document: { activeElement: unknown; contains(node: unknown): boolean } };
+        return g.focused !== undefined && g.document.activeElement === g.focused && g.document.contains(g.focused);
+      });
+    assert.equal(await focusKept(), true);
+
+    await sandbox(coid, "allot", { rider_id: 504 });
+    await settle(t, pair);
+    assert.equal((await orderOf(coid)).status, "ALLOTTED");
+    // Longer than one period of the live poll (5 s): the region is left as it is, and the focus where it was.
+    const until = Date.now() + 6_500;
+    while (Date.now() < until) {
+      assert.equal(await focusKept(), true, "the focus stays on the link inside the live region");
+      await page.waitForTimeout(250);
+    }
+    assert.equal(await statusBadge(page).textContent(), "CREATED", "no update while the focus is inside");
+
+    // The focus leaves (to the page, which does not scroll it), and the page is scrolled a little: the update lands, and the page stays where it was.
+    await link.evaluate((el: unknown) => (el as { blur(): void }).blur());
+    const scrolled = await page.evaluate(() => {
+      const g = globalThis as unknown as { scrollTo(x: number, y: number): void; scrollY: number };
+      g.scrollTo(0, 120);
+      return g.scrollY;
+    });
+    assert.ok(scrolled > 0, "the page scrolls");
+    await statusBadge(page).filter({ hasText: /^ALLOTTED$/ }).waitFor({ timeout: LIVE_WAIT_MS });
+    await page.locator("dl.facts").getByText("Rider 504").waitFor();
+    assert.equal(await page.evaluate(() => (globalThis as unknown as { scrollY: number }).scrollY), scrolled, "the scroll position is kept");
+    await page.setViewportSize({ width: 1280, height: 900 });
   });
 
   it("cancels an order through its confirmation page; the command shows, then the provider's answer", async () => {

@@ -102,9 +102,9 @@ export function attentionPages(deps: AttentionDeps) {
       <tbody>
         ${rows.map(
           (o) => html`<tr>
-            <td><a href=${`/orders/${o.id}`}>${o.client_order_id ?? `#${o.id}`}</a></td>
-            <td class="wide">${o.svc_order_id ?? "–"}</td>
-            <td>${o.placement_error ?? "The provider's answer to the placement was lost."}</td>
+            <td class="id"><a href=${`/orders/${o.id}`}>${o.client_order_id ?? `#${o.id}`}</a></td>
+            <td class="wide id">${o.svc_order_id ?? "–"}</td>
+            <td class="long">${o.placement_error ?? "The provider's answer to the placement was lost."}</td>
             <td class="wide">${at(o.updated_at)}</td>
           </tr>`,
         )}
@@ -116,7 +116,7 @@ export function attentionPages(deps: AttentionDeps) {
       <tbody>
         ${rows.map(
           (k) => html`<tr>
-            <td>
+            <td class="long">
               <a href=${`/orders/${k.order_id}`}>${k.client_order_id ?? k.svc_order_id ?? `#${k.order_id}`}</a>: command #${k.id} ${k.kind}<br />
               ${k.last_error ?? "no error recorded"} <a href=${`/commands/${k.id}/retry`}>Retry…</a>
             </td>
@@ -132,7 +132,7 @@ export function attentionPages(deps: AttentionDeps) {
       <tbody>
         ${rows.map(
           (o) => html`<tr>
-            <td><a href=${`/orders/${o.id}`}>${o.client_order_id ?? o.svc_order_id ?? `#${o.id}`}</a></td>
+            <td class="id"><a href=${`/orders/${o.id}`}>${o.client_order_id ?? o.svc_order_id ?? `#${o.id}`}</a></td>
             <td>${badge(canonicalStatus(o.status) ?? o.placement_state)}</td>
             <td>${durationSince(o.silent_since)}</td>
             <td class="wide">${at(o.silent_since)}</td>
@@ -165,10 +165,10 @@ export function attentionPages(deps: AttentionDeps) {
       <tbody>
         ${rows.map(
           (e) => html`<tr>
-            <td><a href="/notifications">${e.url}</a></td>
+            <td class="long"><a href="/notifications">${e.url}</a></td>
             <td>${e.enabled ? html`${badge("enabled")} ${e.failed} failed, ${e.retrying} retrying` : html`<span class="badge bad">disabled</span> ${e.disabled_reason ?? "by hand"}`}</td>
             <td class="wide">${e.success_rate === null ? "–" : `${Math.round(e.success_rate * 100)}% of the last ${e.recent}`}</td>
-            <td>${e.last_error ?? (e.last_status_code !== null ? `HTTP ${e.last_status_code}` : "–")}</td>
+            <td class="long">${e.last_error ?? (e.last_status_code !== null ? `HTTP ${e.last_status_code}` : "–")}</td>
           </tr>`,
         )}
       </tbody>

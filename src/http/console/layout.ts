@@ -40,6 +40,7 @@ export async function renderPage(c: Context, o: PageOptions): Promise<Response> 
       <script src=${assetUrl.js} defer></script>
     </head>
     <body>
+      <a class="skip" href="#main">Skip to the page</a>
       <header class="top">
         <a class="brand" href="/">tracklane</a>
         ${o.csrf === undefined
@@ -86,8 +87,17 @@ const STATUS_TONE: Record<string, "ok" | "warn" | "bad" | ""> = {
   delivered: "ok",
 };
 
+/**
+ * `text` with a line-break opportunity (<wbr>) after each "_", so a long status word such as
+ * CUSTOMER_DOOR_STEP wraps between its parts on a phone instead of widening its table.
+ */
+export function breakable(text: string): Child {
+  const parts = text.split(/(?<=_)/);
+  return parts.length === 1 ? text : parts.flatMap((part, i) => (i === 0 ? [part] : [html`<wbr />`, part]));
+}
+
 /** A status word in a coloured badge (the word itself carries the meaning). */
-export const badge = (word: string | null) => (word === null ? "–" : html`<span class=${`badge ${STATUS_TONE[word] ?? ""}`.trim()}>${word}</span>`);
+export const badge = (word: string | null) => (word === null ? "–" : html`<span class=${`badge ${STATUS_TONE[word] ?? ""}`.trim()}>${breakable(word)}</span>`);
 
 /** An error box naming what went wrong. */
 export const errorBox = (message: string) => html`<p class="error" role="alert">${message}</p>`;

@@ -45,14 +45,14 @@ export function notificationPages(deps: NotificationPagesDeps) {
           <tbody>
             ${endpoints.map(
               (e) => html`<tr>
-                <td>${e.url}${e.description ? html`<br />${e.description}` : null}<br /><small>${e.id}</small></td>
+                <td class="long">${e.url}${e.description ? html`<br />${e.description}` : null}<br /><small>${e.id}</small></td>
                 <td class="wide">${e.events.length === 0 ? "all" : e.events.join(", ")}</td>
                 <td>
                   ${e.enabled ? html`<span class="badge ok">enabled</span>` : html`<span class="badge bad">disabled</span> ${e.disabled_reason ?? "by hand"}`}
                   ${e.retrying > 0 ? html`<br />${e.retrying} retrying` : null}
                 </td>
                 <td>${e.success_rate === null ? "nothing sent yet" : `${Math.round(e.success_rate * 100)}%`} <span class="wide">(${e.delivered} delivered, ${e.failed} failed of ${e.recent})</span></td>
-                <td class="wide">${e.last_error ?? "–"}${e.last_status_code !== null ? ` (last answer HTTP ${e.last_status_code})` : ""}</td>
+                <td class="wide long">${e.last_error ?? "–"}${e.last_status_code !== null ? ` (last answer HTTP ${e.last_status_code})` : ""}</td>
               </tr>`,
             )}
           </tbody>
@@ -68,11 +68,11 @@ export function notificationPages(deps: NotificationPagesDeps) {
             ${rows.map((d) => {
               const order = d.client_order_id ?? d.svc_order_id;
               return html`<tr>
-                <td>${d.type}<br /><small>${d.message_id}</small></td>
-                <td>${order === null ? "–" : html`<a href=${`/orders?q=${encodeURIComponent(order)}`}>${order}</a>`}</td>
-                <td class="wide">${urls.get(d.endpoint_id) ?? d.endpoint_id}</td>
+                <td class="long">${d.type}<br /><small>${d.message_id}</small></td>
+                <td class="id">${order === null ? "–" : html`<a href=${`/orders?q=${encodeURIComponent(order)}`}>${order}</a>`}</td>
+                <td class="wide long">${urls.get(d.endpoint_id) ?? d.endpoint_id}</td>
                 <td class="wide">${at(d.created_at)}</td>
-                <td>${d.last_error ?? "–"} <span class="wide">(${d.attempts} attempt${d.attempts === 1 ? "" : "s"})</span> <a href=${`/notifications/messages/${d.message_id}/resend`}>Resend…</a></td>
+                <td class="long">${d.last_error ?? "–"} <span class="wide">(${d.attempts} attempt${d.attempts === 1 ? "" : "s"})</span> <a href=${`/notifications/messages/${d.message_id}/resend`}>Resend…</a></td>
               </tr>`;
             })}
           </tbody>
@@ -142,10 +142,10 @@ export function notificationPages(deps: NotificationPagesDeps) {
             ${detail.deliveries.map((d) => {
               const e = urls.get(d.endpoint_id);
               return html`<tr>
-                <td>${e?.url ?? d.endpoint_id}${e && !e.enabled ? html` <span class="badge bad">disabled</span>` : null}</td>
+                <td class="long">${e?.url ?? d.endpoint_id}${e && !e.enabled ? html` <span class="badge bad">disabled</span>` : null}</td>
                 <td>${badge(d.status)}</td>
                 <td class="wide num">${d.attempts}</td>
-                <td>${d.last_error ?? "–"}</td>
+                <td class="long">${d.last_error ?? "–"}</td>
               </tr>`;
             })}
           </tbody>

@@ -22,7 +22,7 @@ import { toApiError } from "../errors.ts";
 import type { ConsoleEnv } from "./auth.ts";
 import { html } from "./html.ts";
 import type { JSXNode } from "./html.ts";
-import { badge, csrfField, errorBox, noticeBox, renderFragment, renderPage, timeOf } from "./layout.ts";
+import { badge, breakable, csrfField, errorBox, noticeBox, renderFragment, renderPage, timeOf } from "./layout.ts";
 import { riderPath } from "./svg.ts";
 import type { PathPoint } from "./svg.ts";
 
@@ -49,6 +49,12 @@ const ListQuery = z.object({
 type ListQuery = z.infer<typeof ListQuery>;
 
 const OrderId = z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+
+/**
+ * Placements a person may have to act on. On a phone the list has no room for a Placement
+ * column: these show under the status instead (a placed order's placement goes unsaid).
+ */
+const UNSETTLED: ReadonlySet<string> = new Set(["pending", "unconfirmed", "failed"]);
 
 /** The query string of a list (the filters only, for links and the live fragment). */
 function filterQuery(q: ListQuery, extra: Record<string, string> = {}): string {
@@ -77,14 +83,17 @@ export function orderPages(deps: OrdersDeps) {
       ? html`<tr><td colspan="8">No orders match.</td></tr>`
       : rows.map(
           (o) => html`<tr>
-            <td><a href=${`/orders/${o.id}`}>${o.client_order_id ?? `#${o.id}`}</a></td>
-            <td class="wide">${o.svc_order_id ?? "–"}</td>
-            <td>${badge(canonicalStatus(o.status))}</td>
-            <td>${badge(o.placement_state)}</td>
+            <td class="id"><a href=${`/orders/${o.id}`}>${o.client_order_id ?? `#${o.id}`}</a></td>
+            <td class="wider id">${o.svc_order_id ?? "–"}</td>
+            <td>
+              ${badge(canonicalStatus(o.status))}
+              ${UNSETTLED.has(o.placement_state) ? html`<span class="narrow"><br />placement ${badge(o.placement_state)}</span>` : null}
+            </td>
+            <td class="wide">${badge(o.placement_state)}</td>
             <td class="wide">${o.rider_name ?? o.rider_id ?? "–"}</td>
             <td class="wide">${o.store_code ?? "–"}</td>
             <td>${at(o.last_event_at)}</td>
-            <td class="wide">${at(o.updated_at)}</td>
+            <td class="wider">${at(o.updated_at)}</td>
           </tr>`,
         );
 
@@ -135,7 +144,7 @@ export function orderPages(deps: OrdersDeps) {
         </form>
         <table>
           <caption>${live ? "Newest first; this list updates by itself." : "Newest first."}</caption>
-          <thead><tr><th scope="col">Order</th><th scope="col" class="wide">Provider id</th><th scope="col">Status</th><th scope="col">Placement</th><th scope="col" class="wide">Rider</th><th scope="col" class="wide">Store</th><th scope="col">Last event</th><th scope="col" class="wide">Updated</th></tr></thead>
+          <thead><tr><th scope="col">Order</th><th scope="col" class="wider">Provider id</th><th scope="col">Status</th><th scope="col" class="wide">Placement</th><th scope="col" class="wide">Rider</th><th scope="col" class="wide">Store</th><th scope="col">Last event</th><th scope="col" class="wider">Updated</th></tr></thead>
           <tbody data-live=${live}>${rowsOf(page.rows)}</tbody>
         </table>
         <p class="pager">
@@ -175,14 +184,14 @@ export function orderPages(deps: OrdersDeps) {
     commands.length === 0
       ? html`<p>No commands sent for this order.</p>`
       : html`<table>
-          <thead><tr><th scope="col">Command</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Provider's answer</th><th scope="col" class="wide">Sent</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead>
+          <thead><tr><th scope="col">Command</th><th scope="col">State</th><th scope="col" class="wide num">Attempts</th><th scope="col">Provider's answer</th><th scope="col" class="wide">Sent</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead>
           <tbody>
             ${commands.map(
               (k) => html`<tr>
-                <td>#${k.id} ${k.kind}</td>
+                <td>#${k.id} ${breakable(k.kind)}</td>
                 <td>${badge(k.state)}${k.outcome_unknown ? " (outcome unknown)" : ""}</td>
-                <td class="num">${k.attempts}</td>
-                <td>${answerOf(k)}</td>
+                <td class="wide num">${k.attempts}</td>
+                <td class="long">${answerOf(k)}</td>
                 <td class="wide">${at(k.created_at)}</td>
                 <td>${retryable(k, o) ? html`<a class="button secondary" href=${`/commands/${k.id}/retry`}>Retry…</a>` : null}</td>
               </tr>`,

@@ -15,6 +15,8 @@ export interface PathPoint {
 const W = 640;
 const H = 360;
 const PAD = 24;
+/** The drawings' box (their viewBox) and the padding inside it. */
+export const BOX = { width: W, height: H, pad: PAD } as const;
 
 /** Great-circle distance in km. */
 export function distanceKm(a: PathPoint, b: PathPoint): number {
@@ -25,18 +27,31 @@ export function distanceKm(a: PathPoint, b: PathPoint): number {
   return 2 * 6371 * Math.asin(Math.min(1, Math.sqrt(h)));
 }
 
-/** The path scaled into the box, north up, east right, kilometres equal both ways. */
+/**
+ * A path's span below this many degrees (about 55 m) counts as this much: a rider standing
+ * still, or a straight north-south or east-west ride, has a span of zero one way or both,
+ * and a waiting rider's GPS jitter of a few metres should not be blown up to fill the box.
+ */
+const MIN_SPAN_DEG = 5e-4;
+
+/**
+ * The path scaled into the box, north up, east right, kilometres equal both ways: one
+ * scale, the largest at which the path fits both the box's width and its height, and the
+ * path centred. A wide, flat ride reaches from the left padding to the right one; a tall
+ * one from the top to the bottom; a single point sits in the middle.
+ */
 export function riderPath(points: readonly PathPoint[], describe: (at: Date) => string): JSXNode {
   if (points.length === 0) return html`<p>No rider locations yet.</p>`;
   const midLat = points.reduce((s, p) => s + p.latitude, 0) / points.length;
+  // A degree of longitude is cos(latitude) times as long as a degree of latitude.
   const kx = Math.cos((midLat * Math.PI) / 180);
   const xs = points.map((p) => p.longitude * kx);
   const ys = points.map((p) => p.latitude);
   const [minX, maxX, minY, maxY] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
-  const span = Math.max(maxX - minX, maxY - minY, 1e-4);
-  const scale = Math.min((W - 2 * PAD) / span, (H - 2 * PAD) / span);
-  const x = (i: number) => (PAD + (xs[i]! - minX) * scale + (W - 2 * PAD - (maxX - minX) * scale) / 2).toFixed(1);
-  const y = (i: number) => (H - PAD - (ys[i]! - minY) * scale - (H - 2 * PAD - (maxY - minY) * scale) / 2).toFixed(1);
+  const [spanX, spanY] = [maxX - minX, maxY - minY];
+  const scale = Math.min((W - 2 * PAD) / Math.max(spanX, MIN_SPAN_DEG), (H - 2 * PAD) / Math.max(spanY, MIN_SPAN_DEG));
+  const x = (i: number) => (PAD + (W - 2 * PAD - spanX * scale) / 2 + (xs[i]! - minX) * scale).toFixed(1);
+  const y = (i: number) => (H - PAD - (H - 2 * PAD - spanY * scale) / 2 - (ys[i]! - minY) * scale).toFixed(1);
   const line = points.map((_, i) => `${x(i)},${y(i)}`).join(" ");
   let km = 0;
   for (let i = 1; i < points.length; i++) km += distanceKm(points[i - 1]!, points[i]!);

@@ -85,7 +85,7 @@ export function systemPages(deps: SystemPagesDeps) {
         <table>
           <caption>Every setting this process was given; secrets are never shown.</caption>
           <thead><tr><th scope="col">Variable</th><th scope="col">Value</th><th scope="col" class="wide">What it does</th></tr></thead>
-          <tbody>
+          <tbody class="settings">
             ${settings.map(
               (s) => html`<tr>
                 <td><code>${s.name}</code></td>
