@@ -3,7 +3,7 @@
  * queues its new events for projection and adds one drain job) and every read of the log:
  * the projection's, the timeline's and the rebuild's.
  */
-import type { Sql, TransactionSql } from "postgres";
+import type { TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
 import type { orderEvents } from "../db/schema/index.ts";
 import type { JsonObject, NormalisedEvent } from "../domain/normalise.ts";
@@ -157,12 +157,60 @@ export async function payloadsOf(tx: Tx, ids: readonly number[]): Promise<{ id: 
   return await tx<{ id: number; payload: unknown }[]>`select id, payload from order_events where id = any(${ids as number[]}::bigint[])`;
 }
 
-/** Every pair of identifiers in the log or on an order row, in pages of 500 (what a rebuild walks). */
-export function everyIdentity(sql: Sql) {
-  return sql<{ svc_order_id: string | null; client_order_id: string | null }[]>`
-    select distinct svc_order_id, client_order_id from order_events
-    union
-    select svc_order_id, client_order_id from orders`.cursor(500);
+/** The log's id range (0, 0 when empty). */
+export async function eventIdRange(sql: Tx): Promise<{ first: number; last: number }> {
+  const [row] = await sql<{ first: number | null; last: number | null }[]>`select min(id) as first, max(id) as last from order_events`;
+  return { first: row?.first ?? 0, last: row?.last ?? 0 };
+}
+
+/**
+ * The first event id received at or after `since` (null when none): a binary search over
+ * the primary key, since ids are handed out as events are received. Some twenty index
+ * lookups, however long the log.
+ */
+export async function firstEventReceivedSince(sql: Tx, since: Date): Promise<number | null> {
+  const { first, last } = await eventIdRange(sql);
+  if (last === 0) return null;
+  const receivedAtOrAfter = async (id: number) => {
+    const [row] = await sql<{ id: number; received_at: Date }[]>`
+      select id, received_at from order_events where id >= ${id} order by id limit 1`;
+    return row ?? null;
+  };
+  let lo = first;
+  let hi = last;
+  const lastRow = await receivedAtOrAfter(last);
+  if (!lastRow || lastRow.received_at < since) return null;
+  while (lo < hi) {
+    const mid = Math.floor((lo + hi) / 2);
+    const row = await receivedAtOrAfter(mid);
+    if (row && row.received_at >= since) hi = Math.min(row.id, mid);
+    else lo = (row?.id ?? mid) + 1;
+  }
+  return lo;
+}
+
+/**
+ * The identifier pairs of the events with ids in (afterId, upToId]; with `orphansOnly`,
+ * only those no order row carries yet (either id). One primary-key range: what a rebuild
+ * reads a slice of the log at a time, in bounded memory.
+ */
+export async function identitiesIn(
+  sql: Tx,
+  afterId: number,
+  upToId: number,
+  orphansOnly: boolean,
+): Promise<{ svc_order_id: string | null; client_order_id: string | null }[]> {
+  return await sql<{ svc_order_id: string | null; client_order_id: string | null }[]>`
+    select distinct e.svc_order_id, e.client_order_id from order_events e
+    where e.id > ${afterId} and e.id <= ${upToId}
+      ${
+        orphansOnly
+          ? // Unique-index lookups. An event known only by an order's second provider id
+            // (svc_order_ids) counts as an orphan and is projected again: harmless, and rare.
+            sql`and not exists (select from orders o where o.svc_order_id = e.svc_order_id)
+                and not exists (select from orders o where o.client_order_id = e.client_order_id)`
+          : sql``
+      }`;
 }
 
 export interface TimelineCursor {

@@ -169,3 +169,15 @@ export async function silentOrders(
     limit ${limit}`;
   return { rows: rows.map(({ total: _, ...r }) => r), total: rows[0]?.total ?? 0 };
 }
+
+/** A page of orders by id (keyset) with every identifier each carries: what a rebuild walks. */
+export async function orderIdentityPage(
+  sql: Tx,
+  page: { afterId: number; upToId?: number | undefined; limit: number },
+): Promise<Pick<OrderRow, "id" | "svc_order_id" | "client_order_id" | "svc_order_ids">[]> {
+  return await sql<Pick<OrderRow, "id" | "svc_order_id" | "client_order_id" | "svc_order_ids">[]>`
+    select id, svc_order_id, client_order_id, svc_order_ids from orders
+    where id > ${page.afterId} ${page.upToId !== undefined ? sql`and id <= ${page.upToId}` : sql``}
+    order by id
+    limit ${page.limit}`;
+}

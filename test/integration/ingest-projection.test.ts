@@ -12,7 +12,7 @@ import type { EventDetails, JsonObject } from "../../src/domain/normalise.ts";
 import { DETAIL_NAMES, DETAIL_SOURCES, detailBit, detailMask, fold, latestFirst, payloadsNeeded } from "../../src/domain/projection.ts";
 import type { DetailName, StoredEvent } from "../../src/domain/projection.ts";
 import { projectOrders } from "../../src/projection/project.ts";
-import { rebuildAll } from "../../src/projection/rebuild.ts";
+import { rebuild } from "../../src/projection/rebuild.ts";
 import { createTestApp } from "../helpers/app.ts";
 import { ordersOfLog } from "../helpers/oracle.ts";
 import type { TestApp } from "../helpers/app.ts";
@@ -215,7 +215,7 @@ describe("projection: set-based projection in the database", () => {
       const [r] = await projectOrders(t.database.sql, [{ svcOrderId: s.svc_order_id, clientOrderId: s.client_order_id }]);
       assert.equal(r?.changed, false, JSON.stringify(s));
     }
-    assert.equal((await rebuildAll(t.database.sql)).changed, 0);
+    assert.equal((await rebuild(t.database.sql)).changed, 0);
     assert.deepEqual(await snapshot(), before);
   });
 });

@@ -9,7 +9,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { placeOrder } from "../../src/commands/service.ts";
 import { createDrainer } from "../../src/projection/queue.ts";
 import { isConflict } from "../../src/projection/project.ts";
-import { rebuildAll } from "../../src/projection/rebuild.ts";
+import { rebuild } from "../../src/projection/rebuild.ts";
 import { decodeState } from "../../src/projection/state.ts";
 import { createTestApp, shuffle } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
@@ -58,7 +58,7 @@ describe("incremental projection", () => {
     const merged = await row("PI-A");
     assert.deepEqual([merged!.event_count, merged!.state?.eventCount, merged!.status], [1001, 1001, "COLLECTED"]);
 
-    assert.equal((await rebuildAll(t.database.sql)).changed, 1);
+    assert.equal((await rebuild(t.database.sql)).changed, 1);
     assert.equal((await row("PI-A"))!.event_count, 6);
     await assertOrdersEqualLog(t.database.sql);
 
@@ -94,7 +94,7 @@ describe("incremental projection", () => {
       await send({ ...ids, rider_latitude: 12, rider_longitude: 77, timestamp: at(11) });
     }
     assert.equal(await queued(), 10);
-    await rebuildAll(t.database.sql);
+    await rebuild(t.database.sql);
     assert.equal(await queued(), 0);
     await assertOrdersEqualLog(t.database.sql);
     const snapshot = async () => t.database.sql`select * from orders order by id`;
@@ -166,7 +166,7 @@ describe("incremental projection", () => {
     };
     const rebuildLoop = async () => {
       while (sending) {
-        await retrying(() => rebuildAll(t.database.sql));
+        await retrying(() => rebuild(t.database.sql));
         await new Promise((r) => setTimeout(r, 20));
       }
     };

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { rebuildAll } from "../../src/projection/rebuild.ts";
+import { rebuild } from "../../src/projection/rebuild.ts";
 import { createTestApp, shuffle } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 
@@ -146,14 +146,14 @@ describe("projection through the whole pipeline", () => {
     const snapshot = async () => t.database.sql`select * from orders order by id`;
     const before = await snapshot();
     assert.ok(before.length >= 100);
-    const untouched = await rebuildAll(t.database.sql);
+    const untouched = await rebuild(t.database.sql);
     assert.equal(untouched.changed, 0);
     assert.deepEqual(await snapshot(), before);
 
     // Damage some projections, and lose some rows entirely.
     await t.database.sql`update orders set status = 'CREATED', rider_name = null, event_count = 0 where client_order_id like 'BULK-1%'`;
     await t.database.sql`delete from orders where client_order_id like 'BULK-2%'`;
-    const repaired = await rebuildAll(t.database.sql);
+    const repaired = await rebuild(t.database.sql);
     assert.ok(repaired.changed >= 11 + 11, `changed ${repaired.changed}`);
     const after = await snapshot();
     const strip = (rows: typeof before) =>

@@ -21,6 +21,7 @@ import { listOrders, placementCounts, silentOrders } from "../../orders/read.ts"
 import type { OrderRow, SilentOrder } from "../../orders/read.ts";
 import { advanceMark, getMark } from "../../sessions/marks.ts";
 import type { ConsoleEnv } from "./auth.ts";
+import { problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import type { JSXNode } from "./html.ts";
 import { badge, csrfField, errorBox, renderFragment, renderPage, timeOf } from "./layout.ts";
@@ -232,7 +233,7 @@ export function attentionPages(deps: AttentionDeps) {
     const parsed = SeenForm.safeParse(await c.req.parseBody());
     const last = parsed.success ? await lastRejectedId(sql) : 0;
     if (!parsed.success || parsed.data.upto > last) {
-      const problem = parsed.success ? `There is no rejected callback ${parsed.data.upto}: the newest is ${last}.` : parsed.error.issues.map((i) => `${i.path.join(".") || "form"}: ${i.message}`).join("; ");
+      const problem = parsed.success ? `There is no rejected callback ${parsed.data.upto}: the newest is ${last}.` : problemOf(parsed.error);
       return badSeen(c, problem);
     }
     await advanceMark(sql, "rejected_seen", parsed.data.upto);

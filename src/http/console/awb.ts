@@ -13,6 +13,7 @@ import type { AwbRequestRow } from "../../awb/pool.ts";
 import type { ProviderClient } from "../../provider/client.ts";
 import { MAX_AWB_COUNT } from "../../provider/schemas.ts";
 import type { ConsoleEnv } from "./auth.ts";
+import { blankToUndefined, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import { csrfField, errorBox, noticeBox, renderPage, timeOf } from "./layout.ts";
 import { levelChart } from "./svg.ts";
@@ -34,7 +35,7 @@ const REQUEST_TONE: Record<string, string> = { pending: "warn", completed: "ok",
 
 const ReplenishForm = z.object({
   count: z.preprocess(
-    (v) => (typeof v === "string" && v.trim() === "" ? undefined : v),
+    blankToUndefined,
     z.coerce.number().int("must be a whole number").min(1, "must be at least 1").max(MAX_AWB_COUNT, `must be at most ${MAX_AWB_COUNT}`).optional(),
   ),
   mode: z.enum(MODES, { error: "must be pool or fresh" }),
@@ -141,7 +142,7 @@ export function awbPages(deps: AwbPagesDeps) {
 
   app.post("/awb/replenish", async (c) => {
     const input = ReplenishForm.safeParse(await c.req.parseBody());
-    if (!input.success) return confirmPage(c, { status: 422, error: input.error.issues.map((i) => `${i.path.join(".") || "form"}: ${i.message}`).join("; ") });
+    if (!input.success) return confirmPage(c, { status: 422, error: problemOf(input.error) });
     if (deps.provider === undefined) return confirmPage(c, { status: 409, error: NO_PROVIDER });
     await enqueueManualReplenish(sql, { count: input.data.count, mode: input.data.mode });
     return c.redirect("/awb?done=replenish", 303);

@@ -10,6 +10,7 @@ import { z } from "zod";
 import { endpointHealth, HEALTH_WINDOW, listDeliveries, messageDetail, resendMessage } from "../../notify/deliveries.ts";
 import type { DeliveryListRow, EndpointHealth, MessageDetail } from "../../notify/deliveries.ts";
 import type { ConsoleEnv } from "./auth.ts";
+import { blankToUndefined, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import { badge, csrfField, errorBox, noticeBox, renderPage, timeOf } from "./layout.ts";
 
@@ -21,7 +22,7 @@ export interface NotificationPagesDeps {
 const PAGE_SIZE = 50;
 
 const ListQuery = z.object({
-  before: z.preprocess((v) => (v === "" ? undefined : v), z.coerce.number().int("must be a whole number").positive("must be positive").max(Number.MAX_SAFE_INTEGER).optional()),
+  before: z.preprocess(blankToUndefined, z.coerce.number().int("must be a whole number").positive("must be positive").max(Number.MAX_SAFE_INTEGER).optional()),
   done: z.string().optional(),
   deliveries: z.string().optional(),
 });
@@ -29,7 +30,6 @@ const ListQuery = z.object({
 /** A message id as tracklane makes them (`msg_` and a time-ordered id). */
 const MessageId = z.string().regex(/^msg_[0-9A-Za-z]{1,64}$/);
 
-const problemOf = (error: z.ZodError) => error.issues.map((i) => `${i.path.join(".") || "query"}: ${i.message}`).join("; ");
 
 export function notificationPages(deps: NotificationPagesDeps) {
   const { sql, timeZone } = deps;
@@ -82,7 +82,7 @@ export function notificationPages(deps: NotificationPagesDeps) {
     const csrf = c.get("session").csrfToken;
     const parsed = ListQuery.safeParse(c.req.query());
     if (!parsed.success) {
-      return renderPage(c, { title: "Notifications", nav: "/notifications", csrf, status: 400, body: html`<h1>Notifications</h1>${errorBox(problemOf(parsed.error))}<p><a href="/notifications">Notifications</a></p>` });
+      return renderPage(c, { title: "Notifications", nav: "/notifications", csrf, status: 400, body: html`<h1>Notifications</h1>${errorBox(problemOf(parsed.error, "query"))}<p><a href="/notifications">Notifications</a></p>` });
     }
     const q = parsed.data;
     const [endpoints, failed] = await Promise.all([endpointHealth(sql), listDeliveries(sql, { status: "failed", limit: PAGE_SIZE, beforeId: q.before })]);

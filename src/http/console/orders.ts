@@ -20,6 +20,7 @@ import type { OrderRow } from "../../orders/read.ts";
 import { CANCEL_USERS } from "../../provider/schemas.ts";
 import { toApiError } from "../errors.ts";
 import type { ConsoleEnv } from "./auth.ts";
+import { blankToUndefined, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import type { JSXNode } from "./html.ts";
 import { badge, breakable, csrfField, errorBox, noticeBox, renderFragment, renderPage, timeOf } from "./layout.ts";
@@ -36,7 +37,6 @@ const PAGE_SIZE = 50;
 const TIMELINE_MAX = 500;
 
 const SINCE = { "1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000 } as const;
-const blankToUndefined = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
 
 const ListQuery = z.object({
   q: z.preprocess(blankToUndefined, z.string().trim().max(128).optional()),
@@ -68,10 +68,6 @@ function filterQuery(q: ListQuery, extra: Record<string, string> = {}): string {
   return text === "" ? "" : `?${text}`;
 }
 
-/** What a query's problem is, in a sentence naming the field. */
-function problemOf(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.join(".") || "query"}: ${i.message}`).join("; ");
-}
 
 export function orderPages(deps: OrdersDeps) {
   const { sql, timeZone } = deps;
@@ -106,7 +102,7 @@ export function orderPages(deps: OrdersDeps) {
 
   app.get("/orders/rows", async (c) => {
     const parsed = ListQuery.safeParse(c.req.query());
-    if (!parsed.success) return c.text(problemOf(parsed.error), 400);
+    if (!parsed.success) return c.text(problemOf(parsed.error, "query"), 400);
     const page = await listOrders(sql, { ...filtersOf(parsed.data), limit: PAGE_SIZE });
     return renderFragment(c, html`${rowsOf(page.rows)}`);
   });
@@ -115,7 +111,7 @@ export function orderPages(deps: OrdersDeps) {
     const parsed = ListQuery.safeParse(c.req.query());
     const csrf = c.get("session").csrfToken;
     if (!parsed.success) {
-      return renderPage(c, { title: "Orders", nav: "/orders", csrf, status: 400, body: html`<h1>Orders</h1>${errorBox(problemOf(parsed.error))}<p><a href="/orders">All orders</a></p>` });
+      return renderPage(c, { title: "Orders", nav: "/orders", csrf, status: 400, body: html`<h1>Orders</h1>${errorBox(problemOf(parsed.error, "query"))}<p><a href="/orders">All orders</a></p>` });
     }
     const q = parsed.data;
     let searched: JSXNode | null = null;

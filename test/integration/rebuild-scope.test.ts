@@ -1,0 +1,94 @@
+/**
+ * `npm run rebuild`'s scopes (src/projection/rebuild.ts, src/rebuild.ts): every order, an id
+ * range of orders, the orders of events received since a time; a log whose orders are all
+ * missing is rebuilt from the log alone; the command line's refusals.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { rebuild } from "../../src/projection/rebuild.ts";
+import type { RebuildProgress } from "../../src/projection/rebuild.ts";
+import { scopeOf } from "../../src/rebuild.ts";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await createTestApp();
+  // Six orders, two events each.
+  for (let i = 1; i <= 6; i++) {
+    await t.callback({ client_order_id: `RB-${i}`, svc_order_id: String(990_000 + i), order_status: "ALLOTTED", timestamp: "2026-11-23T09:00:00Z" });
+    await t.callback({ client_order_id: `RB-${i}`, svc_order_id: String(990_000 + i), order_status: "DELIVERED", timestamp: "2026-11-23T09:30:00Z" });
+  }
+  await t.runJobs();
+});
+after(async () => {
+  await t.close();
+});
+
+const statuses = async () =>
+  Object.fromEntries(
+    (await t.database.sql<{ client_order_id: string; status: string }[]>`select client_order_id, status from orders where client_order_id like 'RB-%' order by id`).map((r) => [
+      r.client_order_id,
+      r.status,
+    ]),
+  );
+const idOf = async (coid: string) => (await t.database.sql<{ id: number }[]>`select id from orders where client_order_id = ${coid}`)[0]!.id;
+const damage = async () => t.database.sql`update orders set status = 'CREATED', event_count = 0 where client_order_id like 'RB-%'`;
+
+describe("rebuild's scopes", () => {
+  it("an id range of orders repairs those orders and touches no other", async () => {
+    await damage();
+    const [from, to] = [await idOf("RB-2"), await idOf("RB-3")];
+    const result = await rebuild(t.database.sql, { fromOrderId: from, toOrderId: to });
+    assert.deepEqual([result.orders, result.changed, result.eventsRead], [2, 2, 0], "no log read for a range");
+    assert.deepEqual(await statuses(), { "RB-1": "CREATED", "RB-2": "DELIVERED", "RB-3": "DELIVERED", "RB-4": "CREATED", "RB-5": "CREATED", "RB-6": "CREATED" });
+  });
+
+  it("--since repairs the orders of events received since then, found by a binary search of the log", async () => {
+    await damage();
+    // The events of RB-5 and RB-6 arrived later than the rest.
+    await t.database.sql`alter table order_events disable trigger user`;
+    try {
+      await t.database.sql`update order_events set received_at = received_at - interval '2 days' where client_order_id not in ('RB-5', 'RB-6')`;
+    } finally {
+      await t.database.sql`alter table order_events enable trigger user`;
+    }
+    const result = await rebuild(t.database.sql, { since: new Date(Date.now() - 86_400_000) });
+    assert.equal(result.changed, 2);
+    assert.deepEqual(await statuses(), { "RB-1": "CREATED", "RB-2": "CREATED", "RB-3": "CREATED", "RB-4": "CREATED", "RB-5": "DELIVERED", "RB-6": "DELIVERED" });
+    assert.deepEqual(await rebuild(t.database.sql, { since: new Date(Date.now() + 3_600_000) }), { orders: 0, changed: 0, eventsRead: 0 }, "nothing received since: nothing to do");
+  });
+
+  it("everything: every order repaired, and orders whose rows are gone made again from the log, in slices, with progress", async () => {
+    await damage();
+    await t.database.sql`delete from orders where client_order_id in ('RB-1', 'RB-4')`;
+    const seen: RebuildProgress[] = [];
+    const result = await rebuild(t.database.sql, {}, (p) => seen.push(p));
+    assert.ok(result.changed >= 6, JSON.stringify(result));
+    assert.deepEqual(await statuses(), { "RB-2": "DELIVERED", "RB-3": "DELIVERED", "RB-5": "DELIVERED", "RB-6": "DELIVERED", "RB-1": "DELIVERED", "RB-4": "DELIVERED" });
+    assert.ok(seen.some((p) => p.phase === "orders") && seen.some((p) => p.phase === "log"), "both phases reported");
+    const last = seen[seen.length - 1]!;
+    assert.equal(last.eventsRead, last.eventsTotal, "the whole log read");
+    assert.equal((await rebuild(t.database.sql)).changed, 0, "a second run changes nothing");
+  });
+});
+
+describe("the rebuild command line", () => {
+  it("takes --orders FROM-TO or --since ISO-TIME, and refuses anything else with a sentence and the usage", () => {
+    assert.deepEqual(scopeOf([]), {});
+    assert.deepEqual(scopeOf(["--orders", "10-20"]), { fromOrderId: 10, toOrderId: 20 });
+    assert.deepEqual(scopeOf(["--since", "2026-11-01T00:00:00Z"]), { since: new Date("2026-11-01T00:00:00Z") });
+    for (const [args, pattern] of [
+      [["--orders", "20-10"], /--orders must be FROM-TO/],
+      [["--orders", "abc"], /--orders must be FROM-TO/],
+      [["--since", "yesterday"], /--since must be an ISO 8601 time/],
+      [["--orders", "1-2", "--since", "2026-11-01"], /exclude each other/],
+      [["--all"], /Unknown option '--all'/],
+    ] as const) {
+      const said = scopeOf(args);
+      assert.equal(typeof said, "string", args.join(" "));
+      assert.match(said as string, pattern);
+      assert.match(said as string, /usage: npm run rebuild/);
+    }
+  });
+});
