@@ -8,6 +8,7 @@ import type { Tx } from "../db/client.ts";
 import { pageOf } from "../db/page.ts";
 import type { commands } from "../db/schema/index.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
+import { isJsonObject } from "../domain/normalise.ts";
 import type { JsonObject } from "../domain/normalise.ts";
 
 export const COMMAND_KINDS = ["place", "edit", "cancel", "dispatch_ready", "stop_reattempt", "confirm_placement"] as const;
@@ -229,4 +230,20 @@ export async function purgeFinishedCommands(tx: Tx, before: Date, batch: number)
       select id from commands where state <> 'pending' and kind <> 'place' and completed_at < ${before}
       order by completed_at limit ${batch})`;
   return rows.count;
+}
+
+/** The customer's details out of the order's command requests (`redact`: null leaves one as it is); the request hash stays. */
+export async function redactCommands(tx: TransactionSql, orderId: number, redact: (request: JsonObject) => JsonObject | null): Promise<number> {
+  const rows = await tx<{ id: number; request: unknown }[]>`select id, request from commands where order_id = ${orderId} and redacted_at is null`;
+  const changed = rows.flatMap((r) => {
+    const redacted = isJsonObject(r.request) ? redact(r.request) : null;
+    return redacted === null ? [] : [{ id: r.id, request: redacted }];
+  });
+  if (changed.length > 0) {
+    await tx`
+      update commands c set request = v.request, redacted_at = now()
+      from json_to_recordset(${JSON.stringify(changed)}::text::json) as v(id bigint, request jsonb)
+      where c.id = v.id and c.id = any(${changed.map((c) => c.id)}::bigint[])`;
+  }
+  return changed.length;
 }

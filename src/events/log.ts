@@ -6,6 +6,7 @@
 import type { TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
 import type { orderEvents } from "../db/schema/index.ts";
+import { isJsonObject } from "../domain/normalise.ts";
 import type { JsonObject, NormalisedEvent } from "../domain/normalise.ts";
 import { knownClientIds } from "../orders/read.ts";
 import { DRAIN_TASK } from "../projection/backlog.ts";
@@ -254,4 +255,32 @@ export async function orderTimeline(
   const items = more ? rows.slice(0, page.limit) : rows;
   const last = items[items.length - 1];
   return { rows: items, next: more && last ? { micros: last.micros, id: last.id } : null };
+}
+
+/**
+ * Redaction, the one change the log allows (migration 0009's trigger checks it): the
+ * payloads of the order's events, as `redact` returns them (null: unchanged), with values
+ * replaced by "[redacted]" and nothing else. How many events changed.
+ */
+export async function redactOrderEvents(
+  tx: TransactionSql,
+  order: { svcOrderIds: readonly string[]; clientOrderId: string | null },
+  redact: (payload: JsonObject) => JsonObject | null,
+): Promise<number> {
+  const rows = await tx<{ id: number; payload: unknown }[]>`
+    select id, payload from order_events
+    where svc_order_id = any(${order.svcOrderIds as string[]}::text[])
+      ${order.clientOrderId !== null ? tx`or client_order_id = ${order.clientOrderId}` : tx``}`;
+  const changed = rows.flatMap((r) => {
+    const redacted = isJsonObject(r.payload) ? redact(r.payload) : null;
+    return redacted === null ? [] : [{ id: r.id, payload: redacted }];
+  });
+  if (changed.length === 0) return 0;
+  await tx`set local tracklane.redacting = 'on'`;
+  await tx`
+    update order_events e set payload = v.payload
+    from json_to_recordset(${JSON.stringify(changed)}::text::json) as v(id bigint, payload jsonb)
+    where e.id = v.id and e.id = any(${changed.map((c) => c.id)}::bigint[])`;
+  await tx`set local tracklane.redacting = 'off'`;
+  return changed.length;
 }

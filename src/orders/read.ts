@@ -181,3 +181,17 @@ export async function orderIdentityPage(
     order by id
     limit ${page.limit}`;
 }
+
+/** Finished orders not yet redacted that finished before `before`, oldest first (orders_pii_due_idx). */
+export async function ordersDueForRedaction(
+  sql: Tx,
+  before: Date,
+  limit: number,
+): Promise<Pick<OrderRow, "id" | "svc_order_id" | "client_order_id" | "svc_order_ids">[]> {
+  return await sql<Pick<OrderRow, "id" | "svc_order_id" | "client_order_id" | "svc_order_ids">[]>`
+    select id, svc_order_id, client_order_id, svc_order_ids from orders
+    where redacted_at is null and status in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER')
+      and status_at < ${before}
+    order by status_at
+    limit ${limit}`;
+}

@@ -298,3 +298,8 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
   await recordOrderChanges(tx, changes);
   return changes;
 }
+
+/** The order's personal data is gone (its events and commands were redacted and it was projected again). */
+export async function markRedacted(tx: Tx, orderId: number): Promise<void> {
+  await tx`update orders set redacted_at = now() where id = ${orderId}`;
+}

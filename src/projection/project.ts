@@ -318,6 +318,13 @@ export function reportPlacements(log: Logger, results: readonly ProjectResult[])
 }
 
 /** Several orders: one transaction, one result per start (see projectOrdersIn). */
+/** An order row's identities: its client id with each provider id it carries (what re-deriving the row starts from). */
+export function identitiesOfRow(o: { svc_order_id: string | null; client_order_id: string | null; svc_order_ids: string[] }): OrderIds[] {
+  const svcs = new Set([...(o.svc_order_id === null ? [] : [o.svc_order_id]), ...o.svc_order_ids]);
+  if (svcs.size === 0) return [{ svcOrderId: null, clientOrderId: o.client_order_id }];
+  return [...svcs].map((svc) => ({ svcOrderId: svc, clientOrderId: o.client_order_id }));
+}
+
 export async function projectOrders(sql: Sql, starts: readonly OrderIds[]): Promise<(ProjectResult | null)[]> {
   return await sql.begin((tx) => projectOrdersIn(tx, starts));
 }

@@ -1,7 +1,7 @@
 import type { Sql } from "postgres";
 import { eventIdRange, firstEventReceivedSince, identitiesIn } from "../events/log.ts";
 import { orderIdentityPage } from "../orders/read.ts";
-import { isConflict, projectOrders } from "./project.ts";
+import { identitiesOfRow, isConflict, projectOrders } from "./project.ts";
 import type { OrderIds, ProjectResult } from "./project.ts";
 
 /** Attempts of one page before the rebuild gives up (conflicts with running drains). */
@@ -90,13 +90,6 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
 }
 
 const key = (i: { svc_order_id: string | null; client_order_id: string | null }) => `${i.svc_order_id ?? ""}\u0000${i.client_order_id ?? ""}`;
-
-/** An order row's identities: its client id with each provider id it carries. */
-function identitiesOfRow(o: { svc_order_id: string | null; client_order_id: string | null; svc_order_ids: string[] }): OrderIds[] {
-  const svcs = new Set([...(o.svc_order_id === null ? [] : [o.svc_order_id]), ...o.svc_order_ids]);
-  if (svcs.size === 0) return [{ svcOrderId: null, clientOrderId: o.client_order_id }];
-  return [...svcs].map((svc) => ({ svcOrderId: svc, clientOrderId: o.client_order_id }));
-}
 
 async function withRetry(project: () => Promise<(ProjectResult | null)[]>): Promise<(ProjectResult | null)[]> {
   for (let attempt = 1; ; attempt++) {

@@ -1,8 +1,9 @@
-/** Retention's worker task: once a day, rows past their retention go (purge.ts). */
+/** Retention's worker task: once a day, rows past their retention go (purge.ts), and finished orders' personal data (redact.ts). */
 import { z } from "zod";
 import { defineTask } from "../worker/define-task.ts";
 import type { TaskDefinition } from "../worker/define-task.ts";
 import { purgeExpired } from "./purge.ts";
+import { redactDue } from "./redact.ts";
 
 const PURGE_TASK = "retention__purge";
 
@@ -12,6 +13,8 @@ export const RETENTION_CRONTAB = `17 3 * * * ${PURGE_TASK} ?id=retention_purge&j
 const retentionPurge = defineTask(PURGE_TASK, z.unknown(), async (_payload, { deps, log }) => {
   const purged = await purgeExpired(deps.sql, deps.config.retention);
   log.info({ purged, days: deps.config.retention }, "retention: expired rows removed");
+  const redacted = await redactDue(deps.sql, deps.config.retention.piiDays);
+  log.info({ redacted, piiDays: deps.config.retention.piiDays }, "retention: personal data of finished orders redacted");
 });
 
 export const retentionTasks: readonly TaskDefinition[] = [retentionPurge];

@@ -33,6 +33,8 @@ export const commands = pgTable(
     created_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
     updated_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
     completed_at: timestamp({ withTimezone: true }),
+    /** When the customer's details in `request` were replaced by "[redacted]"; null: not yet. */
+    redacted_at: timestamp({ withTimezone: true }),
   },
   (t) => [
     // Serves GET /v1/orders/{order}/commands.

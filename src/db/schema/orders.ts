@@ -56,6 +56,8 @@ export const orders = pgTable(
      * within an hour an order's writes leave it as it is, so they can be HOT updates (no
      * new index entries), which a column that changes on every write would prevent.
      */
+    /** When the order's personal data was redacted (PII_RETENTION_DAYS after it finished); null: not yet. */
+    redacted_at: timestamp({ withTimezone: true }),
     updated_hour: timestamp({ withTimezone: false })
       .notNull()
       .generatedAlwaysAs(sql`date_trunc('hour', updated_at at time zone 'UTC')`),
@@ -70,6 +72,11 @@ export const orders = pgTable(
     index("orders_status_idx").on(t.status, t.id.desc().nullsFirst()),
     index("orders_store_code_idx").on(t.store_code, t.id.desc().nullsFirst()).where(sql`${t.store_code} is not null`),
     index("orders_updated_hour_idx").on(t.updated_hour),
+    // Finished orders whose personal data is still there, by when they finished: what the
+    // daily redaction takes, oldest first. status_at changes only with the status.
+    index("orders_pii_due_idx")
+      .on(t.status_at)
+      .where(sql`${t.redacted_at} is null and ${t.status} in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER')`),
     // Serves GET /v1/orders?placement= for the states that need a person, and the placement
     // gauge. Only those few rows are in it: each index an order row is in costs the writes
     // that change its columns.

@@ -1,0 +1,140 @@
+/**
+ * Personal data out of finished orders (docs/operations.md, "Personal data"):
+ * PII_RETENTION_DAYS after an order finished, the customer's details in its commands and the
+ * rider's name and contact in its events and row read "[redacted]" through the API; younger
+ * and unfinished orders keep theirs; the log still refuses every other change; a repeated
+ * place of a redacted order is still recognised.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { redactCommandRequest, redactEventPayload, REDACTED } from "../../src/domain/redact.ts";
+import { redactDue } from "../../src/retention/redact.ts";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+import { placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
+import type { EmulatorPair } from "../helpers/emulator.ts";
+
+let t: TestApp;
+let emulator: EmulatorPair;
+before(async () => {
+  emulator = await startEmulatorPair();
+  t = await createTestApp({}, { provider: emulator.client });
+});
+after(async () => {
+  await t.close();
+  await emulator.close();
+});
+
+const json = async <T>(res: Response): Promise<T> => {
+  assert.ok(res.ok, `${res.status} ${await res.clone().text()}`);
+  return (await res.json()) as T;
+};
+interface Order {
+  status: string;
+  rider: { id: string | null; name: string | null; contact: string | null; latitude: number | null } | null;
+}
+interface Events {
+  items: { payload: Record<string, unknown> }[];
+}
+
+/** An order placed through tracklane, then delivered by a rider, its events' times `daysAgo` days back. */
+async function deliveredOrder(coid: string, svc: string, daysAgo: number): Promise<void> {
+  const body = placeOrderBody({ clientOrderId: coid });
+  assert.equal((await t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+  await t.runJobs();
+  const at = (min: number) => new Date(Date.now() - daysAgo * 86_400_000 + min * 60_000).toISOString();
+  const rider = { rider_id: "R-77", rider_name: "Ravi Kumar", rider_contact: "9812345678" };
+  await t.callback({ client_order_id: coid, svc_order_id: svc, order_status: "ALLOTTED", timestamp: at(0), ...rider, rider_details: { rider_phone: "9812345678", rider_id: "R-77" } });
+  await t.callback({ client_order_id: coid, svc_order_id: svc, rider_latitude: 12.97, rider_longitude: 77.59, timestamp: at(5), ...rider });
+  await t.callback({ client_order_id: coid, svc_order_id: svc, order_status: "DELIVERED", timestamp: at(30), ...rider });
+  await t.runJobs();
+}
+
+describe("redaction of personal data", () => {
+  it("the pure functions replace only personal values, at any depth, and say when there is nothing to do", () => {
+    assert.deepEqual(redactEventPayload({ rider_name: "A", rider_contact: "1", rider_id: "R", rider_details: { rider_phone: "2", rider_id: "R" }, x: 1 }), {
+      rider_name: REDACTED,
+      rider_contact: REDACTED,
+      rider_id: "R",
+      rider_details: { rider_phone: REDACTED, rider_id: "R" },
+      x: 1,
+    });
+    assert.equal(redactEventPayload({ order_status: "ALLOTTED", rider_id: "R" }), null);
+    assert.equal(redactEventPayload({ rider_name: REDACTED, rider_contact: null }), null, "already redacted");
+    const request = { store_code: "S1", customer_details: { name: "Asha", contact_number: "98", address_line_1: "12 MG Road", city: "Bengaluru", latitude: 12.9, longitude: 77.6 } };
+    assert.deepEqual(redactCommandRequest(request), {
+      store_code: "S1",
+      customer_details: { name: REDACTED, contact_number: REDACTED, address_line_1: REDACTED, city: "Bengaluru", latitude: REDACTED, longitude: REDACTED },
+    });
+    assert.equal(redactCommandRequest({ shipment_ready_timestamp: "2026-11-23T10:00:00Z" }), null);
+  });
+
+  it("an order finished more than PII_RETENTION_DAYS ago reads [redacted] everywhere; a recent one keeps its data", async () => {
+    await deliveredOrder("PII-OLD", "7700001", 91);
+    await deliveredOrder("PII-NEW", "7700002", 10);
+    const result = await redactDue(t.database.sql, 90);
+    assert.deepEqual(result, { orders: 1, events: 3, commands: 1 });
+
+    const old = await json<Order>(await t.request("/v1/orders/PII-OLD"));
+    assert.equal(old.status, "DELIVERED", "the status stays");
+    assert.deepEqual([old.rider?.id, old.rider?.name, old.rider?.contact, old.rider?.latitude], ["R-77", REDACTED, REDACTED, 12.97], "the rider's id and path stay");
+    const events = await json<Events>(await t.request("/v1/orders/PII-OLD/events"));
+    const text = JSON.stringify(events);
+    assert.ok(!text.includes("Ravi Kumar") && !text.includes("9812345678"), text);
+    assert.ok(events.items.some((e) => e.payload["rider_contact"] === REDACTED));
+    const [command] = await t.database.sql<{ request: { customer_details: Record<string, unknown> }; redacted_at: Date | null }[]>`
+      select c.request, c.redacted_at from commands c join orders o on o.id = c.order_id where o.client_order_id = 'PII-OLD' and c.kind = 'place'`;
+    assert.equal(command!.request.customer_details["name"], REDACTED);
+    assert.equal(command!.request.customer_details["contact_number"], REDACTED);
+    assert.ok(command!.redacted_at);
+
+    const recent = await json<Order>(await t.request("/v1/orders/PII-NEW"));
+    assert.deepEqual([recent.rider?.name, recent.rider?.contact], ["Ravi Kumar", "9812345678"]);
+
+    // Done once: the next run finds nothing; a rebuild keeps the redaction (the log itself is redacted).
+    assert.deepEqual(await redactDue(t.database.sql, 90), { orders: 0, events: 0, commands: 0 });
+    assert.deepEqual(await redactDue(t.database.sql, 0), { orders: 0, events: 0, commands: 0 }, "0: never");
+  });
+
+  it("a repeated place of a redacted order is still recognised by its request's hash (200, no second order)", async () => {
+    const body = placeOrderBody({ clientOrderId: "PII-OLD" });
+    const res = await t.request("/v1/orders", { method: "POST", json: body });
+    assert.equal(res.status, 200, await res.clone().text());
+  });
+
+  it("the log still refuses every change but a redaction, and only inside a transaction that declares it", async () => {
+    const sql = t.database.sql;
+    await assert.rejects(sql`update order_events set payload = payload || '{"rider_name": "[redacted]"}' where client_order_id = 'PII-NEW'`, /append-only/);
+    await assert.rejects(
+      sql.begin(async (tx) => {
+        await tx`set local tracklane.redacting = 'on'`;
+        await tx`update order_events set provider_status = 'CANCELLED' where client_order_id = 'PII-NEW' and provider_status = 'DELIVERED'`;
+      }),
+      /append-only/,
+      "other columns stay",
+    );
+    await assert.rejects(
+      sql.begin(async (tx) => {
+        await tx`set local tracklane.redacting = 'on'`;
+        await tx`update order_events set payload = payload || '{"rider_name": "Someone Else"}' where client_order_id = 'PII-NEW'`;
+      }),
+      /append-only/,
+      "a value may only become [redacted]",
+    );
+    await assert.rejects(
+      sql.begin(async (tx) => {
+        await tx`set local tracklane.redacting = 'on'`;
+        await tx`update order_events set payload = payload - 'rider_name' where client_order_id = 'PII-NEW'`;
+      }),
+      /append-only/,
+      "keys stay",
+    );
+    await assert.rejects(
+      sql.begin(async (tx) => {
+        await tx`set local tracklane.redacting = 'on'`;
+        await tx`delete from order_events where client_order_id = 'PII-NEW'`;
+      }),
+      /append-only/,
+    );
+  });
+});
