@@ -50,7 +50,7 @@ async function runInserts(config: InsertConfig): Promise<InsertResult> {
         values (${createHash("sha256").update(text).digest("hex")}, 'provider', ${e.kind}, ${String(b["sfx_order_id"])},
                 ${b["client_order_id"] as string}, ${(b["order_status"] as string | undefined) ?? null},
                 ${new Date()}, ${text}::jsonb)
-        on conflict (dedupe_key) do nothing
+        on conflict ((coalesce(svc_order_id, client_order_id)), dedupe_key) do nothing
         returning id`;
       if (measuring) {
         rows++;

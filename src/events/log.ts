@@ -54,33 +54,30 @@ async function clientIdsOf(tx: Tx, inputs: readonly EventInput[]): Promise<Reado
  * no transaction either.
  */
 export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promise<Appended[]> {
-  // Duplicates inside one batch collapse to the first occurrence. Sorted by dedupe key, so
-  // that concurrent batches take the unique-index locks they share in the same order and
-  // never deadlock over them.
-  const unique = [...new Map(inputs.map((i) => [i.event.dedupeKey, i])).values()].sort((a, b) =>
-    a.event.dedupeKey < b.event.dedupeKey ? -1 : a.event.dedupeKey > b.event.dedupeKey ? 1 : 0,
-  );
-  const asClient = await clientIdsOf(tx, unique);
-  const rows = unique.map((i) => {
-    const ambiguous = i.event.ambiguousId ?? null;
-    const client = ambiguous !== null && asClient.has(ambiguous);
-    return {
-      dedupe_key: i.event.dedupeKey,
-      source: i.source ?? "provider",
-      kind: i.event.kind,
-      svc_order_id: client ? null : i.event.svcOrderId,
-      client_order_id: client ? ambiguous : i.event.clientOrderId,
-      provider_status: i.event.providerStatus,
-      occurred_at: i.event.occurredAt.toISOString(),
-      payload: i.payload,
-    };
+  // Duplicates inside one batch collapse to the first occurrence. Sorted by the unique
+  // index's key (order, dedupe key), so that concurrent batches take the index locks they
+  // share in the same order and never deadlock over them.
+  const asClient = await clientIdsOf(tx, inputs);
+  const byKey = new Map<string, ReturnType<typeof rowOf>>();
+  const rowOf = (i: EventInput) => ({
+    ...storedIdsOf(i, asClient),
+    source: i.source ?? "provider",
+    kind: i.event.kind,
+    provider_status: i.event.providerStatus,
+    occurred_at: i.event.occurredAt.toISOString(),
+    payload: i.payload,
   });
+  for (const i of inputs) {
+    const row = rowOf(i);
+    if (!byKey.has(keyOf(row))) byKey.set(keyOf(row), row);
+  }
+  const rows = [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
   // The whole batch travels as one JSON parameter, expanded server-side: one statement,
   // one round trip, whatever the batch size, atomic without a transaction. Only the rows
   // actually inserted are queued (a duplicate needs no projection). The projection queue
   // is the projection's table (src/projection/queue.ts); its rows are written here, in the
   // same statement as their events, so that no event is ever stored unqueued.
-  const result = await tx<{ id: string; dedupe_key: string | null }[]>`
+  const result = await tx<{ id: string; order_key: string | null; dedupe_key: string | null }[]>`
     with input as (
       select * from json_to_recordset(${JSON.stringify(rows)}::text::json) as t(
         dedupe_key text, source text, kind text, svc_order_id text, client_order_id text,
@@ -89,9 +86,9 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
     inserted as (
       insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload)
       select dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload
-      from input order by dedupe_key
-      on conflict (dedupe_key) do nothing
-      returning id, dedupe_key
+      from input order by coalesce(svc_order_id, client_order_id), dedupe_key
+      on conflict ((coalesce(svc_order_id, client_order_id)), dedupe_key) do nothing
+      returning id, coalesce(svc_order_id, client_order_id) as order_key, dedupe_key
     ),
     queued as (
       insert into projection_queue (event_id) select id from inserted
@@ -100,29 +97,45 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
     job as (
       select (graphile_worker.add_job(${DRAIN_TASK})).id where exists (select from queued)
     )
-    select id::text, dedupe_key from inserted
+    select id::text, order_key, dedupe_key from inserted
     union all
-    select id::text, null from job`;
+    select id::text, null, null from job`;
 
   const ids = new Map<string, { id: string; duplicate: boolean }>();
-  for (const r of result) if (r.dedupe_key !== null) ids.set(r.dedupe_key, { id: r.id, duplicate: false });
+  for (const r of result) if (r.dedupe_key !== null) ids.set(`${r.order_key ?? ""}\u0000${r.dedupe_key}`, { id: r.id, duplicate: false });
 
-  const missing = unique.filter((i) => !ids.has(i.event.dedupeKey)).map((i) => i.event.dedupeKey);
+  const missing = rows.filter((r) => !ids.has(keyOf(r)));
   if (missing.length > 0) {
-    const existing = await tx<{ id: string; dedupe_key: string }[]>`
-      select id::text, dedupe_key from order_events where dedupe_key = any(${missing}::text[])`;
-    for (const row of existing) ids.set(row.dedupe_key, { id: row.id, duplicate: true });
+    // The earlier copies, through the same index.
+    const existing = await tx<{ id: string; order_key: string; dedupe_key: string }[]>`
+      select e.id::text, coalesce(e.svc_order_id, e.client_order_id) as order_key, e.dedupe_key
+      from unnest(${missing.map((r) => r.svc_order_id ?? r.client_order_id ?? "")}::text[], ${missing.map((r) => r.dedupe_key)}::text[]) as m(order_key, dedupe_key)
+      join order_events e on coalesce(e.svc_order_id, e.client_order_id) = m.order_key and e.dedupe_key = m.dedupe_key`;
+    for (const row of existing) ids.set(`${row.order_key}\u0000${row.dedupe_key}`, { id: row.id, duplicate: true });
   }
 
   const seen = new Set<string>();
   return inputs.map((i) => {
-    const found = ids.get(i.event.dedupeKey);
+    const key = keyOf(storedIdsOf(i, asClient));
+    const found = ids.get(key);
     if (!found) throw new Error(`event ${i.event.dedupeKey} neither inserted nor found`);
     // The second copy inside one batch is a duplicate of the first.
-    const duplicate = found.duplicate || seen.has(i.event.dedupeKey);
-    seen.add(i.event.dedupeKey);
+    const duplicate = found.duplicate || seen.has(key);
+    seen.add(key);
     return { eventId: found.id, duplicate };
   });
+}
+
+/** The unique index's key of a row: its order's id (provider's, else the merchant's) and its dedupe key. */
+function keyOf(r: { svc_order_id: string | null; client_order_id: string | null; dedupe_key: string }): string {
+  return `${r.svc_order_id ?? r.client_order_id ?? ""}\u0000${r.dedupe_key}`;
+}
+
+/** The ids an input is stored under (an ambiguous id known as a client id is the client's), and its dedupe key. */
+function storedIdsOf(i: EventInput, asClient: ReadonlySet<string>): { svc_order_id: string | null; client_order_id: string | null; dedupe_key: string } {
+  const ambiguous = i.event.ambiguousId ?? null;
+  const client = ambiguous !== null && asClient.has(ambiguous);
+  return { svc_order_id: client ? null : i.event.svcOrderId, client_order_id: client ? ambiguous : i.event.clientOrderId, dedupe_key: i.event.dedupeKey };
 }
 
 // ---------------------------------------------------------------- reads

@@ -151,3 +151,20 @@ describe("order rows", () => {
     assert.deepEqual(counts[1], { hot: 1, all: 2 }, "the status write (status is indexed) is not");
   });
 });
+
+describe("deduplication local to the order", () => {
+  it("a body stored once is a duplicate whenever it comes again, even after its lone order_id became known as a client id", async () => {
+    const body = { order_id: "AMB-77", order_status: "ALLOTTED", timestamp: "2026-11-23T09:00:00Z" };
+    assert.equal((await t.callback(body)).status, 200);
+    // Now tracklane knows AMB-77 as a merchant's id: the same lone order_id is read as that client id.
+    assert.equal((await t.callback({ client_order_id: "AMB-77", svc_order_id: "880077", order_status: "ARRIVED", timestamp: "2026-11-23T09:10:00Z" })).status, 200);
+    await t.runJobs();
+    assert.equal((await t.callback(body)).status, 200);
+    assert.equal((await t.callback(body)).status, 200);
+    const rows = await t.database.sql<{ n: number }[]>`
+      select count(*)::int as n from order_events where coalesce(svc_order_id, client_order_id) = 'AMB-77' and provider_status = 'ALLOTTED'`;
+    assert.equal(rows[0]!.n, 1, "stored once");
+    const [index] = await t.database.sql<{ def: string }[]>`select indexdef as def from pg_indexes where indexname = 'order_events_order_dedupe_idx'`;
+    assert.match(index!.def, /UNIQUE INDEX .* \(COALESCE\(svc_order_id, client_order_id\), dedupe_key\)/);
+  });
+});

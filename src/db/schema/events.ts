@@ -25,8 +25,12 @@ export const orderEvents = pgTable(
     payload: jsonb().notNull(),
   },
   (t) => [
-    // Serves the dedupe check of every insert (ON CONFLICT DO NOTHING).
-    uniqueIndex("order_events_dedupe_key_idx").on(t.dedupe_key),
+    // Exactly once, the dedupe check of every insert (ON CONFLICT DO NOTHING): a body (its
+    // dedupe key) is stored once per order. The order's id comes first, so the index grows
+    // where new orders land (provider ids grow with time): its hot part is the active
+    // orders' pages, not random pages of the whole history. A duplicate carries the same
+    // ids as its first copy, so it meets it here whenever it arrives.
+    uniqueIndex("order_events_order_dedupe_idx").on(sql`coalesce(${t.svc_order_id}, ${t.client_order_id})`, t.dedupe_key),
     // Serve the projection's "all events of this order" lookups by either identifier.
     // An order's events by either id, in timeline order: a page's cursor is a range of
     // these indexes, so a deep page reads only its own rows.
