@@ -150,6 +150,8 @@ const envSchema = z.object({
   COMMAND_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(90)),
   /** Days notification attempts are kept; 0: forever. */
   NOTIFY_ATTEMPT_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(90)),
+  /** Days notification messages (with their deliveries) are kept; 0: forever. */
+  NOTIFY_MESSAGE_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(90)),
   /** Days after an order finished that its personal data is kept; 0: forever. */
   PII_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(90)),
 });
@@ -257,6 +259,7 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   REJECTED_RETENTION_DAYS: { description: "days rejected callbacks are kept (0: forever)", example: "14" },
   COMMAND_RETENTION_DAYS: { description: "days finished commands other than places are kept (0: forever)", example: "30" },
   NOTIFY_ATTEMPT_RETENTION_DAYS: { description: "days notification attempts are kept (0: forever)", example: "30" },
+  NOTIFY_MESSAGE_RETENTION_DAYS: { description: "days notification messages and their deliveries are kept (0: forever); a message still being delivered stays", example: "30" },
   PII_RETENTION_DAYS: {
     description: "days after an order finished that the customer's and rider's personal data is kept, then redacted (0: forever)",
     example: "30",
@@ -355,7 +358,7 @@ export interface Config {
   /** The console (PRODUCT.md §12): how long a sign-in lasts, and when a silent active order needs attention. */
   console: { sessionHours: number; stuckAfterMin: number };
   /** Days each kind of housekeeping row is kept; 0: forever. */
-  retention: { rejectedDays: number; commandDays: number; attemptDays: number; piiDays: number };
+  retention: { rejectedDays: number; commandDays: number; attemptDays: number; messageDays: number; piiDays: number };
   /** Provider calls for order commands: attempts, and the first retry delay (doubling, capped at 10 min). */
   commands: { maxAttempts: number; retryBaseMs: number };
   /** Node server timeouts for slow clients (src/http/server.ts). */
@@ -572,6 +575,7 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
       rejectedDays: e.REJECTED_RETENTION_DAYS,
       commandDays: e.COMMAND_RETENTION_DAYS,
       attemptDays: e.NOTIFY_ATTEMPT_RETENTION_DAYS,
+      messageDays: e.NOTIFY_MESSAGE_RETENTION_DAYS,
       piiDays: e.PII_RETENTION_DAYS,
     },
     commands: { maxAttempts: e.COMMAND_MAX_ATTEMPTS, retryBaseMs: e.COMMAND_RETRY_BASE_MS },

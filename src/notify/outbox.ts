@@ -12,7 +12,7 @@ import { orderJson } from "../orders/json.ts";
 import type { OrderJson, OrderJsonRow } from "../orders/json.ts";
 import { ordersByIds } from "../orders/read.ts";
 import { enabledEndpoints } from "./endpoints.ts";
-import { newMessageId } from "./sign.ts";
+import { firstMessageIdAt, newMessageId } from "./sign.ts";
 import type { NotificationType } from "./types.ts";
 
 export const DELIVER_TASK = "notify__deliver";
@@ -168,4 +168,25 @@ async function insertMessages(tx: Tx, drafts: readonly (Draft & { sequence: numb
       queue_name => 'notify:' || endpoint_id, job_key => 'notify:' || endpoint_id)
     from (select distinct endpoint_id from deliveries) d`;
   return input.map((i) => i.id);
+}
+
+/**
+ * Retention: up to `batch` messages created before `before`, with their deliveries (and,
+ * through the key, their attempts); a message with a delivery still pending stays. Message
+ * ids grow with time, so the old ones are a range of the primary key.
+ */
+export async function purgeMessages(sql: Tx, before: Date, batch: number): Promise<number> {
+  const rows = await sql`
+    with old as (
+      select m.id from notification_messages m
+      where m.id < ${firstMessageIdAt(before)} and m.created_at < ${before}
+        and not exists (select from notification_deliveries d where d.message_id = m.id and d.status = 'pending')
+      order by m.id
+      limit ${batch}
+    ),
+    deliveries as (
+      delete from notification_deliveries d using old where d.message_id = old.id
+    )
+    delete from notification_messages m using old where m.id = old.id`;
+  return rows.count;
 }

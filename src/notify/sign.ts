@@ -83,6 +83,13 @@ function timeOrderedId(): string {
   return out + tail;
 }
 
+/** The lowest message id of `at`'s millisecond: every message created before `at` has an id below it. */
+export function firstMessageIdAt(at: Date): string {
+  let out = "";
+  for (let i = 0, t = at.getTime(); i < 10; i++, t = Math.floor(t / 32)) out = CROCKFORD[t % 32]! + out;
+  return `msg_${out}${"0".repeat(16)}`;
+}
+
 /** `msg_` + a time-ordered id; also the webhook-id header (stable across retries of one message). */
 export function newMessageId(): string {
   return `msg_${timeOrderedId()}`;

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { firstMessageIdAt } from "../../src/notify/sign.ts";
 import { purgeExpired } from "../../src/retention/purge.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
@@ -21,7 +22,7 @@ after(async () => {
 const NOW = new Date("2026-11-23T12:00:00Z");
 const daysAgo = (d: number) => new Date(NOW.getTime() - d * 86_400_000);
 
-async function count(table: "rejected_callbacks" | "commands" | "notification_attempts"): Promise<number> {
+async function count(table: "rejected_callbacks" | "commands" | "notification_attempts" | "notification_messages" | "notification_deliveries"): Promise<number> {
   const [row] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from ${t.database.sql(table)}`;
   return row!.n;
 }
@@ -44,24 +45,36 @@ describe("retention", () => {
     await command("place", "succeeded", daysAgo(200));
     await command("stop_reattempt", "pending", null);
     await command("cancel", "succeeded", daysAgo(5));
-    // Attempts of one delivery: 4 of 100 days ago, 1 of 1 day ago.
+    // Attempts of one (young) message's delivery: 4 of 100 days ago, 1 of 1 day ago.
     const [endpoint] = await sql<{ id: string }[]>`
       insert into notification_endpoints (id, url, secret) values ('ep_RET', 'https://hooks.example.com/x', 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3') returning id`;
-    const [message] = await sql<{ id: string }[]>`
-      insert into notification_messages (id, type, body) values ('msg_RET', 'test.ping', '{}') returning id`;
-    const [delivery] = await sql<{ id: number }[]>`
-      insert into notification_deliveries (message_id, endpoint_id) values (${message!.id}, ${endpoint!.id}) returning id`;
+    const message = async (at: Date, suffix: string, status: string) => {
+      const id = `${firstMessageIdAt(at).slice(0, -4)}${suffix}`;
+      await sql`insert into notification_messages (id, type, body, created_at) values (${id}, 'test.ping', '{}', ${at})`;
+      const [d] = await sql<{ id: number }[]>`
+        insert into notification_deliveries (message_id, endpoint_id, status) values (${id}, ${endpoint!.id}, ${status}) returning id`;
+      return d!.id;
+    };
+    const delivery = { id: await message(daysAgo(1), "YNG1", "delivered") };
+    // Messages of 100 days ago: two delivered (one with an attempt), one failed, one still pending.
+    const oldDelivery = await message(daysAgo(100), "OLD1", "delivered");
+    await sql`insert into notification_attempts (delivery_id, at, duration_ms) values (${oldDelivery}, ${daysAgo(100)}, 9)`;
+    await message(daysAgo(100), "OLD2", "delivered");
+    await message(daysAgo(100), "OLD3", "failed");
+    await message(daysAgo(100), "OLD4", "pending");
     for (let i = 0; i < 5; i++) {
-      await sql`insert into notification_attempts (delivery_id, at, duration_ms) values (${delivery!.id}, ${daysAgo(i < 4 ? 100 : 1)}, 12)`;
+      await sql`insert into notification_attempts (delivery_id, at, duration_ms) values (${delivery.id}, ${daysAgo(i < 4 ? 100 : 1)}, 12)`;
     }
 
     // Nothing goes with every retention at 0 (forever).
-    assert.deepEqual(await purgeExpired(sql, { rejectedDays: 0, commandDays: 0, attemptDays: 0 }, NOW), { rejected: 0, commands: 0, attempts: 0 });
-    assert.deepEqual([await count("rejected_callbacks"), await count("commands"), await count("notification_attempts")], [7, 7, 5]);
+    const forever = { rejectedDays: 0, commandDays: 0, attemptDays: 0, messageDays: 0 };
+    assert.deepEqual(await purgeExpired(sql, forever, NOW), { rejected: 0, commands: 0, attempts: 0, messages: 0 });
+    assert.deepEqual([await count("rejected_callbacks"), await count("commands"), await count("notification_attempts"), await count("notification_messages")], [7, 7, 6, 5]);
 
     // Batches of 2: several rounds each.
-    const purged = await purgeExpired(sql, { rejectedDays: 30, commandDays: 90, attemptDays: 90 }, NOW, 2);
-    assert.deepEqual(purged, { rejected: 5, commands: 4, attempts: 4 });
+    const days = { rejectedDays: 30, commandDays: 90, attemptDays: 90, messageDays: 90 };
+    const purged = await purgeExpired(sql, days, NOW, 2);
+    assert.deepEqual(purged, { rejected: 5, commands: 4, attempts: 5, messages: 3 });
     const left = await sql<{ kind: string; state: string }[]>`select kind, state from commands order by id`;
     assert.deepEqual(
       left.map((c) => `${c.kind}/${c.state}`),
@@ -69,9 +82,16 @@ describe("retention", () => {
       "the place, the pending and the young command stay",
     );
     assert.equal(await count("rejected_callbacks"), 2);
-    assert.equal(await count("notification_attempts"), 1);
+    assert.equal(await count("notification_attempts"), 1, "the young attempt stays");
+    const messages = await sql<{ id: string }[]>`select id from notification_messages order by id`;
+    assert.deepEqual(
+      messages.map((m) => m.id.slice(-4)),
+      ["OLD4", "YNG1"],
+      "the pending old message and the young one stay",
+    );
+    assert.equal(await count("notification_deliveries"), 2);
     // Done: a second run finds nothing.
-    assert.deepEqual(await purgeExpired(sql, { rejectedDays: 30, commandDays: 90, attemptDays: 90 }, NOW, 2), { rejected: 0, commands: 0, attempts: 0 });
+    assert.deepEqual(await purgeExpired(sql, days, NOW, 2), { rejected: 0, commands: 0, attempts: 0, messages: 0 });
   });
 
   it("the worker's retention__purge task runs it with the configured days", async () => {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, it } from "node:test";
 import { Webhook } from "standardwebhooks";
-import { newEndpointId, newMessageId, newSecret, signatureHeader, signPayload, webhookHeaders } from "../../src/notify/sign.ts";
+import { firstMessageIdAt, newEndpointId, newMessageId, newSecret, signatureHeader, signPayload, webhookHeaders } from "../../src/notify/sign.ts";
 
 const now = (): number => Math.floor(Date.now() / 1000);
 const body = JSON.stringify({ type: "order.status_changed", data: { order: "A-1", status: "delivered", note: "é ✓ 😀" } });
@@ -98,5 +98,19 @@ describe("ids", () => {
     await sleep(3);
     endpoints.push(newEndpointId());
     assert.ok(endpoints[0]! < endpoints[1]!);
+  });
+});
+
+describe("firstMessageIdAt (retention's cut)", () => {
+  it("sorts above every message id made before the instant and at or below those made from it on", async () => {
+    const before = newMessageId();
+    await sleep(3);
+    const cut = new Date();
+    await sleep(3);
+    const after = newMessageId();
+    const first = firstMessageIdAt(cut);
+    assert.match(first, /^msg_[0-9A-Z]{10}0{16}$/);
+    assert.ok(before < first, `${before} < ${first}`);
+    assert.ok(first < after, `${first} < ${after}`);
   });
 });
