@@ -16,11 +16,11 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import postgres from "postgres";
 import type { Sql } from "postgres";
-import { runMigrations } from "../src/db/migrate.ts";
 import { createLogger } from "../src/logger.ts";
-import { resolveDatabase } from "../src/runtime/database.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, startService, stopChildrenOnSignal } from "./lib/processes.ts";
+import type { ServiceProcess } from "./lib/processes.ts";
+import { onScratchDatabase } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
 const { values: args } = parseArgs({ options: { orders: { type: "string" }, requests: { type: "string" } } });
@@ -28,12 +28,6 @@ const ORDERS = Number(args.orders ?? process.env.BENCH_ORDERS ?? 100_000);
 const REQUESTS = Number(args.requests ?? 50);
 const API_TOKEN = "bench-console-token-0123456789";
 const log = createLogger({ level: "warn" });
-
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
 
 /**
  * Orders over the last 30 days, most delivered, the rest spread over the active statuses
@@ -138,80 +132,78 @@ async function measure(base: string, cookie: string, path: string): Promise<Page
 async function main(): Promise<void> {
   stopChildrenOnSignal("bench:console");
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-  const server = await resolveDatabase({ databaseUrl: process.env.DATABASE_URL || undefined, dataDir: resolve(ROOT, ".data/bench"), log });
-  const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
-  const name = `bench_console_${Date.now()}`;
-  await admin.unsafe(`create database ${name}`);
-  const url = withDatabase(server.url, name);
-  const sql = postgres(url, { max: 2, onnotice: () => {} });
-  let web: Awaited<ReturnType<typeof startService>> | undefined;
-  try {
-    await runMigrations(url, log);
-    const seeding = performance.now();
-    console.log(`seeding ${ORDERS} orders, ${ORDERS * 10} events ...`);
-    await seed(sql, ORDERS);
-    const seededS = (performance.now() - seeding) / 1000;
-    const [counts] = await sql<{ orders: number; events: number }[]>`select (select count(*) from orders)::int as orders, (select count(*) from order_events)::int as events`;
-    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-bench-console-"));
-    web = await startService({
-      name: "web",
-      script: "src/web.ts",
-      env: { ...(process.env as Record<string, string>), DATABASE_URL: url, PORT: "0", HOST: "127.0.0.1", API_TOKEN, LOG_LEVEL: "info", DATA_DIR: dataDir, AWB_POOL_LOW_WATERMARK: "100" },
-      nodeArgs: SERVICE_NODE_ARGS,
-      logFile: join(dataDir, "web.log"),
-      readyMsg: "web listening",
-    });
-    const base = web.ready["url"] as string;
-    const signIn = await fetch(`${base}/sign-in`, {
-      method: "POST",
-      redirect: "manual",
-      headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
-      body: new URLSearchParams({ token: API_TOKEN }),
-    });
-    const cookie = (signIn.headers.get("set-cookie") ?? "").split(";")[0]!;
-    if (signIn.status !== 303 || !cookie) throw new Error(`sign-in failed: ${signIn.status}`);
-    const [busy] = await sql<{ id: number }[]>`select id from orders where status = 'ARRIVED' order by id desc limit 1`;
-    const pages = [
-      "/",
-      "/orders",
-      "/orders?status=ARRIVED",
-      "/orders?placement=unconfirmed",
-      "/orders?store=S7",
-      "/orders?status=RETURNED_TO_SELLER",
-      "/orders?updated=1h",
-      `/orders?q=C-${Math.floor(ORDERS / 2)}`,
-      `/orders/${busy?.id ?? 1}`,
-      `/orders/${busy?.id ?? 1}/live`,
-      "/orders/rows",
-      "/awb",
-      "/notifications",
-      "/system",
-    ];
-    const figures: PageFigure[] = [];
-    for (const page of pages) figures.push(await measure(base, cookie, page));
-    const machine = await describeMachine(sql);
-    console.log(`\ntracklane console bench ${stamp}: ${counts!.orders} orders, ${counts!.events} events (seeded in ${seededS.toFixed(0)} s); ${REQUESTS} requests per page after 5 warm-up requests, one at a time`);
-    console.log(`machine: ${machine.cpus} x ${machine.cpuModel}, Node ${machine.node}, ${machine.postgres.version}\n`);
-    console.log(`${"page".padEnd(38)} ${"status".padStart(6)} ${"KiB".padStart(6)} ${"server p50".padStart(11)} ${"p99".padStart(7)} ${"client p50".padStart(11)} ${"p99".padStart(7)}  target`);
-    for (const f of figures) {
-      const met = f.serverP99 < 100 ? "< 100 met" : "< 100 MISSED";
-      console.log(
-        `${f.page.padEnd(38)} ${String(f.status).padStart(6)} ${(f.bytes / 1024).toFixed(1).padStart(6)} ${f.serverP50.toFixed(1).padStart(11)} ${f.serverP99.toFixed(1).padStart(7)} ${f.clientP50.toFixed(1).padStart(11)} ${f.clientP99.toFixed(1).padStart(7)}  ${met}`,
-      );
+  await onScratchDatabase(`bench_console_${Date.now()}`, log, async (url) => {
+    const sql = postgres(url, { max: 2, onnotice: () => {} });
+    let web: ServiceProcess | undefined;
+    try {
+      await run(url, sql, stamp, (started) => (web = started));
+    } finally {
+      await web?.stop();
+      await sql.end();
     }
-    const resultsDir = resolve(ROOT, "bench/results");
-    mkdirSync(resultsDir, { recursive: true });
-    const file = resolve(resultsDir, `${stamp}-console.json`);
-    writeFileSync(file, `${JSON.stringify({ stamp, orders: counts!.orders, events: counts!.events, requests: REQUESTS, machine, figures }, null, 2)}\n`);
-    console.log(`\nresults: ${file}`);
-  } finally {
-    await web?.stop();
-    await sql.end();
-    if (process.env.BENCH_KEEP_DB) console.log(`kept database ${name} (BENCH_KEEP_DB)`);
-    else await admin.unsafe(`drop database if exists ${name} with (force)`);
-    await admin.end();
-    await server.release();
+  });
+}
+
+/** Seeds, starts the web, measures every page, reports. */
+async function run(url: string, sql: Sql, stamp: string, started: (web: ServiceProcess) => void): Promise<void> {
+  const seeding = performance.now();
+  console.log(`seeding ${ORDERS} orders, ${ORDERS * 10} events ...`);
+  await seed(sql, ORDERS);
+  const seededS = (performance.now() - seeding) / 1000;
+  const [counts] = await sql<{ orders: number; events: number }[]>`select (select count(*) from orders)::int as orders, (select count(*) from order_events)::int as events`;
+  const dataDir = mkdtempSync(join(tmpdir(), "tracklane-bench-console-"));
+  const web = await startService({
+    name: "web",
+    script: "src/web.ts",
+    env: { ...(process.env as Record<string, string>), DATABASE_URL: url, PORT: "0", HOST: "127.0.0.1", API_TOKEN, LOG_LEVEL: "info", DATA_DIR: dataDir, AWB_POOL_LOW_WATERMARK: "100" },
+    nodeArgs: SERVICE_NODE_ARGS,
+    logFile: join(dataDir, "web.log"),
+    readyMsg: "web listening",
+  });
+  started(web);
+  const base = web.ready["url"] as string;
+  const signIn = await fetch(`${base}/sign-in`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
+    body: new URLSearchParams({ token: API_TOKEN }),
+  });
+  const cookie = (signIn.headers.get("set-cookie") ?? "").split(";")[0]!;
+  if (signIn.status !== 303 || !cookie) throw new Error(`sign-in failed: ${signIn.status}`);
+  const [busy] = await sql<{ id: number }[]>`select id from orders where status = 'ARRIVED' order by id desc limit 1`;
+  const pages = [
+    "/",
+    "/orders",
+    "/orders?status=ARRIVED",
+    "/orders?placement=unconfirmed",
+    "/orders?store=S7",
+    "/orders?status=RETURNED_TO_SELLER",
+    "/orders?updated=1h",
+    `/orders?q=C-${Math.floor(ORDERS / 2)}`,
+    `/orders/${busy?.id ?? 1}`,
+    `/orders/${busy?.id ?? 1}/live`,
+    "/orders/rows",
+    "/awb",
+    "/notifications",
+    "/system",
+  ];
+  const figures: PageFigure[] = [];
+  for (const page of pages) figures.push(await measure(base, cookie, page));
+  const machine = await describeMachine(sql);
+  console.log(`\ntracklane console bench ${stamp}: ${counts!.orders} orders, ${counts!.events} events (seeded in ${seededS.toFixed(0)} s); ${REQUESTS} requests per page after 5 warm-up requests, one at a time`);
+  console.log(`machine: ${machine.cpus} x ${machine.cpuModel}, Node ${machine.node}, ${machine.postgres.version}\n`);
+  console.log(`${"page".padEnd(38)} ${"status".padStart(6)} ${"KiB".padStart(6)} ${"server p50".padStart(11)} ${"p99".padStart(7)} ${"client p50".padStart(11)} ${"p99".padStart(7)}  target`);
+  for (const f of figures) {
+    const met = f.serverP99 < 100 ? "< 100 met" : "< 100 MISSED";
+    console.log(
+      `${f.page.padEnd(38)} ${String(f.status).padStart(6)} ${(f.bytes / 1024).toFixed(1).padStart(6)} ${f.serverP50.toFixed(1).padStart(11)} ${f.serverP99.toFixed(1).padStart(7)} ${f.clientP50.toFixed(1).padStart(11)} ${f.clientP99.toFixed(1).padStart(7)}  ${met}`,
+    );
   }
+  const resultsDir = resolve(ROOT, "bench/results");
+  mkdirSync(resultsDir, { recursive: true });
+  const file = resolve(resultsDir, `${stamp}-console.json`);
+  writeFileSync(file, `${JSON.stringify({ stamp, orders: counts!.orders, events: counts!.events, requests: REQUESTS, machine, figures }, null, 2)}\n`);
+  console.log(`\nresults: ${file}`);
 }
 
 main().catch((err: unknown) => {

@@ -11,13 +11,14 @@
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import postgres from "postgres";
-import { runMigrations } from "../src/db/migrate.ts";
+import type { Sql } from "postgres";
 import { createLogger } from "../src/logger.ts";
-import { resolveDatabase } from "../src/runtime/database.ts";
-import { ROOT, SERVICE_NODE_ARGS, procMemMiB, startService, stopChildrenOnSignal } from "./lib/processes.ts";
+import { SERVICE_NODE_ARGS, procMemMiB, startService, stopChildrenOnSignal } from "./lib/processes.ts";
+import type { ServiceProcess } from "./lib/processes.ts";
+import { onScratchDatabase } from "./lib/scratch.ts";
 
 const API_TOKEN = "bench-api-token-0123456789abcdef";
 const CALLBACK_SECRET = "bench-callback-secret-0123456789";
@@ -30,12 +31,6 @@ if (!Number.isInteger(orders) || orders < 1) {
   process.exit(1);
 }
 const log = createLogger({ level: "warn" });
-
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
 
 const mib = (n: number) => `${n.toFixed(1)} MiB`;
 const median = (xs: number[]) => {
@@ -107,56 +102,55 @@ async function download(url: string, format: "ndjson" | "csv", pid: number): Pro
 }
 
 async function main() {
-  const server = await resolveDatabase({ databaseUrl: process.env.DATABASE_URL || undefined, dataDir: resolve(ROOT, ".data/bench"), log });
-  const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
   const name = `bench_export_${new Date().toISOString().slice(0, 19).replace(/[-:T]/g, "")}_${process.pid}`;
-  await admin.unsafe(`create database ${name}`);
-  const url = withDatabase(server.url, name);
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  let web: Awaited<ReturnType<typeof startService>> | undefined;
-  try {
-    await runMigrations(url, log);
-    console.log(`bench:export: seeding ${orders} orders into ${name} (${process.env.DATABASE_URL ? "DATABASE_URL" : server.description}) ...`);
-    const seedS = await seed(sql, orders);
-    const [size] = await sql<{ size: string }[]>`select pg_size_pretty(pg_total_relation_size('orders')) as size`;
-    console.log(`seeded in ${seedS.toFixed(1)} s; orders table ${size!.size}`);
-
-    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-bench-export-"));
-    web = await startService({
-      name: "web",
-      script: "src/web.ts",
-      nodeArgs: SERVICE_NODE_ARGS,
-      env: { ...(process.env as Record<string, string>), DATABASE_URL: url, PORT: "0", HOST: "127.0.0.1", API_TOKEN, CALLBACK_SECRET, LOG_LEVEL: "info", DATA_DIR: dataDir },
-      logFile: join(dataDir, "web.log"),
-      readyMsg: "web listening",
-    });
-    const webUrl = web.ready["url"] as string;
-    // A request first, so "before" is a warm process (routes and the pool loaded), not a cold one.
-    await fetch(`${webUrl}/v1/orders/export?status=CREATED`, { headers: { authorization: `Bearer ${API_TOKEN}` } }).then((r) => r.arrayBuffer());
-    await new Promise((r) => setTimeout(r, 1000));
-    console.log(`web ${web.pid} (node ${SERVICE_NODE_ARGS.join(" ")} src/web.ts) idle RSS ${mib(procMemMiB(web.pid, "VmRSS"))}; log ${join(dataDir, "web.log")}`);
-
-    const results: Download[] = [];
-    for (const format of ["ndjson", "csv"] as const) {
-      const r = await download(webUrl, format, web.pid);
-      results.push(r);
-      console.log(
-        `${format.padEnd(6)}  rows ${r.rows}  bytes ${r.bytes} (${(r.bytes / 2 ** 20).toFixed(1)} MiB)  ${r.seconds.toFixed(1)} s ` +
-          `(${Math.round(r.rows / r.seconds)} rows/s, ${(r.bytes / 2 ** 20 / r.seconds).toFixed(1)} MiB/s)  ` +
-          `RSS before ${mib(r.rssBeforeMiB)}, during peak ${mib(r.rssPeakMiB)} / median ${mib(r.rssMedianMiB)}, after ${mib(r.rssAfterMiB)}`,
-      );
-      if (r.rows !== orders) console.log(`  !! expected ${orders} rows`);
+  await onScratchDatabase(name, log, async (url, server) => {
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    let web: ServiceProcess | undefined;
+    try {
+      await run(url, sql, name, server.description, (started) => (web = started));
+    } finally {
+      await web?.stop();
+      await sql.end();
     }
-    console.log(`web VmHWM (peak RSS over its whole life) ${mib(procMemMiB(web.pid, "VmHWM"))}`);
-    console.log(JSON.stringify({ orders, seedSeconds: seedS, results }));
-  } finally {
-    await web?.stop();
-    await sql.end();
-    if (process.env.BENCH_KEEP_DB) console.log(`kept database ${name} (BENCH_KEEP_DB)`);
-    else await admin.unsafe(`drop database if exists ${name} with (force)`);
-    await admin.end();
-    await server.release();
+  });
+}
+
+/** Seeds, starts the web, downloads each format while sampling its memory. */
+async function run(url: string, sql: Sql, name: string, serverDescription: string, started: (web: ServiceProcess) => void): Promise<void> {
+  console.log(`bench:export: seeding ${orders} orders into ${name} (${process.env.DATABASE_URL ? "DATABASE_URL" : serverDescription}) ...`);
+  const seedS = await seed(sql, orders);
+  const [size] = await sql<{ size: string }[]>`select pg_size_pretty(pg_total_relation_size('orders')) as size`;
+  console.log(`seeded in ${seedS.toFixed(1)} s; orders table ${size!.size}`);
+
+  const dataDir = mkdtempSync(join(tmpdir(), "tracklane-bench-export-"));
+  const web = await startService({
+    name: "web",
+    script: "src/web.ts",
+    nodeArgs: SERVICE_NODE_ARGS,
+    env: { ...(process.env as Record<string, string>), DATABASE_URL: url, PORT: "0", HOST: "127.0.0.1", API_TOKEN, CALLBACK_SECRET, LOG_LEVEL: "info", DATA_DIR: dataDir },
+    logFile: join(dataDir, "web.log"),
+    readyMsg: "web listening",
+  });
+  started(web);
+  const webUrl = web.ready["url"] as string;
+  // A request first, so "before" is a warm process (routes and the pool loaded), not a cold one.
+  await fetch(`${webUrl}/v1/orders/export?status=CREATED`, { headers: { authorization: `Bearer ${API_TOKEN}` } }).then((r) => r.arrayBuffer());
+  await new Promise((r) => setTimeout(r, 1000));
+  console.log(`web ${web.pid} (node ${SERVICE_NODE_ARGS.join(" ")} src/web.ts) idle RSS ${mib(procMemMiB(web.pid, "VmRSS"))}; log ${join(dataDir, "web.log")}`);
+
+  const results: Download[] = [];
+  for (const format of ["ndjson", "csv"] as const) {
+    const r = await download(webUrl, format, web.pid);
+    results.push(r);
+    console.log(
+      `${format.padEnd(6)}  rows ${r.rows}  bytes ${r.bytes} (${(r.bytes / 2 ** 20).toFixed(1)} MiB)  ${r.seconds.toFixed(1)} s ` +
+        `(${Math.round(r.rows / r.seconds)} rows/s, ${(r.bytes / 2 ** 20 / r.seconds).toFixed(1)} MiB/s)  ` +
+        `RSS before ${mib(r.rssBeforeMiB)}, during peak ${mib(r.rssPeakMiB)} / median ${mib(r.rssMedianMiB)}, after ${mib(r.rssAfterMiB)}`,
+    );
+    if (r.rows !== orders) console.log(`  !! expected ${orders} rows`);
   }
+  console.log(`web VmHWM (peak RSS over its whole life) ${mib(procMemMiB(web.pid, "VmHWM"))}`);
+  console.log(JSON.stringify({ orders, seedSeconds: seedS, results }));
 }
 
 stopChildrenOnSignal("bench:export");

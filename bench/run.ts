@@ -27,9 +27,7 @@ import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { loadConfig } from "../src/config.ts";
-import { runMigrations } from "../src/db/migrate.ts";
 import { createLogger } from "../src/logger.ts";
-import { resolveDatabase } from "../src/runtime/database.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { CALLBACK_SECRET, ROOT, echoBaseline, insertBaseline, tracklanePhase } from "./lib/phases.ts";
 import { SERVICE_NODE_ARGS, stopChildrenOnSignal } from "./lib/processes.ts";
@@ -37,6 +35,7 @@ import type { BenchOptions, HttpPhase, TracklanePhase } from "./lib/phases.ts";
 import { formatProfile, summariseProfile } from "./lib/profile.ts";
 import type { ProfileSummary } from "./lib/profile.ts";
 import { formatReport } from "./lib/report.ts";
+import { benchServer, scratchDatabase, withDatabase } from "./lib/scratch.ts";
 import type { RunResult } from "./lib/report.ts";
 import type { InsertResult } from "./insert-baseline.ts";
 
@@ -100,12 +99,6 @@ const backlog = !args["only-notify"];
 const notify = !args["no-notify"];
 const log = createLogger({ level: "warn" });
 
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
-
 /** tracklane's effective settings, as its processes will read them. */
 function serviceSettings(): Record<string, unknown> {
   const c = loadConfig({ ...process.env, API_TOKEN: "x".repeat(16), CALLBACK_SECRET, DATA_DIR: resolve(ROOT, ".data/bench") });
@@ -119,21 +112,8 @@ function serviceSettings(): Record<string, unknown> {
   };
 }
 
-/** A fresh database `name` with tracklane's migrations for `body`, dropped afterwards (unless BENCH_KEEP_DB). */
-async function scratchDatabase(admin: postgres.Sql, serverUrl: string, name: string, body: (url: string) => Promise<void>): Promise<void> {
-  await admin.unsafe(`create database ${name}`);
-  const url = withDatabase(serverUrl, name);
-  try {
-    await runMigrations(url, log);
-    await body(url);
-  } finally {
-    if (process.env.BENCH_KEEP_DB) console.log(`kept database ${name} (BENCH_KEEP_DB)`);
-    else await admin.unsafe(`drop database if exists ${name} with (force)`);
-  }
-}
-
 async function main() {
-  const server = await resolveDatabase({ databaseUrl: process.env.DATABASE_URL || undefined, dataDir: resolve(ROOT, ".data/bench"), log });
+  const server = await benchServer(log);
   const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
   const results: RunResult[] = [];
   const profiles: ProfileSummary[] = [];
@@ -158,7 +138,7 @@ async function main() {
       let insert: InsertResult | undefined;
       let echo: HttpPhase | undefined;
       let tracklane: TracklanePhase | undefined;
-      await scratchDatabase(admin, server.url, name, async (url) => {
+      await scratchDatabase(admin, server.url, name, log, async (url) => {
         if (baselines) {
           console.log(`run ${run}/${runs}: (a) raw single-row INSERT + commit, ${options.connections} at once ...`);
           insert = await insertBaseline(url, options);
@@ -171,7 +151,7 @@ async function main() {
       // (f) on a database of its own, seeded like (c)'s: the same events, the same tables.
       let withEndpoint: TracklanePhase | undefined;
       if (notify) {
-        await scratchDatabase(admin, server.url, `${name}_f`, async (url) => {
+        await scratchDatabase(admin, server.url, `${name}_f`, log, async (url) => {
           console.log(`run ${run}/${runs}: (f) tracklane with one subscribed notification endpoint, the same load ...`);
           withEndpoint = await tracklanePhase(url, options, run, { notify: true, backlog: false });
         });

@@ -28,11 +28,11 @@ import postgres from "postgres";
 import type { Sql } from "postgres";
 import { runMigrations } from "../src/db/migrate.ts";
 import { createLogger } from "../src/logger.ts";
-import { resolveDatabase } from "../src/runtime/database.ts";
 import type { LoadConfig, LoadResult } from "./load.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, runForked, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
+import { benchServer, withDatabase } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
 const { values: args } = parseArgs({
@@ -52,12 +52,6 @@ if (SIZES.some((s) => !Number.isInteger(s) || s < 0)) {
   console.error("bench:scale: --sizes must be whole numbers of events, comma-separated");
   process.exit(1);
 }
-
-const withDatabase = (url: string, database: string) => {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-};
 
 /** Events `from` … `to`-1 of the synthetic log: order `i / 40`, step `i % 40`, 4 million a day ending now. */
 async function fillLog(sql: Sql, from: number, to: number, total: number): Promise<void> {
@@ -175,7 +169,7 @@ async function main(): Promise<void> {
   stopChildrenOnSignal("bench:scale");
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
   const embedded = !process.env.DATABASE_URL;
-  let server = await resolveDatabase({ databaseUrl: process.env.DATABASE_URL || undefined, dataDir: resolve(ROOT, ".data/bench"), log });
+  let server = await benchServer(log);
   const name = `bench_scale_${Date.now()}`;
   let admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database ${name}`);
@@ -210,7 +204,7 @@ async function main(): Promise<void> {
     await admin.end();
     if (embedded) {
       await server.release();
-      server = await resolveDatabase({ databaseUrl: undefined, dataDir: resolve(ROOT, ".data/bench"), log });
+      server = await benchServer(log);
     } else if (process.env.BENCH_RESTART_PG) {
       execSync(process.env.BENCH_RESTART_PG, { stdio: "ignore" });
     } else missing.push("PostgreSQL not restarted (set BENCH_RESTART_PG)");

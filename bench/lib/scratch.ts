@@ -1,0 +1,48 @@
+/**
+ * The benches' databases: the server (DATABASE_URL's, else the embedded one under
+ * .data/bench, started as `npm start` would) and scratch databases on it, migrated for a
+ * run and dropped afterwards (kept with BENCH_KEEP_DB=1, for a look inside).
+ */
+import { resolve } from "node:path";
+import postgres from "postgres";
+import { runMigrations } from "../../src/db/migrate.ts";
+import type { Logger } from "../../src/logger.ts";
+import { resolveDatabase } from "../../src/runtime/database.ts";
+import { ROOT } from "./processes.ts";
+
+/** `url` with its database replaced by `database`. */
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/** The bench's PostgreSQL server. */
+export async function benchServer(log: Logger) {
+  return await resolveDatabase({ databaseUrl: process.env.DATABASE_URL || undefined, dataDir: resolve(ROOT, ".data/bench"), log });
+}
+
+/** A fresh database `name` with tracklane's migrations for `body`, dropped afterwards (unless BENCH_KEEP_DB). */
+export async function scratchDatabase<T>(admin: postgres.Sql, serverUrl: string, name: string, log: Logger, body: (url: string) => Promise<T>): Promise<T> {
+  await admin.unsafe(`create database ${name}`);
+  const url = withDatabase(serverUrl, name);
+  try {
+    await runMigrations(url, log);
+    return await body(url);
+  } finally {
+    if (process.env.BENCH_KEEP_DB) console.log(`kept database ${name} (BENCH_KEEP_DB)`);
+    else await admin.unsafe(`drop database if exists ${name} with (force)`);
+  }
+}
+
+/** The server, one scratch database on it for `body`, then everything released. */
+export async function onScratchDatabase<T>(name: string, log: Logger, body: (url: string, server: { description: string }) => Promise<T>): Promise<T> {
+  const server = await benchServer(log);
+  const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
+  try {
+    return await scratchDatabase(admin, server.url, name, log, (url) => body(url, server));
+  } finally {
+    await admin.end();
+    await server.release();
+  }
+}
