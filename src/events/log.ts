@@ -58,19 +58,20 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
   // index's key (order, dedupe key), so that concurrent batches take the index locks they
   // share in the same order and never deadlock over them.
   const asClient = await clientIdsOf(tx, inputs);
-  const byKey = new Map<string, ReturnType<typeof rowOf>>();
-  const rowOf = (i: EventInput) => ({
-    ...storedIdsOf(i, asClient),
-    source: i.source ?? "provider",
-    kind: i.event.kind,
-    provider_status: i.event.providerStatus,
-    occurred_at: i.event.occurredAt.toISOString(),
-    payload: i.payload,
+  // Each input's row and its key in the unique index, once.
+  const keyed = inputs.map((i) => {
+    const row = {
+      ...storedIdsOf(i, asClient),
+      source: i.source ?? "provider",
+      kind: i.event.kind,
+      provider_status: i.event.providerStatus,
+      occurred_at: i.event.occurredAt.toISOString(),
+      payload: i.payload,
+    };
+    return { key: keyOf(row), row };
   });
-  for (const i of inputs) {
-    const row = rowOf(i);
-    if (!byKey.has(keyOf(row))) byKey.set(keyOf(row), row);
-  }
+  const byKey = new Map<string, (typeof keyed)[number]["row"]>();
+  for (const { key, row } of keyed) if (!byKey.has(key)) byKey.set(key, row);
   const rows = [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
   // The whole batch travels as one JSON parameter, expanded server-side: one statement,
   // one round trip, whatever the batch size, atomic without a transaction. Only the rows
@@ -115,10 +116,9 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
   }
 
   const seen = new Set<string>();
-  return inputs.map((i) => {
-    const key = keyOf(storedIdsOf(i, asClient));
+  return keyed.map(({ key, row }) => {
     const found = ids.get(key);
-    if (!found) throw new Error(`event ${i.event.dedupeKey} neither inserted nor found`);
+    if (!found) throw new Error(`event ${row.dedupe_key} neither inserted nor found`);
     // The second copy inside one batch is a duplicate of the first.
     const duplicate = found.duplicate || seen.has(key);
     seen.add(key);

@@ -29,10 +29,11 @@ export async function redactDue(sql: Sql, piiDays: number, now = new Date()): Pr
     const due = await ordersDueForRedaction(sql, before, PAGE);
     for (const order of due) {
       await sql.begin(async (tx) => {
-        const svcs = [...new Set([...(order.svc_order_id === null ? [] : [order.svc_order_id]), ...order.svc_order_ids])];
-        done.events += await redactOrderEvents(tx, { svcOrderIds: svcs, clientOrderId: order.client_order_id }, redactEventPayload);
+        const identities = identitiesOfRow(order);
+        const svcOrderIds = identities.flatMap((i) => (i.svcOrderId === null ? [] : [i.svcOrderId]));
+        done.events += await redactOrderEvents(tx, { svcOrderIds, clientOrderId: order.client_order_id }, redactEventPayload);
         done.commands += await redactCommands(tx, order.id, redactCommandRequest);
-        await projectOrdersIn(tx, identitiesOfRow(order));
+        await projectOrdersIn(tx, identities);
         await markRedacted(tx, order.id);
       });
       done.orders++;
