@@ -68,6 +68,14 @@ const envSchema = z.object({
     emptyToUndefined,
     z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL").optional(),
   ),
+  /**
+   * Where the API's GETs and the console's pages read (a streaming replica of DATABASE_URL);
+   * unset: they read DATABASE_URL like everything else (src/runtime/services.ts).
+   */
+  DATABASE_READ_URL: z.preprocess(
+    emptyToUndefined,
+    z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL").optional(),
+  ),
   PORT: port(3000),
   HOST: z.preprocess(emptyToUndefined, z.string().default("0.0.0.0")),
   PUBLIC_URL: url,
@@ -111,6 +119,8 @@ const envSchema = z.object({
   INGEST_BATCH_MAX: positiveInt(256, 5000),
   INGEST_BATCH_WAIT_MS: z.preprocess(emptyToUndefined, z.coerce.number().min(0).max(1000).default(2)),
   DB_POOL_MAX: positiveInt(10, 200),
+  /** The read pool's connections (a web process, with DATABASE_READ_URL only). */
+  DB_READ_POOL_MAX: positiveInt(10, 200),
   COMMAND_MAX_ATTEMPTS: positiveInt(20, 100),
   COMMAND_RETRY_BASE_MS: positiveInt(2000, 600_000),
   /** Slow clients: the whole request (headers and body) must arrive within this; else 408 and close. */
@@ -154,6 +164,12 @@ const envSchema = z.object({
   NOTIFY_MESSAGE_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(90)),
   /** Days after an order finished that its personal data is kept; 0: forever. */
   PII_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(90)),
+  /** How many days one partition of the event log spans: a day, a week or a month. */
+  EVENTS_PARTITION: z.preprocess(emptyToUndefined, z.enum(["day", "week", "month"]).default("month")),
+  /** Days rider-location events are kept (counted from the order's first event); 0: forever. */
+  LOCATION_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(30)),
+  /** Days status events are kept (counted from the order's first event); 0: forever. */
+  EVENT_RETENTION_DAYS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(36_500).default(0)),
 });
 
 /** What a variable means and a value that works: for startup errors and `.env.example`. */
@@ -174,6 +190,12 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   DATABASE_URL: {
     description: "PostgreSQL to use; unset: an embedded PostgreSQL under DATA_DIR/pg",
     example: "postgres://tracklane:change-me@db.internal:5432/tracklane",
+    sensitive: true,
+  },
+  DATABASE_READ_URL: {
+    description:
+      "PostgreSQL the API's GET endpoints and the console's pages read from, e.g. a streaming replica of DATABASE_URL (needs DATABASE_URL); unset: DATABASE_URL",
+    example: "postgres://tracklane_ro:change-me@db-replica.internal:5432/tracklane",
     sensitive: true,
   },
   PORT: { description: "HTTP port to listen on (0: any free port)", example: "8080" },
@@ -232,6 +254,7 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   INGEST_BATCH_MAX: { description: "most callbacks committed in one transaction (1: no group commit)", example: "512" },
   INGEST_BATCH_WAIT_MS: { description: "how long a lone callback may wait for company before its commit, in ms (0 to 1000)", example: "5" },
   DB_POOL_MAX: { description: "connections of a process's pool (graphile-worker's own pool is sized by WORKER_CONCURRENCY)", example: "20" },
+  DB_READ_POOL_MAX: { description: "connections of a web process's read pool on DATABASE_READ_URL (unused without it)", example: "20" },
   COMMAND_MAX_ATTEMPTS: { description: "provider attempts of an order command before it is failed", example: "10" },
   COMMAND_RETRY_BASE_MS: { description: "first retry delay of a command, in ms (doubling, capped at 10 min)", example: "5000" },
   HTTP_REQUEST_TIMEOUT_MS: { description: "time a client has to send a whole request, in ms; slower ones get 408", example: "60000" },
@@ -263,6 +286,15 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   PII_RETENTION_DAYS: {
     description: "days after an order finished that the customer's and rider's personal data is kept, then redacted (0: forever)",
     example: "30",
+  },
+  EVENTS_PARTITION: { description: "the stretch of days one partition of the event log spans: day, week or month", example: "week" },
+  LOCATION_RETENTION_DAYS: {
+    description: "days rider-location events are kept, counted from the order's first event (0: forever); they go a partition at a time",
+    example: "14",
+  },
+  EVENT_RETENTION_DAYS: {
+    description: "days status events are kept, counted from the order's first event (0: forever); they go a partition at a time",
+    example: "730",
   },
 };
 
@@ -335,6 +367,8 @@ export interface ProviderConfig {
 
 export interface Config {
   databaseUrl: string | undefined;
+  /** Where the API's GETs and the console's pages read; undefined: databaseUrl. */
+  databaseReadUrl: string | undefined;
   port: number;
   host: string;
   publicUrl: string;
@@ -354,11 +388,14 @@ export interface Config {
   worker: { concurrency: number };
   projection: { intervalMs: number };
   ingest: { batchMax: number; batchWaitMs: number };
-  db: { poolMax: number };
+  /** Connections of a process's pool, and of a web process's read pool (DATABASE_READ_URL). */
+  db: { poolMax: number; readPoolMax: number };
   /** The console (PRODUCT.md §12): how long a sign-in lasts, and when a silent active order needs attention. */
   console: { sessionHours: number; stuckAfterMin: number };
   /** Days each kind of housekeeping row is kept; 0: forever. */
   retention: { rejectedDays: number; commandDays: number; attemptDays: number; messageDays: number; piiDays: number };
+  /** The event log's partitions (src/events/partitions.ts): their span, and days each kind of event is kept (0: forever). */
+  events: { partition: "day" | "week" | "month"; locationDays: number; statusDays: number };
   /** Provider calls for order commands: attempts, and the first retry delay (doubling, capped at 10 min). */
   commands: { maxAttempts: number; retryBaseMs: number };
   /** Node server timeouts for slow clients (src/http/server.ts). */
@@ -539,6 +576,14 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
       example: `HTTP_HEADERS_TIMEOUT_MS=${Math.max(100, Math.floor(e.HTTP_REQUEST_TIMEOUT_MS / 3))}`,
     });
   }
+  if (e.DATABASE_READ_URL !== undefined && e.DATABASE_URL === undefined) {
+    // A replica of the embedded server is not something to run: this is a forgotten DATABASE_URL.
+    problems.push({
+      variable: "DATABASE_READ_URL",
+      message: "needs DATABASE_URL as well (the database that is written)",
+      example: `DATABASE_URL=${ENV_DOCS.DATABASE_URL!.example}`,
+    });
+  }
   let provider: ProviderConfig | undefined;
   try {
     provider = providerConfig(e);
@@ -553,6 +598,7 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
   const callbackSecret = resolveSecret(e.CALLBACK_SECRET, dataDir, "callback-secret", "CALLBACK_SECRET");
   return {
     databaseUrl: e.DATABASE_URL,
+    databaseReadUrl: e.DATABASE_READ_URL,
     port: e.PORT,
     host: e.HOST,
     publicUrl: e.PUBLIC_URL ?? `http://127.0.0.1:${e.PORT}`,
@@ -569,7 +615,7 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
     worker: { concurrency: e.WORKER_CONCURRENCY },
     projection: { intervalMs: e.PROJECTION_INTERVAL_MS },
     ingest: { batchMax: e.INGEST_BATCH_MAX, batchWaitMs: e.INGEST_BATCH_WAIT_MS },
-    db: { poolMax: e.DB_POOL_MAX },
+    db: { poolMax: e.DB_POOL_MAX, readPoolMax: e.DB_READ_POOL_MAX },
     console: { sessionHours: e.CONSOLE_SESSION_HOURS, stuckAfterMin: e.STUCK_AFTER_MIN },
     retention: {
       rejectedDays: e.REJECTED_RETENTION_DAYS,
@@ -578,6 +624,7 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
       messageDays: e.NOTIFY_MESSAGE_RETENTION_DAYS,
       piiDays: e.PII_RETENTION_DAYS,
     },
+    events: { partition: e.EVENTS_PARTITION, locationDays: e.LOCATION_RETENTION_DAYS, statusDays: e.EVENT_RETENTION_DAYS },
     commands: { maxAttempts: e.COMMAND_MAX_ATTEMPTS, retryBaseMs: e.COMMAND_RETRY_BASE_MS },
     http: { requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS, headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS },
     notify: {

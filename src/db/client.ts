@@ -7,15 +7,36 @@ import type { Sql, TransactionSql } from "postgres";
 export type Tx = Sql | TransactionSql;
 
 export interface Database {
-  /** The process's one pool: every statement of tracklane's own runs on it. */
+  /** The process's pool: every write of tracklane's own runs on it, and every read that is not a page's. */
   sql: Sql;
+  /**
+   * Where the API's GETs and the console's pages read: a read-only pool on
+   * DATABASE_READ_URL (a streaming replica), or `sql` itself when there is none.
+   */
+  readSql: Sql;
+  /** Ends both pools. */
   close(): Promise<void>;
+}
+
+/**
+ * The application_name of each role's pool: how pg_stat_activity, and the console's System
+ * page, tell them apart. The read pool's connections are on the read server.
+ */
+export const POOL_NAMES = { web: "tracklane-web", read: "tracklane-web-read", worker: "tracklane-worker" } as const;
+
+export interface ReadPoolOptions {
+  url: string;
+  max: number;
+  /** Application name shown in pg_stat_activity (of the read server). */
+  name: string;
 }
 
 export interface DatabaseOptions {
   max?: number;
   /** Application name shown in pg_stat_activity. */
   name?: string;
+  /** A second pool for page reads (DATABASE_READ_URL); absent: reads share `sql`. */
+  read?: ReadPoolOptions | undefined;
 }
 
 /**
@@ -98,10 +119,11 @@ const INT8_AS_NUMBER = { to: 20, from: [20], serialize: (n: number | bigint) => 
 
 /** A postgres.js pool with tracklane's timeouts and the workaround above; `overrides` win. */
 export function createPool(url: string, max: number, name: string, overrides: PoolOptions = {}): Sql {
+  const { connection, ...rest } = overrides;
   const options: PoolOptions & { socket: ReturnType<typeof socketFactory> } = {
     max,
     onnotice: () => {},
-    connection: { application_name: name },
+    connection: { application_name: name, ...connection },
     types: { int8: INT8_AS_NUMBER },
     // A dead server must surface as an error (503), not as requests waiting forever.
     connect_timeout: 5,
@@ -111,15 +133,35 @@ export function createPool(url: string, max: number, name: string, overrides: Po
     backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1) * (0.5 + Math.random() / 2),
     idle_timeout: 60,
     socket: socketFactory(),
-    ...overrides,
+    ...rest,
   };
   return postgres(url, options);
 }
 
-/** The process's pool (graphile-worker keeps its own node-postgres pool: docs/architecture.md). */
+/**
+ * The read pool's sessions are read-only (default_transaction_read_only): a replica is so
+ * anyway, and a DATABASE_READ_URL that names a writable server (the primary itself, or a
+ * copy) then refuses a write sent to the wrong pool instead of storing it where nothing
+ * reads it, or where it is lost.
+ */
+const READ_ONLY: PoolOptions = { connection: { default_transaction_read_only: true } };
+
+/**
+ * The process's pool, and a web process's read pool when DATABASE_READ_URL is set
+ * (graphile-worker keeps its own node-postgres pool: docs/architecture.md).
+ */
 export function createDatabase(url: string, options: DatabaseOptions = {}): Database {
   const sql = createPool(url, options.max ?? 10, options.name ?? "tracklane");
-  return { sql, close: () => sql.end({ timeout: 5 }) };
+  const read = options.read;
+  if (read === undefined) return { sql, readSql: sql, close: () => sql.end({ timeout: 5 }) };
+  const readSql = createPool(read.url, read.max, read.name, READ_ONLY);
+  return {
+    sql,
+    readSql,
+    close: async () => {
+      await Promise.all([sql.end({ timeout: 5 }), readSql.end({ timeout: 5 })]);
+    },
+  };
 }
 
 /** SQLSTATE classes and socket errors that mean "the database is not there right now". */
@@ -138,6 +180,9 @@ const UNAVAILABLE_CODES = new Set([
   "57P02", // crash_shutdown
   "57P03", // cannot_connect_now
   "53300", // too_many_connections
+  // serialization_failure: tracklane runs no serializable transaction, so this is a read
+  // replica (DATABASE_READ_URL) cancelling a query that replay conflicts with: retry.
+  "40001",
 ]);
 
 /** True for connection-level failures, also when wrapped (drizzle wraps driver errors). */

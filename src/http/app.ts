@@ -32,7 +32,13 @@ import { validationHook } from "./validation.ts";
 
 export interface AppDeps {
   config: Config;
+  /** Every write, and every read a write depends on (callbacks, POST/PATCH/DELETE, sessions, readiness, metrics). */
   sql: Sql;
+  /**
+   * The API's GETs under /v1 and the console's pages: the read pool on DATABASE_READ_URL
+   * (maybe behind the primary by a replica's lag), or the primary's pool itself when that is unset.
+   */
+  readSql: Sql;
   ingestor: Ingestor;
   log: Logger;
   metrics: Metrics;
@@ -69,6 +75,8 @@ export function createApp(deps: AppDeps) {
       timeZone: deps.config.provider.timezone,
     }),
   );
+  // Readiness and the metrics' figures are the primary's: /readyz says whether this process
+  // can take callbacks, whatever the read server's state.
   app.route("/", opsRoutes(deps.sql, deps.metrics, { metricsToken: deps.config.metricsToken }));
 
   app.use("/v1/*", bearerAuth(deps.config.apiToken));
@@ -81,15 +89,17 @@ export function createApp(deps: AppDeps) {
       },
     }),
   );
+  // Every GET under /v1 reads the read pool; everything else writes, on the primary. Route modules
+  // that only read get the read pool as their one pool.
   // Before the order routes: there "export" would be an order's id.
-  app.route("/", exportRoutes({ sql: deps.sql, log: deps.log }));
-  app.route("/", orderReadRoutes(deps.sql));
-  app.route("/", rejectedRoutes(deps.sql));
-  app.route("/", commandRoutes({ sql: deps.sql }));
+  app.route("/", exportRoutes({ sql: deps.readSql, log: deps.log }));
+  app.route("/", orderReadRoutes(deps.readSql));
+  app.route("/", rejectedRoutes(deps.readSql));
+  app.route("/", commandRoutes({ sql: deps.sql, readSql: deps.readSql }));
   app.route("/", sandboxRoutes({ sql: deps.sql, provider: deps.provider, env: deps.config.provider.env }));
-  app.route("/", awbRoutes({ config: deps.config, sql: deps.sql, provider: deps.provider }));
-  app.route("/", notificationEndpointRoutes({ sql: deps.sql, allowPrivateUrls: deps.config.notify.allowPrivateUrls }));
-  app.route("/", notificationMessageRoutes({ sql: deps.sql }));
+  app.route("/", awbRoutes({ config: deps.config, sql: deps.sql, readSql: deps.readSql, provider: deps.provider }));
+  app.route("/", notificationEndpointRoutes({ sql: deps.sql, readSql: deps.readSql, allowPrivateUrls: deps.config.notify.allowPrivateUrls }));
+  app.route("/", notificationMessageRoutes({ sql: deps.sql, readSql: deps.readSql }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", { type: "http", scheme: "bearer" });
   app.doc31("/openapi.json", {
@@ -104,7 +114,7 @@ export function createApp(deps: AppDeps) {
     },
   });
   app.route("/", docsRoutes());
-  app.route("/", consoleRoutes({ config: deps.config, sql: deps.sql, log: deps.log, provider: deps.provider }));
+  app.route("/", consoleRoutes({ config: deps.config, sql: deps.sql, readSql: deps.readSql, log: deps.log, provider: deps.provider }));
 
   app.notFound((c) => {
     throw new ApiError("not_found", `no route for ${c.req.method} ${redactPath(c.req.path)}`);

@@ -3,7 +3,7 @@
  * config, and stops them in the right order.
  */
 import type { Config } from "../config.ts";
-import { createDatabase } from "../db/client.ts";
+import { POOL_NAMES, createDatabase } from "../db/client.ts";
 import type { Database } from "../db/client.ts";
 import type { HttpServer } from "../http/server.ts";
 import { createIngestor } from "../ingest/batcher.ts";
@@ -52,11 +52,20 @@ export function ingestorFor(config: Config, database: Database, log: Logger, met
   );
 }
 
+/**
+ * A web process reads its pages on DATABASE_READ_URL when set. A worker has no read pool:
+ * what it reads, it reads to write, and a replica's lag would make it act on old state.
+ */
+function databaseFor(config: Config, databaseUrl: string, web: boolean): Database {
+  const read = web && config.databaseReadUrl !== undefined ? { url: config.databaseReadUrl, max: config.db.readPoolMax, name: POOL_NAMES.read } : undefined;
+  return createDatabase(databaseUrl, { max: config.db.poolMax, name: web ? POOL_NAMES.web : POOL_NAMES.worker, read });
+}
+
 export async function startServices(options: ServiceOptions): Promise<Services> {
   const { config, log } = options;
   const metrics = createMetrics();
   configureOutbox({ locationIntervalS: config.notify.locationIntervalS });
-  const database = createDatabase(options.databaseUrl, { max: config.db.poolMax, name: options.web ? "tracklane-web" : "tracklane-worker" });
+  const database = databaseFor(config, options.databaseUrl, options.web);
   let ingestor: Ingestor | undefined;
   let http: HttpServer | undefined;
   let worker: SupervisedWorker | undefined;
@@ -67,7 +76,7 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   if (options.web) {
     const [{ createApp }, { listen }] = await Promise.all([import("../http/app.ts"), import("../http/server.ts")]);
     ingestor = ingestorFor(config, database, log, metrics);
-    const app = createApp({ config, sql: database.sql, ingestor, log, metrics, provider: options.provider });
+    const app = createApp({ config, sql: database.sql, readSql: database.readSql, ingestor, log, metrics, provider: options.provider });
     // Node's server.close() keeps a keep-alive connection open for as long as its client
     // sends on it, so under steady traffic a stopping web process never got to stop.
     // While stopping, every response asks its client to close the connection.
@@ -92,7 +101,7 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
     /**
      * In order, one log line a step: stop taking requests (those in flight are answered),
      * commit what was acknowledged-to-be, let running jobs finish (bounded by the worker),
-     * close the pool. The caller stops the emulator and the database after this.
+     * close the pools (the read pool too). The caller stops the emulator and the database after this.
      */
     async stop() {
       draining = true;

@@ -37,7 +37,8 @@ it("Chromium for the browser tests is installed (CHROMIUM_PATH, /usr/bin/chromiu
   ctx.diagnostic(`Chromium: ${chromium.path}`);
 });
 
-describe("the console in a real browser", { timeout: 90_000, skip: "missing" in chromium ? "no Chromium: see the failing test above" : false }, () => {
+// About a minute alone on two vCPUs, longer while other test files run beside it.
+describe("the console in a real browser", { timeout: 240_000, skip: "missing" in chromium ? "no Chromium: see the failing test above" : false }, () => {
   let browser: Browser;
   let pair: EmulatorPair;
   let t: TestApp;

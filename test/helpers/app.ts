@@ -28,6 +28,8 @@ import type { TestDatabase } from "./db.ts";
 
 export const API_TOKEN = "test-api-token-0123456789abcdef";
 export const CALLBACK_SECRET = "test-callback-secret-0123456789";
+/** The application_name of a test app's read pool (createTestApp with DATABASE_READ_URL). */
+export const TEST_READ_POOL = "tracklane-test-read";
 
 export interface TestApp {
   app: ReturnType<typeof createApp>;
@@ -70,10 +72,12 @@ export async function createTestApp(env: Record<string, string> = {}, options: T
   const log = createLogger({ level: config.logLevel, destination: sink });
   const metrics = createMetrics();
   configureOutbox({ locationIntervalS: config.notify.locationIntervalS });
-  const database = createDatabase(testDb.url, { max: 6, name: "tracklane-test" });
+  // With DATABASE_READ_URL (the caller's database), a read pool as a web process has one.
+  const read = config.databaseReadUrl === undefined ? undefined : { url: config.databaseReadUrl, max: 4, name: TEST_READ_POOL };
+  const database = createDatabase(testDb.url, { max: 6, name: "tracklane-test", read });
   const ingestor = ingestorFor(config, database, log, metrics);
   const { provider } = options;
-  const app = createApp({ config, sql: database.sql, ingestor, log, metrics, provider });
+  const app = createApp({ config, sql: database.sql, readSql: database.readSql, ingestor, log, metrics, provider });
   const deps = { config, databaseUrl: testDb.url, sql: database.sql, log, metrics, provider };
 
   return {

@@ -38,7 +38,7 @@ function appWith(limits: Pick<BatcherOptions, "maxPending" | "maxPendingBytes">)
   const metrics = createMetrics();
   const ingestor = createIngestor(database.sql, { batchMax: 2, batchWaitMs: 0, maxInFlight: 1, ...limits }, log, metrics);
   const config = loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-backpressure-")), DATABASE_URL: testDb.url, API_TOKEN, CALLBACK_SECRET });
-  return { app: createApp({ config, sql: database.sql, ingestor, log, metrics }), ingestor };
+  return { app: createApp({ config, sql: database.sql, readSql: database.readSql, ingestor, log, metrics }), ingestor };
 }
 
 /** Another session holds a lock that makes every insert into order_events wait. */

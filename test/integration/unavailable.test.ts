@@ -22,7 +22,7 @@ before(async () => {
   const metrics = createMetrics();
   const ingestor = createIngestor(database.sql, { batchMax: 64, batchWaitMs: 0, maxInFlight: 2, maxPending: 1000, maxPendingBytes: 1 << 20 }, log, metrics);
   const config = loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-unavailable-")), API_TOKEN, CALLBACK_SECRET });
-  app = createApp({ config, sql: database.sql, ingestor, log, metrics });
+  app = createApp({ config, sql: database.sql, readSql: database.readSql, ingestor, log, metrics });
   close = async () => {
     await ingestor.close();
     await database.close();

@@ -40,6 +40,23 @@ describe("config", () => {
     assert.equal(c.provider.baseUrl, undefined);
     assert.deepEqual(c.awb, { lowWatermark: 100, target: 500, mode: "pool" });
     assert.equal(c.databaseUrl, undefined);
+    assert.equal(c.databaseReadUrl, undefined);
+    assert.deepEqual(c.db, { poolMax: 10, readPoolMax: 10 });
+  });
+
+  it("DATABASE_READ_URL: taken with DATABASE_URL, refused without it or when not a postgres URL, its password never echoed", () => {
+    const primary = "postgres://tracklane:pw@db.internal:5432/tracklane";
+    const replica = "postgres://tracklane_ro:replica-pw@db-replica.internal:5432/tracklane";
+    const c = loadConfig({ DATA_DIR: dataDir(), DATABASE_URL: primary, DATABASE_READ_URL: replica, DB_READ_POOL_MAX: "25" });
+    assert.deepEqual([c.databaseUrl, c.databaseReadUrl, c.db.readPoolMax], [primary, replica, 25]);
+    assert.deepEqual(lines({ DATABASE_READ_URL: replica }), [
+      `DATABASE_READ_URL: needs DATABASE_URL as well (the database that is written); e.g. DATABASE_URL=${ENV_DOCS.DATABASE_URL!.example}`,
+    ]);
+    const bad = lines({ DATABASE_URL: primary, DATABASE_READ_URL: "mysql://ro:replica-pw@db/x", DB_READ_POOL_MAX: "0" });
+    assert.equal(bad.length, 2, bad.join("\n"));
+    assert.match(bad.find((l) => l.startsWith("DATABASE_READ_URL"))!, /^DATABASE_READ_URL: must be a postgres:\/\/ or postgresql:\/\/ URL; e\.g\. /);
+    assert.ok(!bad.join("\n").includes("replica-pw"), "the password was printed");
+    assert.match(bad.find((l) => l.startsWith("DB_READ_POOL_MAX"))!, /must be at least 1/);
   });
 
   it("generates the API token and callback secret once, keeps them under the data dir (0600), and reuses them", () => {
@@ -172,7 +189,10 @@ describe("config errors for people", () => {
     const names = envVariables().map((v) => v.name);
     assert.deepEqual(Object.keys(ENV_DOCS).sort(), [...names].sort(), "ENV_DOCS and envSchema list different variables");
     // Variables that are only valid together with another one.
-    const companions: Record<string, Record<string, string>> = { PROVIDER_GATEWAY_URL: { PROVIDER_BASE_URL: ENV_DOCS.PROVIDER_BASE_URL!.example } };
+    const companions: Record<string, Record<string, string>> = {
+      PROVIDER_GATEWAY_URL: { PROVIDER_BASE_URL: ENV_DOCS.PROVIDER_BASE_URL!.example },
+      DATABASE_READ_URL: { DATABASE_URL: ENV_DOCS.DATABASE_URL!.example },
+    };
     for (const v of envVariables()) {
       assert.ok(v.description.length > 10 && v.example.length > 0, `${v.name} has no description or example`);
       try {
@@ -272,6 +292,7 @@ describe("settingsShown (the console's system page)", () => {
       API_TOKEN: "tok-0123456789abcdef-secret",
       CALLBACK_SECRET: "cb-0123456789abcdef-secret",
       DATABASE_URL: "postgres://tracklane:pa55word@db.internal:5432/tracklane?sslpassword=also-secret",
+      DATABASE_READ_URL: "postgres://tracklane_ro:r3plica@db-replica.internal:5432/tracklane",
       PORT: "8080",
       STUCK_AFTER_MIN: "",
     });
@@ -279,11 +300,12 @@ describe("settingsShown (the console's system page)", () => {
     assert.equal(byName.get("API_TOKEN")!.value, "(hidden)");
     assert.equal(byName.get("CALLBACK_SECRET")!.value, "(hidden)");
     assert.equal(byName.get("DATABASE_URL")!.value, "postgres://tracklane:***@db.internal:5432/tracklane");
+    assert.equal(byName.get("DATABASE_READ_URL")!.value, "postgres://tracklane_ro:***@db-replica.internal:5432/tracklane");
     assert.equal(byName.get("PORT")!.value, "8080");
     assert.equal(byName.get("STUCK_AFTER_MIN")!.value, null, "blank is unset");
     assert.equal(byName.get("STUCK_AFTER_MIN")!.default, "45");
     const text = JSON.stringify(shown);
-    for (const secret of ["tok-0123456789abcdef-secret", "cb-0123456789abcdef-secret", "pa55word", "also-secret"]) assert.ok(!text.includes(secret), secret);
+    for (const secret of ["tok-0123456789abcdef-secret", "cb-0123456789abcdef-secret", "pa55word", "also-secret", "r3plica"]) assert.ok(!text.includes(secret), secret);
     assert.deepEqual(shown.map((s) => s.name), envVariables().map((v) => v.name), "every variable, in order");
   });
 });

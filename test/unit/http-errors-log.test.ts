@@ -33,6 +33,9 @@ function appWithLog() {
   app.get("/database-down", () => {
     throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
   });
+  app.get("/replica-conflict", () => {
+    throw Object.assign(new Error("canceling statement due to conflict with recovery"), { code: "40001" });
+  });
   app.get("/no-order", () => {
     throw new DomainError("order_not_found", "no order ORD-1");
   });
@@ -84,6 +87,14 @@ describe("errorHandler's log lines", () => {
     assert.equal(line["code"], "database_unavailable");
     assert.match(String(line["cause"]), /ECONNREFUSED 127\.0\.0\.1:5432/);
     assert.ok(!hasStack(line), JSON.stringify(line));
+  });
+
+  it("a read replica cancelling a query that replay conflicts with is a 503 to retry, not a 500", async () => {
+    const { lineOf } = appWithLog();
+    const line = await lineOf("/replica-conflict", 503);
+    assert.equal(line.level, WARN);
+    assert.equal(line["code"], "database_unavailable");
+    assert.match(String(line["cause"]), /conflict with recovery \(40001\)/);
   });
 
   it("the caller's mistakes (404, 422) log nothing here: the request line says enough", async () => {

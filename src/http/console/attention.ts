@@ -7,7 +7,6 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { Sql } from "postgres";
 import { z } from "zod";
 import { availableUpTo } from "../../awb/pool.ts";
 import { countFailedCommands, listCommands } from "../../commands/store.ts";
@@ -25,9 +24,9 @@ import { problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import type { JSXNode } from "./html.ts";
 import { badge, csrfField, errorBox, renderFragment, renderPage, timeOf } from "./layout.ts";
+import type { ConsolePools } from "./pools.ts";
 
-export interface AttentionDeps {
-  sql: Sql;
+export interface AttentionDeps extends ConsolePools {
   timeZone: string;
   /** STUCK_AFTER_MIN: an active order without an event for this long is listed. */
   stuckAfterMin: number;
@@ -70,21 +69,24 @@ export function durationSince(since: Date, now = Date.now()): string {
 }
 
 export function attentionPages(deps: AttentionDeps) {
-  const { sql, timeZone, stuckAfterMin, lowWatermark } = deps;
+  const { sql, readSql, timeZone, stuckAfterMin, lowWatermark } = deps;
   const at = (d: Date | null) => timeOf(d, timeZone);
   const app = new Hono<ConsoleEnv>();
 
   const load = async (): Promise<Attention> => {
+    // The mark is the console's own, just moved by "Mark as seen" (which redirects here):
+    // read from the primary, or the rejected callbacks marked would come back for a moment.
+    // The rows after it may come from a replica: one behind only shows fewer of them.
     const mark = await getMark(sql, "rejected_seen");
     const [placements, unconfirmed, failedCount, failed, silent, rejected, endpoints, available] = await Promise.all([
-      placementCounts(sql),
-      listOrders(sql, { placement: "unconfirmed", limit: ROWS }),
-      countFailedCommands(sql, COUNT_CAP),
-      listCommands(sql, { state: "failed", limit: ROWS, retryableOnly: true }),
-      silentOrders(sql, ACTIVE, stuckAfterMin, ROWS),
-      rejectedSince(sql, mark, { limit: REJECTED_ROWS, cap: COUNT_CAP, excerptChars: EXCERPT_CHARS }),
-      endpointHealth(sql),
-      availableUpTo(sql, lowWatermark),
+      placementCounts(readSql),
+      listOrders(readSql, { placement: "unconfirmed", limit: ROWS }),
+      countFailedCommands(readSql, COUNT_CAP),
+      listCommands(readSql, { state: "failed", limit: ROWS, retryableOnly: true }),
+      silentOrders(readSql, ACTIVE, stuckAfterMin, ROWS),
+      rejectedSince(readSql, mark, { limit: REJECTED_ROWS, cap: COUNT_CAP, excerptChars: EXCERPT_CHARS }),
+      endpointHealth(readSql),
+      availableUpTo(readSql, lowWatermark),
     ]);
     return {
       unconfirmed: { count: placements.unconfirmed, rows: unconfirmed.rows },

@@ -5,7 +5,6 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { Sql } from "postgres";
 import { z } from "zod";
 import { enqueueManualReplenish } from "../../awb/jobs.ts";
 import { lastReplenishedAt, listAwbRequests, poolCounts, poolLevels } from "../../awb/pool.ts";
@@ -16,10 +15,11 @@ import type { ConsoleEnv } from "./auth.ts";
 import { blankToUndefined, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import { csrfField, errorBox, noticeBox, renderPage, timeOf } from "./layout.ts";
+import { pagePool } from "./pools.ts";
+import type { ConsolePools } from "./pools.ts";
 import { levelChart } from "./svg.ts";
 
-export interface AwbPagesDeps {
-  sql: Sql;
+export interface AwbPagesDeps extends ConsolePools {
   timeZone: string;
   settings: { lowWatermark: number; target: number; mode: "pool" | "fresh" };
   /** The provider's API: without it nothing can be replenished. */
@@ -76,11 +76,12 @@ export function awbPages(deps: AwbPagesDeps) {
         </table>`;
 
   app.get("/awb", async (c) => {
+    const db = pagePool(c, deps);
     const [counts, levels, requests, last] = await Promise.all([
-      poolCounts(sql),
-      poolLevels(sql, { hours: CHART_HOURS, stepS: CHART_STEP_S }),
-      listAwbRequests(sql),
-      lastReplenishedAt(sql),
+      poolCounts(db),
+      poolLevels(db, { hours: CHART_HOURS, stepS: CHART_STEP_S }),
+      listAwbRequests(db),
+      lastReplenishedAt(db),
     ]);
     const describe = (d: Date) => new Intl.DateTimeFormat("en-GB", { timeZone, day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" }).format(d);
     const done = c.req.query("done") === "replenish" ? "Top-up queued: the pool fills up as soon as the provider answers; the requests below show its progress." : null;

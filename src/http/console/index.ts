@@ -27,7 +27,10 @@ import { systemPages } from "./system.ts";
 
 export interface ConsoleDeps {
   config: Config;
+  /** Sign-in, sessions, marks and every form post. */
   sql: Sql;
+  /** The pages' reads (pools.ts, pagePool): DATABASE_READ_URL's pool, or the primary's. */
+  readSql: Sql;
   log: Logger;
   /** Failed sign-ins per address (tests give their own clock). */
   limiter?: SignInLimiter;
@@ -45,7 +48,11 @@ export const CONSOLE_PATHS = ["/", "/orders/*", "/commands/*", "/attention/*", "
 const safeNext = (next: string | undefined) => (next !== undefined && /^\/(?!\/)[^\\\s]*$/.test(next) ? next : "/");
 
 export function consoleRoutes(deps: ConsoleDeps) {
-  const { config, sql, log } = deps;
+  const { config, sql, readSql, log } = deps;
+  // Pages read through pagePool (pools.ts). Sessions stay on the primary pool (below):
+  // a session written at sign-in must be found by the very next request, which a replica
+  // may not have replayed yet (a sign-in loop).
+  const pools = { sql, readSql };
   const limiter = deps.limiter ?? createSignInLimiter();
   const matches = secretMatcher(config.apiToken);
   const cookies = { publicUrl: config.publicUrl, sessionHours: config.console.sessionHours };
@@ -134,10 +141,10 @@ export function consoleRoutes(deps: ConsoleDeps) {
       c.res.headers.append("server-timing", `page;dur=${(performance.now() - started).toFixed(1)}`);
     });
   }
-  app.route("/", orderPages({ sql, timeZone: config.provider.timezone }));
-  app.route("/", attentionPages({ sql, timeZone: config.provider.timezone, stuckAfterMin: config.console.stuckAfterMin, lowWatermark: config.awb.lowWatermark }));
-  app.route("/", awbPages({ sql, timeZone: config.provider.timezone, settings: config.awb, provider: deps.provider }));
-  app.route("/", notificationPages({ sql, timeZone: config.provider.timezone }));
-  app.route("/", systemPages({ sql, timeZone: config.provider.timezone }));
+  app.route("/", orderPages({ ...pools, timeZone: config.provider.timezone }));
+  app.route("/", attentionPages({ ...pools, timeZone: config.provider.timezone, stuckAfterMin: config.console.stuckAfterMin, lowWatermark: config.awb.lowWatermark }));
+  app.route("/", awbPages({ ...pools, timeZone: config.provider.timezone, settings: config.awb, provider: deps.provider }));
+  app.route("/", notificationPages({ ...pools, timeZone: config.provider.timezone }));
+  app.route("/", systemPages({ ...pools, timeZone: config.provider.timezone }));
   return app;
 }

@@ -13,9 +13,10 @@ import type { ConsoleEnv } from "./auth.ts";
 import { blankToUndefined, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import { badge, csrfField, errorBox, noticeBox, renderPage, timeOf } from "./layout.ts";
+import { pagePool } from "./pools.ts";
+import type { ConsolePools } from "./pools.ts";
 
-export interface NotificationPagesDeps {
-  sql: Sql;
+export interface NotificationPagesDeps extends ConsolePools {
   timeZone: string;
 }
 
@@ -32,7 +33,7 @@ const MessageId = z.string().regex(/^msg_[0-9A-Za-z]{1,64}$/);
 
 
 export function notificationPages(deps: NotificationPagesDeps) {
-  const { sql, timeZone } = deps;
+  const { sql, readSql, timeZone } = deps;
   const at = (d: Date | null) => timeOf(d, timeZone);
   const app = new Hono<ConsoleEnv>();
 
@@ -85,7 +86,9 @@ export function notificationPages(deps: NotificationPagesDeps) {
       return renderPage(c, { title: "Notifications", nav: "/notifications", csrf, status: 400, body: html`<h1>Notifications</h1>${errorBox(problemOf(parsed.error, "query"))}<p><a href="/notifications">Notifications</a></p>` });
     }
     const q = parsed.data;
-    const [endpoints, failed] = await Promise.all([endpointHealth(sql), listDeliveries(sql, { status: "failed", limit: PAGE_SIZE, beforeId: q.before })]);
+    // After a resend (`?done=resend`): from the primary, where its deliveries are no longer failed.
+    const db = pagePool(c, deps);
+    const [endpoints, failed] = await Promise.all([endpointHealth(db), listDeliveries(db, { status: "failed", limit: PAGE_SIZE, beforeId: q.before })]);
     const urls = new Map(endpoints.map((e) => [e.id, e.url]));
     const sent = q.done === "resend" && q.deliveries !== undefined && /^\d{1,9}$/.test(q.deliveries) ? Number(q.deliveries) : null;
     return renderPage(c, {
@@ -105,10 +108,10 @@ export function notificationPages(deps: NotificationPagesDeps) {
     });
   });
 
-  /** The message of the path's id, or a 404 page. */
-  const messageOf = async (c: Context<ConsoleEnv>): Promise<MessageDetail | Response> => {
+  /** The message of the path's id, read on `db`, or a 404 page. */
+  const messageOf = async (c: Context<ConsoleEnv>, db: Sql): Promise<MessageDetail | Response> => {
     const id = MessageId.safeParse(c.req.param("id"));
-    const detail = id.success ? await messageDetail(sql, id.data) : null;
+    const detail = id.success ? await messageDetail(db, id.data) : null;
     return detail ?? notFound(c);
   };
 
@@ -121,9 +124,9 @@ export function notificationPages(deps: NotificationPagesDeps) {
       body: html`<h1>Message not found</h1>${errorBox(`There is no notification message ${c.req.param("id") ?? ""}.`)}<p><a href="/notifications">Notifications</a></p>`,
     });
 
-  const resendPage = async (c: Context<ConsoleEnv>, detail: MessageDetail, error?: string) => {
+  const resendPage = async (c: Context<ConsoleEnv>, db: Sql, detail: MessageDetail, error?: string) => {
     const m = detail.message;
-    const urls = new Map((await endpointHealth(sql)).map((e) => [e.id, e]));
+    const urls = new Map((await endpointHealth(db)).map((e) => [e.id, e]));
     return renderPage(c, {
       title: `Resend ${m.id}`,
       nav: "/notifications",
@@ -158,17 +161,17 @@ export function notificationPages(deps: NotificationPagesDeps) {
   };
 
   app.get("/notifications/messages/:id/resend", async (c) => {
-    const detail = await messageOf(c);
+    const detail = await messageOf(c, readSql);
     if (detail instanceof Response) return detail;
-    return resendPage(c, detail);
+    return resendPage(c, readSql, detail);
   });
 
   app.post("/notifications/messages/:id/resend", async (c) => {
-    const detail = await messageOf(c);
+    const detail = await messageOf(c, sql);
     if (detail instanceof Response) return detail;
     const deliveries = await resendMessage(sql, detail.message.id);
     if (deliveries === null) return notFound(c); // gone meanwhile
-    if (deliveries === 0) return resendPage(c, detail, "None of the endpoints this message went to is enabled: enable one (PATCH /v1/notifications/endpoints/{id}), then resend.");
+    if (deliveries === 0) return resendPage(c, sql, detail, "None of the endpoints this message went to is enabled: enable one (PATCH /v1/notifications/endpoints/{id}), then resend.");
     return c.redirect(`/notifications?done=resend&deliveries=${deliveries}`, 303);
   });
 

@@ -24,11 +24,12 @@ import { blankToUndefined, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import type { JSXNode } from "./html.ts";
 import { badge, breakable, csrfField, errorBox, noticeBox, renderFragment, renderPage, timeOf } from "./layout.ts";
+import { pagePool } from "./pools.ts";
+import type { ConsolePools } from "./pools.ts";
 import { riderPath } from "./svg.ts";
 import type { PathPoint } from "./svg.ts";
 
-export interface OrdersDeps {
-  sql: Sql;
+export interface OrdersDeps extends ConsolePools {
   timeZone: string;
 }
 
@@ -70,7 +71,7 @@ function filterQuery(q: ListQuery, extra: Record<string, string> = {}): string {
 
 
 export function orderPages(deps: OrdersDeps) {
-  const { sql, timeZone } = deps;
+  const { sql, readSql, timeZone } = deps;
   const at = (d: Date | null) => timeOf(d, timeZone);
   const app = new Hono<ConsoleEnv>();
 
@@ -103,7 +104,7 @@ export function orderPages(deps: OrdersDeps) {
   app.get("/orders/rows", async (c) => {
     const parsed = ListQuery.safeParse(c.req.query());
     if (!parsed.success) return c.text(problemOf(parsed.error, "query"), 400);
-    const page = await listOrders(sql, { ...filtersOf(parsed.data), limit: PAGE_SIZE });
+    const page = await listOrders(readSql, { ...filtersOf(parsed.data), limit: PAGE_SIZE });
     return renderFragment(c, html`${rowsOf(page.rows)}`);
   });
 
@@ -116,11 +117,11 @@ export function orderPages(deps: OrdersDeps) {
     const q = parsed.data;
     let searched: JSXNode | null = null;
     if (q.q !== undefined) {
-      const order = (await findOrder(sql, { by: "client", id: q.q })) ?? (await findOrder(sql, { by: "svc", id: q.q }));
+      const order = (await findOrder(readSql, { by: "client", id: q.q })) ?? (await findOrder(readSql, { by: "svc", id: q.q }));
       if (order) return c.redirect(`/orders/${order.id}`, 303);
       searched = errorBox(`No order has the id ${q.q} (neither as client_order_id nor as svc_order_id).`);
     }
-    const page = await listOrders(sql, { ...filtersOf(q), limit: PAGE_SIZE, beforeId: q.before });
+    const page = await listOrders(readSql, { ...filtersOf(q), limit: PAGE_SIZE, beforeId: q.before });
     const option = (value: string, current: string | undefined, label = value) => html`<option value=${value} selected=${value === (current ?? "")}>${label}</option>`;
     const live = q.before === undefined ? `/orders/rows${filterQuery(q)}` : undefined;
     return renderPage(c, {
@@ -150,10 +151,10 @@ export function orderPages(deps: OrdersDeps) {
     });
   });
 
-  /** The order of the path's id, or a 404 page. */
-  const orderOf = async (c: Context<ConsoleEnv>): Promise<OrderRow | Response> => {
+  /** The order of the path's id, read on `db`, or a 404 page. */
+  const orderOf = async (c: Context<ConsoleEnv>, db: Sql): Promise<OrderRow | Response> => {
     const id = OrderId.safeParse(c.req.param("id"));
-    const order = id.success ? await findOrderById(sql, id.data) : undefined;
+    const order = id.success ? await findOrderById(db, id.data) : undefined;
     if (order) return order;
     return renderPage(c, {
       title: "Order not found",
@@ -208,8 +209,8 @@ export function orderPages(deps: OrdersDeps) {
         </table>`;
 
   /** The parts of an order's page that move: status, actions, commands and timeline. */
-  const liveParts = async (o: OrderRow) => {
-    const [timeline, commands] = await Promise.all([orderTimeline(sql, o, { limit: TIMELINE_MAX }), commandsWithAnswersOf(sql, o.id)]);
+  const liveParts = async (db: Sql, o: OrderRow) => {
+    const [timeline, commands] = await Promise.all([orderTimeline(db, o, { limit: TIMELINE_MAX }), commandsWithAnswersOf(db, o.id)]);
     const path: PathPoint[] = [];
     for (const e of timeline.rows) {
       const point = isJsonObject(e.payload) ? coordinates(e.payload) : null;
@@ -230,13 +231,15 @@ export function orderPages(deps: OrdersDeps) {
   };
 
   app.get("/orders/:id/live", async (c) => {
-    const order = await orderOf(c);
+    const order = await orderOf(c, readSql);
     if (order instanceof Response) return order;
-    return renderFragment(c, await liveParts(order));
+    return renderFragment(c, await liveParts(readSql, order));
   });
 
   app.get("/orders/:id", async (c) => {
-    const order = await orderOf(c);
+    // After an action (`?done=`): from the primary, with the command just recorded.
+    const db = pagePool(c, deps);
+    const order = await orderOf(c, db);
     if (order instanceof Response) return order;
     const csrf = c.get("session").csrfToken;
     const done = doneNotice(c.req.query("done"), c.req.query("command"));
@@ -247,7 +250,7 @@ export function orderPages(deps: OrdersDeps) {
       body: html`<p><a href="/orders">← Orders</a></p>
         <h1>Order ${order.client_order_id ?? `#${order.id}`}</h1>
         ${done ? noticeBox(done) : null}
-        <div data-live=${`/orders/${order.id}/live`}>${await liveParts(order)}</div>`,
+        <div data-live=${`/orders/${order.id}/live`}>${await liveParts(db, order)}</div>`,
     });
   });
 
@@ -255,12 +258,12 @@ export function orderPages(deps: OrdersDeps) {
 
   for (const action of ORDER_ACTIONS) {
     app.get(`/orders/:id/${action.path}`, async (c) => {
-      const order = await orderOf(c);
+      const order = await orderOf(c, readSql);
       if (order instanceof Response) return order;
       return confirmPage(c, order, action);
     });
     app.post(`/orders/:id/${action.path}`, async (c) => {
-      const order = await orderOf(c);
+      const order = await orderOf(c, sql);
       if (order instanceof Response) return order;
       const form = await c.req.parseBody();
       const input = action.fields.safeParse(form);
@@ -297,17 +300,17 @@ export function orderPages(deps: OrdersDeps) {
     });
 
   app.get("/commands/:id/retry", async (c) => {
-    const command = await commandOf(c);
+    const command = await commandOf(c, readSql);
     if (command instanceof Response) return command;
     // A place whose outcome is unknown is never retried as a command (it could create a
     // second order): send the person to the placement's own actions instead of a form
     // whose post is always refused.
-    const order = command.kind === "place" && command.state === "failed" ? await findOrderById(sql, command.order_id) : undefined;
+    const order = command.kind === "place" && command.state === "failed" ? await findOrderById(readSql, command.order_id) : undefined;
     if (order && !retryable(command, order)) return unknownPlacePage(c, command, order);
     return retryCommandPage(c, command);
   });
   app.post("/commands/:id/retry", async (c) => {
-    const command = await commandOf(c);
+    const command = await commandOf(c, sql);
     if (command instanceof Response) return command;
     try {
       const id = await retryCommand(sql, command.id);
@@ -319,9 +322,9 @@ export function orderPages(deps: OrdersDeps) {
     }
   });
 
-  const commandOf = async (c: Context<ConsoleEnv>) => {
+  const commandOf = async (c: Context<ConsoleEnv>, db: Sql) => {
     const id = OrderId.safeParse(c.req.param("id"));
-    const command = id.success ? await commandById(sql, id.data) : undefined;
+    const command = id.success ? await commandById(db, id.data) : undefined;
     if (command) return command;
     return renderPage(c, { title: "Command not found", nav: "/orders", csrf: c.get("session").csrfToken, status: 404, body: html`<h1>Command not found</h1>${errorBox(`There is no command ${c.req.param("id") ?? ""}.`)}` });
   };

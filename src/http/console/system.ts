@@ -1,22 +1,27 @@
 /**
- * The console's system page: the version, which roles are connected to the database, the
- * projection's backlog, graphile-worker's queue, and the configuration (secrets never
- * shown: settingsShown hides them), with links to the API docs and the metrics.
+ * The console's system page: the version, which roles are connected to the database (and
+ * to the read database, with how far behind it is), the projection's backlog,
+ * graphile-worker's queue, and the configuration (secrets never shown: settingsShown hides
+ * them), with links to the API docs and the metrics.
  */
 import { readFileSync } from "node:fs";
 import { Hono } from "hono";
-import type { Sql } from "postgres";
 import { settingsShown } from "../../config.ts";
+import { POOL_NAMES } from "../../db/client.ts";
+import { readServerState } from "../../db/replica.ts";
+import type { ReadServerState } from "../../db/replica.ts";
 import { backlogFigures } from "../../projection/backlog.ts";
 import { connectionsByApplication, failedJobCounts, jobQueueDepth } from "../../worker/figures.ts";
 import type { ConsoleEnv } from "./auth.ts";
 import { html } from "./html.ts";
 import { renderPage } from "./layout.ts";
+import type { ConsolePools } from "./pools.ts";
 
-export interface SystemPagesDeps {
-  sql: Sql;
+export interface SystemPagesDeps extends ConsolePools {
   timeZone: string;
 }
+
+type Connections = Awaited<ReturnType<typeof connectionsByApplication>>;
 
 /** tracklane's version, read once. */
 const VERSION = (JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string }).version;
@@ -28,12 +33,42 @@ function seconds(s: number): string {
   return min < 120 ? `${min} min` : `${Math.floor(min / 60)} h ${min % 60} min`;
 }
 
+/** What the read database is, in a sentence. */
+function readServerSentence(s: ReadServerState): string {
+  if (!s.replica) return "a writable server, not a replica: pages read it, and it has only what is written to it (the same database as DATABASE_URL, or a copy).";
+  if (s.lagSeconds === null) return "a replica that has replayed no transaction since it started.";
+  if (s.lagSeconds === 0) return "a replica, caught up: it has replayed everything the primary sent it.";
+  return `a replica, ${s.lagSeconds < 1 ? "less than a second" : seconds(s.lagSeconds)} behind: pages may miss what happened since.`;
+}
+
+const connectionsTable = (rows: Connections, caption: string) =>
+  rows.length === 0
+    ? html`<p>No connections.</p>`
+    : html`<table>
+        <caption>${caption}</caption>
+        <thead><tr><th scope="col">Application</th><th scope="col" class="num">Connections</th><th scope="col" class="num">Busy now</th></tr></thead>
+        <tbody>
+          ${rows.map((r) => html`<tr><td>${r.application === "" ? "(unnamed)" : r.application}</td><td class="num">${r.connections}</td><td class="num">${r.active}</td></tr>`)}
+        </tbody>
+      </table>`;
+
 export function systemPages(deps: SystemPagesDeps) {
-  const { sql, timeZone } = deps;
+  const { sql, readSql, timeZone } = deps;
   const app = new Hono<ConsoleEnv>();
 
   app.get("/system", async (c) => {
-    const [connections, backlog, jobs, failedJobs] = await Promise.all([connectionsByApplication(sql), backlogFigures(sql), jobQueueDepth(sql), failedJobCounts(sql)]);
+    // Connections are each server's own (pg_stat_activity is not replicated): the
+    // primary's are read on the primary, the read pool's on the read server. The figures
+    // are read like any page's.
+    const separate = readSql !== sql;
+    const [connections, readConnections, readServer, backlog, jobs, failedJobs] = await Promise.all([
+      connectionsByApplication(sql),
+      separate ? connectionsByApplication(readSql) : null,
+      separate ? readServerState(readSql) : null,
+      backlogFigures(readSql),
+      jobQueueDepth(readSql),
+      failedJobCounts(readSql),
+    ]);
     const settings = settingsShown();
     const count = (n: number) => n.toLocaleString("en-GB");
     return renderPage(c, {
@@ -49,15 +84,12 @@ export function systemPages(deps: SystemPagesDeps) {
         </dl>
 
         <h2>Connected to the database</h2>
-        ${connections.length === 0
-          ? html`<p>No connections.</p>`
-          : html`<table>
-              <caption>Connections to this database by application name: tracklane-web and tracklane-worker are tracklane's roles.</caption>
-              <thead><tr><th scope="col">Application</th><th scope="col" class="num">Connections</th><th scope="col" class="num">Busy now</th></tr></thead>
-              <tbody>
-                ${connections.map((r) => html`<tr><td>${r.application === "" ? "(unnamed)" : r.application}</td><td class="num">${r.connections}</td><td class="num">${r.active}</td></tr>`)}
-              </tbody>
-            </table>`}
+        ${connectionsTable(connections, `Connections to this database by application name: ${POOL_NAMES.web} and ${POOL_NAMES.worker} are tracklane's roles.`)}
+        ${readConnections === null || readServer === null
+          ? null
+          : html`<h2>Connected to the read database</h2>
+              <p id="read-server">DATABASE_READ_URL is ${readServerSentence(readServer)}</p>
+              ${connectionsTable(readConnections, `Connections to the read database by application name, as it counts them: ${POOL_NAMES.read} is the web processes' read pool, where the API's GETs and these pages read.`)}`}
 
         <h2>Projection</h2>
         <p>

@@ -19,6 +19,8 @@ import { validationHook } from "../validation.ts";
 export interface AwbRouteDeps {
   config: Config;
   sql: Sql;
+  /** GET /v1/awb/pool reads here (src/http/app.ts). */
+  readSql: Sql;
   provider: ProviderClient | undefined;
 }
 
@@ -154,7 +156,7 @@ export function awbRoutes(deps: AwbRouteDeps) {
       },
     }),
     async (c) => {
-      const [counts, requests, last] = await Promise.all([poolCounts(deps.sql), listAwbRequests(deps.sql), lastReplenishedAt(deps.sql)]);
+      const [counts, requests, last] = await Promise.all([poolCounts(deps.readSql), listAwbRequests(deps.readSql), lastReplenishedAt(deps.readSql)]);
       return c.json(
         {
           available: counts.available,

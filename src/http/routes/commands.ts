@@ -90,9 +90,10 @@ async function shownCommand(sql: Sql, id: number): Promise<z.infer<typeof Comman
   return commandJson(row);
 }
 
-export function commandRoutes(deps: { sql: Sql }) {
+/** The primary for the commands' writes, the read pool for the GETs (src/http/app.ts). */
+export function commandRoutes(deps: { sql: Sql; readSql: Sql }) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-  const { sql } = deps;
+  const { sql, readSql } = deps;
 
   app.openapi(
     createRoute({
@@ -232,8 +233,8 @@ export function commandRoutes(deps: { sql: Sql }) {
         },
       }),
       async (c) => {
-        const order = await requireOrder(sql, ref(c.req.valid("param") as Record<string, string>));
-        return c.json({ items: (await commandsOf(sql, order.id)).map(commandJson) }, 200);
+        const order = await requireOrder(readSql, ref(c.req.valid("param") as Record<string, string>));
+        return c.json({ items: (await commandsOf(readSql, order.id)).map(commandJson) }, 200);
       },
     );
   }
@@ -265,7 +266,7 @@ export function commandRoutes(deps: { sql: Sql }) {
     async (c) => {
       const q = c.req.valid("query");
       const before = readCursor(q.cursor, CommandCursor);
-      const page = await listCommands(sql, { state: q.state, kind: q.kind, limit: q.limit, beforeId: before?.c });
+      const page = await listCommands(readSql, { state: q.state, kind: q.kind, limit: q.limit, beforeId: before?.c });
       return c.json(pageJson(page.rows, commandWithOrderJson, page.nextId === null ? null : { c: page.nextId }), 200);
     },
   );

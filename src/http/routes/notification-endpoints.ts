@@ -96,9 +96,10 @@ function endpointId(params: { id: string }): string {
   return params.id;
 }
 
-export function notificationEndpointRoutes(deps: { sql: Sql; allowPrivateUrls: boolean }) {
+/** The primary for the endpoints' writes, the read pool for the GETs (src/http/app.ts). */
+export function notificationEndpointRoutes(deps: { sql: Sql; readSql: Sql; allowPrivateUrls: boolean }) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-  const { sql } = deps;
+  const { sql, readSql } = deps;
   const urlOptions = { allowPrivate: deps.allowPrivateUrls };
   const path = "/v1/notifications/endpoints";
 
@@ -139,7 +140,7 @@ export function notificationEndpointRoutes(deps: { sql: Sql; allowPrivateUrls: b
         401: errors[401],
       },
     }),
-    async (c) => c.json({ items: (await listEndpoints(sql)).map(endpointJson) }, 200),
+    async (c) => c.json({ items: (await listEndpoints(readSql)).map(endpointJson) }, 200),
   );
 
   app.openapi(
@@ -152,7 +153,7 @@ export function notificationEndpointRoutes(deps: { sql: Sql; allowPrivateUrls: b
       request: { params: IdParams },
       responses: { 200: { description: "The endpoint", content: { "application/json": { schema: EndpointSchema } } }, ...errors },
     }),
-    async (c) => c.json(endpointJson(await requireEndpoint(sql, endpointId(c.req.valid("param")))), 200),
+    async (c) => c.json(endpointJson(await requireEndpoint(readSql, endpointId(c.req.valid("param")))), 200),
   );
 
   app.openapi(
@@ -202,7 +203,7 @@ export function notificationEndpointRoutes(deps: { sql: Sql; allowPrivateUrls: b
       request: { params: IdParams },
       responses: { 200: { description: "The current secret", content: { "application/json": { schema: SecretSchema } } }, ...errors },
     }),
-    async (c) => c.json({ secret: await endpointSecret(sql, endpointId(c.req.valid("param"))) }, 200),
+    async (c) => c.json({ secret: await endpointSecret(readSql, endpointId(c.req.valid("param"))) }, 200),
   );
 
   app.openapi(

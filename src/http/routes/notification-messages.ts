@@ -117,9 +117,10 @@ const disabled = { description: "The endpoint is disabled", content: { "applicat
 
 const MessageCursor = z.object({ d: z.number().int() });
 
-export function notificationMessageRoutes(deps: { sql: Sql }) {
+/** The primary for resends, recoveries and pings, the read pool for the GETs (src/http/app.ts). */
+export function notificationMessageRoutes(deps: { sql: Sql; readSql: Sql }) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-  const { sql } = deps;
+  const { sql, readSql } = deps;
 
   /** Recovering or pinging a disabled endpoint would send nothing: 409 says what to do. */
   const requireEnabled = async (id: string) => {
@@ -153,7 +154,7 @@ export function notificationMessageRoutes(deps: { sql: Sql }) {
     async (c) => {
       const q = c.req.valid("query");
       const before = readCursor(q.cursor, MessageCursor);
-      const page = await listDeliveries(sql, { endpointId: q.endpoint, order: q.order, status: q.status, type: q.type, limit: q.limit, beforeId: before?.d });
+      const page = await listDeliveries(readSql, { endpointId: q.endpoint, order: q.order, status: q.status, type: q.type, limit: q.limit, beforeId: before?.d });
       return c.json(pageJson(page.rows, messageJson, page.nextId === null ? null : { d: page.nextId }), 200);
     },
   );
@@ -175,7 +176,7 @@ export function notificationMessageRoutes(deps: { sql: Sql }) {
     }),
     async (c) => {
       const { id } = c.req.valid("param");
-      const detail = await messageDetail(sql, id);
+      const detail = await messageDetail(readSql, id);
       if (!detail) throw new ApiError("notification_message_not_found", `no notification message ${id}`);
       return c.json(detailJson(detail), 200);
     },
