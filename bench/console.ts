@@ -20,7 +20,7 @@ import { createLogger } from "../src/logger.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
-import { onScratchDatabase } from "./lib/scratch.ts";
+import { onScratchDatabase, partitionsSince } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
 const { values: args } = parseArgs({ options: { orders: { type: "string" }, requests: { type: "string" } } });
@@ -50,17 +50,24 @@ async function seed(sql: Sql, orders: number): Promise<void> {
     from generate_series(1, ${orders}) as o
     cross join lateral (select now() - (${orders} - o) * (interval '30 days' / ${orders}) as at) t
     cross join lateral (select case when o % 20 = 0 then (${active}::text[])[1 + (o / 20) % 5] when o % 50 = 1 then 'CANCELLED' else 'DELIVERED' end as status) s`;
-  // Ten events per order: four statuses, six rider locations.
+  // Ten events per order: four statuses, six rider locations, in their orders' periods.
+  await partitionsSince(sql, new Date(Date.now() - 31 * 86_400_000));
   await sql`
-    insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload)
+    insert into order_periods (order_key, period)
+    select (6000000 + o)::text, ((now() - (${orders} - o) * (interval '30 days' / ${orders}) - interval '36 minutes') at time zone 'UTC')::date
+    from generate_series(1, ${orders}) as o`;
+  await sql`
+    insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload, period)
     select md5('console' || o || '-' || e), 'provider', case when e in (0, 3, 6, 9) then 'status' else 'location' end,
            (6000000 + o)::text, 'C-' || o,
            case e when 0 then 'ALLOTTED' when 3 then 'ARRIVED' when 6 then 'DISPATCHED' when 9 then 'DELIVERED' end,
            at, at,
            jsonb_build_object('sfx_order_id', 6000000 + o, 'client_order_id', 'C-' || o, 'rider_id', 2000 + o % 700,
-             'rider_latitude', 12.9 + (o % 997) / 10000.0 + e / 1000.0, 'rider_longitude', 77.5 + (o % 991) / 10000.0 + e / 1500.0)
+             'rider_latitude', 12.9 + (o % 997) / 10000.0 + e / 1000.0, 'rider_longitude', 77.5 + (o % 991) / 10000.0 + e / 1500.0),
+           p.period
     from generate_series(1, ${orders}) as o, generate_series(0, 9) as e,
-         lateral (select now() - (${orders} - o) * (interval '30 days' / ${orders}) - (9 - e) * interval '4 minutes' as at) t`;
+         lateral (select now() - (${orders} - o) * (interval '30 days' / ${orders}) - (9 - e) * interval '4 minutes' as at) t,
+         lateral (select period from order_periods where order_key = (6000000 + o)::text) p`;
   await sql`
     insert into commands (order_id, kind, state, request, request_hash, response, attempts, last_error, created_at, updated_at, completed_at)
     select id, case when id % 3 = 0 then 'cancel' else 'dispatch_ready' end,

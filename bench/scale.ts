@@ -32,7 +32,7 @@ import type { LoadConfig, LoadResult } from "./load.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, runForked, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
-import { benchServer, withDatabase } from "./lib/scratch.ts";
+import { benchServer, partitionsSince, withDatabase } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
 const { values: args } = parseArgs({
@@ -56,10 +56,15 @@ if (SIZES.some((s) => !Number.isInteger(s) || s < 0)) {
 /** Events `from` … `to`-1 of the synthetic log: order `i / 40`, step `i % 40`, 4 million a day ending now. */
 async function fillLog(sql: Sql, from: number, to: number, total: number): Promise<void> {
   const CHUNK = 500_000;
+  // The UTC day of an order's first event: its period (order_periods), as the append records it.
+  await sql.unsafe(`
+    create or replace function pg_temp.first_day(o bigint) returns date language sql stable
+    as $$ select ((now() - (${Number(total)} - o * ${EVENTS_PER_ORDER}) * (interval '1 day' / 4000000)) at time zone 'UTC')::date $$`);
+  await partitionsSince(sql, new Date(Date.now() - (total / 4_000_000) * 86_400_000 - 86_400_000));
   for (let start = from; start < to; start += CHUNK) {
     const end = Math.min(to, start + CHUNK);
     await sql`
-      insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload)
+      insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload, period)
       select md5('scale' || i) || md5('s' || i), 'provider', case when s in (0, 12, 24, 39) then 'status' else 'location' end,
              (10000000 + o)::text, 'L-' || o,
              case s when 0 then 'ALLOTTED' when 12 then 'ARRIVED' when 24 then 'DISPATCHED' when 39 then 'DELIVERED' end,
@@ -67,10 +72,15 @@ async function fillLog(sql: Sql, from: number, to: number, total: number): Promi
              jsonb_build_object('sfx_order_id', 10000000 + o, 'client_order_id', 'L-' || o, 'rider_id', 3000 + o % 900,
                'rider_name', 'Rider ' || (3000 + o % 900), 'rider_contact', '98' || lpad((o % 100000000)::text, 8, '0'),
                'rider_latitude', 12.9 + (o % 997) / 10000.0 + s / 2000.0, 'rider_longitude', 77.5 + (o % 991) / 10000.0 + s / 3000.0,
-               'timestamp', at)
+               'timestamp', at),
+             pg_temp.first_day(o)
       from generate_series(${start}::bigint, ${end - 1}::bigint) as i,
            lateral (select i / ${EVENTS_PER_ORDER} as o, i % ${EVENTS_PER_ORDER} as s) k,
            lateral (select now() - (${total} - i) * (interval '1 day' / 4000000) as at) t`;
+    await sql`
+      insert into order_periods (order_key, period)
+      select (10000000 + o)::text, pg_temp.first_day(o) from generate_series(${Math.floor(start / EVENTS_PER_ORDER)}::bigint, ${Math.floor((end - 1) / EVENTS_PER_ORDER)}::bigint) as o
+      on conflict do nothing`;
     process.stdout.write(`\r  log: ${end.toLocaleString("en")} events`);
   }
   process.stdout.write("\n");
@@ -79,11 +89,14 @@ async function fillLog(sql: Sql, from: number, to: number, total: number): Promi
 /** The one long order: 3,000 events (statuses first, then locations) over the last two hours. */
 async function bigOrder(sql: Sql): Promise<void> {
   await sql`
-    insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload)
+    insert into order_periods (order_key, period) values ('9999999', (now() at time zone 'UTC')::date)`;
+  await sql`
+    insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload, period)
     select md5('big' || s), 'provider', case when s < 3 then 'status' else 'location' end, '9999999', 'BIG-1',
            case s when 0 then 'ALLOTTED' when 1 then 'ARRIVED' when 2 then 'DISPATCHED' end, at, at,
            jsonb_build_object('sfx_order_id', 9999999, 'client_order_id', 'BIG-1', 'rider_id', 42,
-             'rider_latitude', 12.9 + s / 100000.0, 'rider_longitude', 77.5 + s / 120000.0, 'timestamp', at)
+             'rider_latitude', 12.9 + s / 100000.0, 'rider_longitude', 77.5 + s / 120000.0, 'timestamp', at),
+           (now() at time zone 'UTC')::date
     from generate_series(0, ${BIG_ORDER_EVENTS - 1}) as s, lateral (select now() - interval '2 hours' + s * interval '2 seconds' as at) t`;
 }
 
@@ -244,7 +257,8 @@ async function main(): Promise<void> {
       filled = Math.max(filled, size);
       await sql`analyze`;
       const [stats] = await sql<{ events: number; bytes: number }[]>`
-        select (select count(*) from order_events)::int8 as events, pg_total_relation_size('order_events')::float8 as bytes`;
+        select (select count(*) from order_events)::int8 as events, ((select sum(pg_total_relation_size(relid)) from pg_partition_tree('order_events') where isleaf)
+                + pg_total_relation_size('order_periods'))::float8 as bytes`;
       let rebuildS = 0;
       if (stats!.events > 0) {
         const started = performance.now();

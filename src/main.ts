@@ -4,6 +4,7 @@
  */
 import { networkInterfaces } from "node:os";
 import { runMigrations } from "./db/migrate.ts";
+import { ensureEventPartitions } from "./events/partitions.ts";
 import { createLogger } from "./logger.ts";
 import { resolveDatabase } from "./runtime/database.ts";
 import { configuredProvider, startBuiltInEmulator } from "./runtime/provider.ts";
@@ -41,6 +42,7 @@ async function main() {
   const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
   undoOnFailure.push(() => db.release());
   await runMigrations(db.url, log);
+  await ensureEventPartitions(db.url, config.events.partition, log);
   const builtIn = config.provider.baseUrl === undefined ? await startBuiltInEmulator(config, log) : undefined;
   if (builtIn) undoOnFailure.push(() => builtIn.emulator.close());
   const provider = builtIn?.client ?? configuredProvider(config, log);

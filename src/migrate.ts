@@ -1,5 +1,6 @@
 /** Procfile `release` / `npm run migrate`: applies all migrations, then exits. */
 import { runMigrations } from "./db/migrate.ts";
+import { ensureEventPartitions } from "./events/partitions.ts";
 import { createLogger } from "./logger.ts";
 import { resolveDatabase } from "./runtime/database.ts";
 import { fatal } from "./runtime/lifecycle.ts";
@@ -12,6 +13,7 @@ async function main() {
   const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
   try {
     await runMigrations(db.url, log);
+    await ensureEventPartitions(db.url, config.events.partition, log);
   } finally {
     await db.release();
   }

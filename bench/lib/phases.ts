@@ -15,6 +15,7 @@ import { ROOT, SERVICE_NODE_ARGS, cpuSeconds, interruption, procMemMiB, procPssM
 import type { ForkedServer, ServiceProcess } from "./processes.ts";
 import type { ReceiverReport } from "../receiver.ts";
 import { clientOrderId, expectedStatus, totalRequests } from "./scenario.ts";
+import { partitionsSince } from "./scratch.ts";
 import type { Scenario } from "./scenario.ts";
 import { percentile } from "./stats.ts";
 
@@ -375,8 +376,14 @@ async function notifyFigures(
 async function seedHistory(sql: Sql, events: number): Promise<void> {
   if (events <= 0) return;
   const orders = Math.max(1, Math.floor(events / 10));
+  // Order k's first event is event k: its period is that event's day.
+  await partitionsSince(sql, new Date(Date.now() - 31 * 86_400_000));
   await sql`
-    insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload)
+    insert into order_periods (order_key, period)
+    select (5000000 + k)::text, ((now() - interval '30 days' + k * interval '1 second') at time zone 'UTC')::date
+    from generate_series(0, ${orders - 1}) as k`;
+  await sql`
+    insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload, period)
     select md5('history' || i) || md5('h' || i), 'provider',
            case when i % 10 in (0, 3, 6, 9) then 'status' else 'location' end,
            (5000000 + i % ${orders})::text, 'H-' || (i % ${orders}),
@@ -385,7 +392,8 @@ async function seedHistory(sql: Sql, events: number): Promise<void> {
            jsonb_build_object('sfx_order_id', 5000000 + i % ${orders}, 'client_order_id', 'H-' || (i % ${orders}),
              'rider_id', 1000 + i % 500, 'rider_name', 'Rider ' || (1000 + i % 500), 'rider_contact', '9800000000',
              'rider_latitude', 12.9 + (i % 1000) / 10000.0, 'rider_longitude', 77.5 + (i % 1000) / 10000.0,
-             'timestamp', now() - interval '30 days' + i * interval '1 second')
+             'timestamp', now() - interval '30 days' + i * interval '1 second'),
+           ((now() - interval '30 days' + (i % ${orders}) * interval '1 second') at time zone 'UTC')::date
     from generate_series(0, ${events - 1}) as i`;
   await sql`
     insert into orders (client_order_id, svc_order_id, status, provider_status, status_at, rider_id, rider_name,

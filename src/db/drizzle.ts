@@ -13,7 +13,7 @@ import type * as Migrator from "drizzle-orm/postgres-js/migrator";
 const load = createRequire(import.meta.url ?? __filename);
 
 export const { and, asc, desc, eq, gt, lt, or, sql } = load("drizzle-orm") as typeof Orm;
-export const { bigint, boolean, check, doublePrecision, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } =
+export const { bigint, boolean, check, date, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } =
   load("drizzle-orm/pg-core") as typeof PgCore;
 export const { drizzle } = load("drizzle-orm/postgres-js") as typeof PostgresJs;
 export const { migrate } = load("drizzle-orm/postgres-js/migrator") as typeof Migrator;

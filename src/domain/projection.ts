@@ -182,6 +182,20 @@ export function mergeStates(a: FoldState, b: FoldState): FoldState {
   };
 }
 
+/**
+ * The state of an order derived from its log. `log` folds the events the log still has;
+ * `kept` is the order row's state (every event it ever merged; null: none); `shed` says
+ * retention dropped a partition this order had events in. Then what those events told
+ * (the rider's last position, mostly) lives on only in the row: every field takes the
+ * later of the two, the log's on a tie, and the count stays the row's. With nothing shed
+ * the log alone decides, so a rebuild still corrects a row the fold's rules now read
+ * otherwise, or a damaged one.
+ */
+export function withShed(log: FoldState, kept: FoldState | null, shed: boolean): FoldState {
+  if (!shed || kept === null) return log;
+  return { ...mergeStates(log, kept), eventCount: Math.max(kept.eventCount, log.eventCount) };
+}
+
 /** The state of a set of events (duplicates, by dedupe key, count once). */
 export function foldState(input: readonly StoredEvent[]): FoldState {
   let state = EMPTY_STATE;

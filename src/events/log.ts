@@ -56,7 +56,7 @@ async function clientIdsOf(tx: Tx, inputs: readonly EventInput[]): Promise<Reado
 export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promise<Appended[]> {
   // Duplicates inside one batch collapse to the first occurrence. Sorted by the unique
   // index's key (order, dedupe key), so that concurrent batches take the index locks they
-  // share in the same order and never deadlock over them.
+  // share (and the new order keys' periods) in the same order and never deadlock over them.
   const asClient = await clientIdsOf(tx, inputs);
   // Each input's row and its key in the unique index, once.
   const keyed = inputs.map((i) => {
@@ -73,46 +73,25 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
   const byKey = new Map<string, (typeof keyed)[number]["row"]>();
   for (const { key, row } of keyed) if (!byKey.has(key)) byKey.set(key, row);
   const rows = [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
-  // The whole batch travels as one JSON parameter, expanded server-side: one statement,
-  // one round trip, whatever the batch size, atomic without a transaction. Only the rows
-  // actually inserted are queued (a duplicate needs no projection). The projection queue
-  // is the projection's table (src/projection/queue.ts); its rows are written here, in the
-  // same statement as their events, so that no event is ever stored unqueued.
-  const result = await tx<{ id: string; order_key: string | null; dedupe_key: string | null }[]>`
-    with input as (
-      select * from json_to_recordset(${JSON.stringify(rows)}::text::json) as t(
-        dedupe_key text, source text, kind text, svc_order_id text, client_order_id text,
-        provider_status text, occurred_at timestamptz, payload jsonb)
-    ),
-    inserted as (
-      insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload)
-      select dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload
-      from input order by coalesce(svc_order_id, client_order_id), dedupe_key
-      on conflict ((coalesce(svc_order_id, client_order_id)), dedupe_key) do nothing
-      returning id, coalesce(svc_order_id, client_order_id) as order_key, dedupe_key
-    ),
-    queued as (
-      insert into projection_queue (event_id) select id from inserted
-      returning 1
-    ),
-    job as (
-      select (graphile_worker.add_job(${DRAIN_TASK})).id where exists (select from queued)
-    )
-    select id::text, order_key, dedupe_key from inserted
-    union all
-    select id::text, null, null from job`;
 
   const ids = new Map<string, { id: string; duplicate: boolean }>();
-  for (const r of result) if (r.dedupe_key !== null) ids.set(`${r.order_key ?? ""}\u0000${r.dedupe_key}`, { id: r.id, duplicate: false });
-
-  const missing = rows.filter((r) => !ids.has(keyOf(r)));
-  if (missing.length > 0) {
-    // The earlier copies, through the same index.
+  // An order key first seen by a concurrent append that commits while this statement runs
+  // has its period out of this statement's sight: its events wait for the next round,
+  // which sees it. Rarely more than one round; each statement waited for the other.
+  let pending = rows;
+  for (let round = 0; pending.length > 0 && round < 5; round++) {
+    const inserted = await insertRows(tx, pending);
+    for (const r of inserted) ids.set(`${r.order_key}\u0000${r.dedupe_key}`, { id: r.id, duplicate: false });
+    const missing = pending.filter((r) => !ids.has(keyOf(r)));
+    if (missing.length === 0) break;
+    // The earlier copies, through the dedupe index (one probe per partition of the kind).
     const existing = await tx<{ id: string; order_key: string; dedupe_key: string }[]>`
       select e.id::text, coalesce(e.svc_order_id, e.client_order_id) as order_key, e.dedupe_key
-      from unnest(${missing.map((r) => r.svc_order_id ?? r.client_order_id ?? "")}::text[], ${missing.map((r) => r.dedupe_key)}::text[]) as m(order_key, dedupe_key)
-      join order_events e on coalesce(e.svc_order_id, e.client_order_id) = m.order_key and e.dedupe_key = m.dedupe_key`;
+      from unnest(${missing.map((r) => r.svc_order_id ?? r.client_order_id ?? "")}::text[], ${missing.map((r) => r.dedupe_key)}::text[],
+                  ${missing.map((r) => r.kind)}::text[]) as m(order_key, dedupe_key, kind)
+      join order_events e on coalesce(e.svc_order_id, e.client_order_id) = m.order_key and e.dedupe_key = m.dedupe_key and e.kind = m.kind`;
     for (const row of existing) ids.set(`${row.order_key}\u0000${row.dedupe_key}`, { id: row.id, duplicate: true });
+    pending = missing.filter((r) => !ids.has(keyOf(r)));
   }
 
   const seen = new Set<string>();
@@ -124,6 +103,67 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
     seen.add(key);
     return { eventId: found.id, duplicate };
   });
+}
+
+type StoredRow = ReturnType<typeof storedIdsOf> & {
+  source: EventSource;
+  kind: string;
+  provider_status: string | null;
+  occurred_at: string;
+  payload: JsonObject;
+};
+
+/**
+ * One statement: records the period of order keys seen for the first time, inserts the
+ * rows that are no copies (each with its key's period, or the oldest period its kind still
+ * has a partition for when retention dropped its own: an event that late is kept once in
+ * what is left), queues them for projection and adds one drain job. The rows inserted,
+ * with their keys; a row whose key's period this statement could not see comes back
+ * neither inserted nor as a copy.
+ *
+ * The whole batch travels as one JSON parameter, expanded server-side: one round trip,
+ * atomic without a transaction, whatever the batch size. The projection queue is the
+ * projection's table (src/projection/queue.ts); its rows are written here, in the same
+ * statement as their events, so that no event is ever stored unqueued.
+ */
+async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
+  return await tx<{ id: string; order_key: string; dedupe_key: string }[]>`
+    with input as (
+      select *, coalesce(svc_order_id, client_order_id) as order_key
+      from json_to_recordset(${JSON.stringify(rows)}::text::json) as t(
+        dedupe_key text, source text, kind text, svc_order_id text, client_order_id text,
+        provider_status text, occurred_at timestamptz, payload jsonb)
+    ),
+    keys as (select distinct order_key from input),
+    known as (select p.order_key, p.period from order_periods p join keys k on k.order_key = p.order_key),
+    fresh as (
+      insert into order_periods (order_key, period)
+      select k.order_key, (now() at time zone 'UTC')::date from keys k
+      where not exists (select from known where known.order_key = k.order_key)
+      order by k.order_key
+      on conflict (order_key) do nothing
+      returning order_key, period
+    ),
+    periods as (select * from known union all select * from fresh),
+    inserted as (
+      insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload, period)
+      select i.dedupe_key, i.source, i.kind, i.svc_order_id, i.client_order_id, i.provider_status, i.occurred_at, i.payload,
+             greatest(p.period, (select min(ep.starts) from event_partitions ep where ep.kind = i.kind))
+      from input i join periods p on p.order_key = i.order_key
+      order by i.order_key, i.dedupe_key
+      on conflict ((coalesce(svc_order_id, client_order_id)), dedupe_key, kind, period) do nothing
+      returning id, coalesce(svc_order_id, client_order_id) as order_key, dedupe_key
+    ),
+    queued as (
+      insert into projection_queue (event_id) select id from inserted
+      returning 1
+    ),
+    job as (
+      select (graphile_worker.add_job(${DRAIN_TASK})).id where exists (select from queued)
+    )
+    select id::text, order_key, dedupe_key from inserted
+    union all
+    select id::text, null, null from job`.then((r) => r.filter((x): x is typeof x & { order_key: string; dedupe_key: string } => x.dedupe_key !== null));
 }
 
 /** The unique index's key of a row: its order's id (provider's, else the merchant's) and its dedupe key. */
@@ -164,6 +204,19 @@ export function mergedEventsOf(tx: TransactionSql, svcs: readonly string[], coid
     select ${columns} from order_events e where svc_order_id = any(${svcs as string[]}::text[]) and ${merged}
     union all
     select ${columns} from order_events e where client_order_id = any(${coids as string[]}::text[]) and ${merged}`;
+}
+
+/**
+ * Of these order keys, those retention shed events of: their period is older than the
+ * oldest partition left of some kind, so that kind's partition for it was dropped.
+ */
+export async function shedOrderKeys(tx: Tx, keys: readonly string[]): Promise<ReadonlySet<string>> {
+  if (keys.length === 0) return NONE;
+  const rows = await tx<{ order_key: string }[]>`
+    select p.order_key from order_periods p
+    where p.order_key = any(${keys as string[]}::text[])
+      and p.period < (select max(oldest) from (select min(starts) as oldest from event_partitions group by kind) k)`;
+  return new Set(rows.map((r) => r.order_key));
 }
 
 /** The payloads of these events. */

@@ -5,12 +5,12 @@
  * docs/architecture.md, "Projection".
  */
 import type { Sql, TransactionSql } from "postgres";
-import { DETAIL_SOURCES, foldState, latestFirst, mergeStates, payloadsNeeded, project } from "../domain/projection.ts";
+import { DETAIL_SOURCES, foldState, latestFirst, mergeStates, payloadsNeeded, project, withShed } from "../domain/projection.ts";
 import type { FoldState, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../domain/normalise.ts";
 import { succeedFailedPlaces } from "../commands/store.ts";
-import { mergedEventsOf, payloadsOf } from "../events/log.ts";
+import { mergedEventsOf, payloadsOf, shedOrderKeys } from "../events/log.ts";
 import type { EventColumns } from "../events/log.ts";
 import type { Logger } from "../logger.ts";
 import { NEW_ORDER } from "../orders/change.ts";
@@ -204,6 +204,12 @@ async function loadPayloads(tx: Tx, work: Iterable<OrderWork>, mask: (e: StoredE
   }
 }
 
+/** What an order's rows hold between them (rows of one order merge: their events are disjoint); null: no state. */
+function keptState(rows: readonly ProjectionRow[]): FoldState | null {
+  const states = rows.map((r) => decodeState(r.projection_state)).filter((s): s is FoldState => s !== null);
+  return states.length === 0 ? null : states.reduce(mergeStates);
+}
+
 /** The latest arrival among these events, for the projection-lag metric. */
 const newestReceived = (events: readonly StoredEvent[]) =>
   events.reduce<Date | null>((m, e) => (m === null || e.receivedAt > m ? e.receivedAt : m), null);
@@ -233,12 +239,20 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
   const rank = (o: ProjectionRow) => (o.placement_state !== "external" ? 0 : 1);
   for (const w of work.values()) w.rows.sort((a, b) => rank(a) - rank(b) || a.id - b.id);
 
-  await loadPayloads(tx, work.values(), (e) => masks.get(e) ?? 0);
+  // Orders retention shed events of: their rows keep what those events told. Asked while
+  // the payloads load (pipelined on the transaction's connection).
+  const keys = links.keys();
+  const bare = (k: string) => k.slice(k.indexOf(":") + 1);
+  const [shedKeys] = await Promise.all([
+    shedOrderKeys(tx, [...new Set(keys.map(bare))]),
+    loadPayloads(tx, work.values(), (e) => masks.get(e) ?? 0),
+  ]);
+  const shed = new Set(keys.filter((k) => shedKeys.has(bare(k))).map((k) => links.find(k)));
 
   const inserts: { w: OrderWork; state: FoldState; createdAt: Date }[] = [];
-  for (const w of work.values()) {
+  for (const [root, w] of work) {
     if (w.events.length === 0 && w.rows.length === 0) continue;
-    w.state = foldState(w.events);
+    w.state = withShed(foldState(w.events), keptState(w.rows), shed.has(root));
     const [survivor, ...merged] = w.rows;
     if (survivor === undefined) {
       const firstReceivedAt = w.events.reduce<Date | null>((m, e) => (m === null || e.receivedAt < m ? e.receivedAt : m), null);

@@ -10,6 +10,8 @@ const MAX_ATTEMPTS = 10;
 const ORDER_PAGE = 500;
 /** Events read per slice of the log: the most a rebuild holds in memory at once. */
 const LOG_SLICE = 50_000;
+/** Pages projected at once, each in its own transaction: while PostgreSQL works on one, Node folds another. */
+const IN_FLIGHT = 3;
 
 /** What to re-derive: every order (the default), an id range of orders, or the orders of events received since a time. */
 export interface RebuildScope {
@@ -36,7 +38,8 @@ export interface RebuildResult {
 
 /**
  * Re-derives orders from the log in bounded memory, page by page, each page in its own
- * transaction (the worker's own projection), leaving rows that are already right untouched.
+ * transaction (the worker's own projection), up to IN_FLIGHT pages at once, leaving rows
+ * that are already right untouched.
  * Safe while workers run: a page that meets a drain in a deadlock is rolled back by
  * PostgreSQL and projected again.
  *
@@ -51,13 +54,31 @@ export interface RebuildResult {
 export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p: RebuildProgress) => void): Promise<RebuildResult> {
   const state = { orders: 0, changed: 0, eventsRead: 0 };
   const report = (phase: RebuildProgress["phase"], eventsTotal = 0) => progress?.({ phase, ...state, eventsTotal });
-  const project = async (starts: readonly OrderIds[]) => {
-    if (starts.length === 0) return;
+  const projectPage = async (starts: readonly OrderIds[]) => {
     const results = await withRetry(() => projectOrders(sql, starts));
     // Identities of one order share its result: count each order once.
     const orders = new Set(results.filter((r) => r !== null).map((r) => r!.orderId));
     state.orders += orders.size;
     state.changed += new Set(results.filter((r) => r?.changed).map((r) => r!.orderId)).size;
+  };
+  // Up to IN_FLIGHT pages at once; `settle` waits for them all. The first failure is kept
+  // and fails the run at the next page or settle, after the pages in flight finished.
+  const inFlight = new Set<Promise<void>>();
+  let failure: { err: unknown } | null = null;
+  const project = async (starts: readonly OrderIds[]) => {
+    if (starts.length === 0) return;
+    while (inFlight.size >= IN_FLIGHT) await Promise.race(inFlight);
+    if (failure) throw failure.err;
+    const page: Promise<void> = projectPage(starts)
+      .catch((err: unknown) => {
+        failure ??= { err };
+      })
+      .finally(() => inFlight.delete(page));
+    inFlight.add(page);
+  };
+  const settle = async () => {
+    await Promise.all(inFlight);
+    if (failure) throw failure.err;
   };
 
   if (scope.since === undefined) {
@@ -68,6 +89,7 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
       await project(page.flatMap(identitiesOfRow));
       report("orders");
     }
+    await settle();
     if (scope.fromOrderId !== undefined || scope.toOrderId !== undefined) return state;
   }
 
@@ -83,6 +105,8 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
     for (let i = 0; i < fresh.length; i += ORDER_PAGE) {
       await project(fresh.slice(i, i + ORDER_PAGE).map((ids) => ({ svcOrderId: ids.svc_order_id, clientOrderId: ids.client_order_id })));
     }
+    // The next slice asks which orders have rows: this slice's must be committed by then.
+    await settle();
     state.eventsRead += upTo - afterId;
     report("log", last - start);
   }

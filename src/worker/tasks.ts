@@ -5,6 +5,7 @@
 import { AWB_CRONTAB } from "../awb/jobs.ts";
 import { awbTasks } from "../awb/tasks.ts";
 import { commandTasks } from "../commands/tasks.ts";
+import { PARTITIONS_CRONTAB, eventTasks } from "../events/tasks.ts";
 import { DRAIN_CRONTAB } from "../projection/queue.ts";
 import { projectionTasks } from "../projection/tasks.ts";
 import { NOTIFY_CRONTAB, notifyTasks } from "../notify/tasks.ts";
@@ -12,6 +13,6 @@ import { RECONCILE_CRONTAB, reconcileTasks } from "../reconcile/tasks.ts";
 import { RETENTION_CRONTAB, retentionTasks } from "../retention/tasks.ts";
 import type { TaskDefinition } from "./define-task.ts";
 
-export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks, ...notifyTasks, ...retentionTasks];
+export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks, ...notifyTasks, ...retentionTasks, ...eventTasks];
 
-export const CRONTAB: readonly string[] = [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB, NOTIFY_CRONTAB, RETENTION_CRONTAB];
+export const CRONTAB: readonly string[] = [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB, NOTIFY_CRONTAB, RETENTION_CRONTAB, PARTITIONS_CRONTAB];

@@ -17,6 +17,9 @@ const CORE = ["domain", "db", "ingest", "events", "projection", "orders", "comma
 /** The modules allowed to write each table (docs/architecture.md, "Tables and their owners"). */
 const OWNERS: Record<string, string[]> = {
   order_events: ["events/log.ts"],
+  order_periods: ["events/log.ts"],
+  // Inserted by order_events_attach_partition() (migration 0011), which only partitions.ts calls.
+  event_partitions: ["events/partitions.ts"],
   // Queue rows are inserted by the append statement, with their events.
   projection_queue: ["projection/backlog.ts", "events/log.ts"],
   orders: ["orders/store.ts"],

@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import { normaliseCallback } from "../../src/domain/normalise.ts";
 import type { JsonObject } from "../../src/domain/normalise.ts";
-import { EMPTY_STATE, fold, foldState, mergeStates, project } from "../../src/domain/projection.ts";
+import { EMPTY_STATE, fold, foldState, mergeStates, project, withShed } from "../../src/domain/projection.ts";
 import { decodeState, encodeState } from "../../src/projection/state.ts";
 import type { Projection, StoredEvent } from "../../src/domain/projection.ts";
 
@@ -532,6 +532,22 @@ describe("projection: states merge (the incremental projection)", () => {
         assert.deepEqual(decodeState(stored), foldState(events(items)));
         // Equal states are equal strings: the row's "changed?" check compares text.
         assert.equal(stored, encodeState(foldState(events(items))));
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("(k) a derivation after retention shed location events keeps the row's state; with nothing shed the log alone decides", () => {
+    fc.assert(
+      fc.property(eventSetArb(30), (items) => {
+        const whole = foldState(events(items));
+        const left = items.filter((i) => i.event.kind !== "location");
+        // Retention dropped the location events: the row (every event) still decides what they told.
+        assert.deepEqual(withShed(foldState(events(left)), whole, true), whole);
+        assert.deepEqual(withShed(foldState(events(left)), null, true), foldState(events(left)), "no row: the log is all there is");
+        // Nothing shed: the log's state, whatever the row says (a rebuild corrects a row).
+        assert.deepEqual(withShed(whole, foldState(events(left)), false), whole);
+        assert.deepEqual(withShed(foldState(events(left)), whole, false), foldState(events(left)));
       }),
       { numRuns: RUNS },
     );

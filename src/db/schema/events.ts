@@ -1,15 +1,21 @@
-import { bigint, check, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, boolean, sql } from "../drizzle.ts";
+import { bigint, check, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, boolean, sql } from "../drizzle.ts";
 
 /**
  * The append-only log of everything the provider told us (and the few facts tracklane
  * records itself, such as "placed through tracklane"). A trigger (see migrations) makes
  * UPDATE, DELETE and TRUNCATE fail: orders are derived from this table, never the other
  * way round.
+ *
+ * Partitioned by RANGE (kind, period), one partition per kind and stretch of days
+ * (EVENTS_PARTITION), created ahead and dropped by retention (src/events/partitions.ts).
+ * drizzle-kit knows no partitioning: migration 0011 creates the table by hand, and this
+ * definition describes its columns and indexes for queries and later migrations.
  */
 export const orderEvents = pgTable(
   "order_events",
   {
-    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    /** Unique (an identity), but not a primary key: that would have to include the partition key. */
+    id: bigint({ mode: "number" }).notNull().generatedAlwaysAsIdentity(),
     /** sha256 of kind + the canonical JSON of the body: the provider sends no event id. */
     dedupe_key: text().notNull(),
     /** `provider` (a callback) or `tracklane` (recorded by tracklane itself). */
@@ -23,14 +29,23 @@ export const orderEvents = pgTable(
     occurred_at: timestamp({ withTimezone: true }).notNull(),
     received_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
     payload: jsonb().notNull(),
+    /**
+     * The partition key with kind: the UTC day on which the event's order key (its provider
+     * id, else the merchant's) was first seen (order_periods), so that every copy of a body
+     * carries the same period, and an order's events share partitions.
+     */
+    period: date({ mode: "string" }).notNull(),
   },
   (t) => [
     // Exactly once, the dedupe check of every insert (ON CONFLICT DO NOTHING): a body (its
     // dedupe key) is stored once per order. The order's id comes first, so the index grows
     // where new orders land (provider ids grow with time): its hot part is the active
     // orders' pages, not random pages of the whole history. A duplicate carries the same
-    // ids as its first copy, so it meets it here whenever it arrives.
-    uniqueIndex("order_events_order_dedupe_idx").on(sql`coalesce(${t.svc_order_id}, ${t.client_order_id})`, t.dedupe_key),
+    // ids, so the same kind and period, as its first copy: it meets it here whenever it
+    // arrives (a partitioned unique index must hold the partition key).
+    uniqueIndex("order_events_order_dedupe_idx").on(sql`coalesce(${t.svc_order_id}, ${t.client_order_id})`, t.dedupe_key, t.kind, t.period),
+    // Lookups by event id (payloads, the projection queue's join, a rebuild's slices).
+    index("order_events_id_idx").on(t.id),
     // Serve the projection's "all events of this order" lookups by either identifier.
     // An order's events by either id, in timeline order: a page's cursor is a range of
     // these indexes, so a deep page reads only its own rows.
@@ -39,6 +54,35 @@ export const orderEvents = pgTable(
     check("order_events_has_order_id", sql`${t.svc_order_id} is not null or ${t.client_order_id} is not null`),
     check("order_events_kind", sql`${t.kind} in ('status', 'location')`),
   ],
+);
+
+/**
+ * The period of each order key (coalesce(svc_order_id, client_order_id)): the UTC day its
+ * first event arrived. Every later event of that key, and every copy of one, is stored
+ * with this period, so the dedupe index (which must hold the partition key) sees them
+ * together. One row per key, written by the append that first sees it.
+ */
+export const orderPeriods = pgTable("order_periods", {
+  order_key: text().primaryKey(),
+  period: date({ mode: "string" }).notNull(),
+});
+
+/**
+ * The partitions of order_events, as src/events/partitions.ts made them: written in the
+ * transaction that attaches or drops one. The append routes an event of a period whose
+ * partition retention dropped to the oldest partition of its kind left.
+ */
+export const eventPartitions = pgTable(
+  "event_partitions",
+  {
+    kind: text().notNull(),
+    /** First day in the partition, and the day after its last. */
+    starts: date({ mode: "string" }).notNull(),
+    ends: date({ mode: "string" }).notNull(),
+    name: text().notNull().unique(),
+    created_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.kind, t.starts] }), check("event_partitions_range", sql`${t.starts} < ${t.ends}`)],
 );
 
 /** Callbacks that passed the secret check but could not be stored as events. */

@@ -1,0 +1,129 @@
+/**
+ * The event log's partitions (migration 0011): made ahead of need, and dropped whole when
+ * retention allows. The one owner of `event_partitions`; the only code that removes
+ * events. Partitions are ranges of (kind, period), `period` being the UTC day an order
+ * was first seen, so a partition holds whole orders' events of one kind.
+ */
+import type { Sql } from "postgres";
+import { createPool } from "../db/client.ts";
+import type { Logger } from "../logger.ts";
+import { dayOf, pastRetention, rangesToAdd } from "../domain/periods.ts";
+import type { Day, PartitionSpan } from "../domain/periods.ts";
+
+export const EVENT_KINDS = ["location", "status"] as const;
+export type EventKind = (typeof EVENT_KINDS)[number];
+
+/** Whole spans made ahead of the current one: a worker down for weeks still finds them. */
+export const SPANS_AHEAD = 2;
+
+/** Arbitrary constant key of the advisory lock that serialises partition changes. */
+const PARTITIONS_LOCK = 7_305_201_145;
+
+export interface EventPartition {
+  kind: EventKind;
+  starts: Day;
+  ends: Day;
+  name: string;
+}
+
+export async function listPartitions(sql: Sql): Promise<EventPartition[]> {
+  return await sql<EventPartition[]>`
+    select kind, starts::text, ends::text, name from event_partitions order by kind, starts`;
+}
+
+/**
+ * Makes the partitions each kind needs through SPANS_AHEAD spans past today's; the names
+ * made. One transaction under an advisory lock: processes starting together make each
+ * partition once. Attaching locks the log with SHARE UPDATE EXCLUSIVE only, so appends
+ * and reads go on.
+ */
+export async function ensurePartitions(sql: Sql, span: PartitionSpan, now = new Date()): Promise<string[]> {
+  return await sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(${PARTITIONS_LOCK})`;
+    const lasts = await tx<{ kind: EventKind; ends: Day }[]>`
+      select kind, max(ends)::text as ends from event_partitions group by kind`;
+    const made: string[] = [];
+    for (const kind of EVENT_KINDS) {
+      const last = lasts.find((l) => l.kind === kind)?.ends ?? null;
+      for (const r of rangesToAdd(last, dayOf(now), span, SPANS_AHEAD)) {
+        const [row] = await tx<{ name: string }[]>`select order_events_attach_partition(${kind}, ${r.starts}::date, ${r.ends}::date) as name`;
+        made.push(row!.name);
+      }
+    }
+    return made;
+  });
+}
+
+/**
+ * ensurePartitions on its own connection, for the entry points that migrate (npm start,
+ * npm run migrate): a log that went without a worker for a while gets its partitions
+ * before any append needs them.
+ */
+export async function ensureEventPartitions(url: string, span: PartitionSpan, log: Logger): Promise<void> {
+  const sql = createPool(url, 1, "tracklane-migrate");
+  try {
+    const made = await ensurePartitions(sql, span);
+    if (made.length > 0) log.info({ made }, "event log: partitions made ahead");
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+export interface Retention {
+  /** Days each kind is kept, counted from the order's first event; 0: forever. */
+  locationDays: number;
+  statusDays: number;
+}
+
+export interface Dropped {
+  dropped: string[];
+  /** Past retention but kept: some of their events are not projected yet. */
+  held: string[];
+}
+
+/**
+ * Drops the partitions past their kind's retention, oldest first, never a partition that
+ * still holds an event waiting for projection (it goes on a later run). Per partition:
+ * its event_partitions row goes first (appends stop routing late events to it), then it is
+ * detached CONCURRENTLY (no lock that stops appends or reads), then dropped. A run cut
+ * off half way is finished by the next one.
+ */
+export async function dropExpiredPartitions(sql: Sql, retention: Retention, now = new Date()): Promise<Dropped> {
+  const today = dayOf(now);
+  const days: Record<EventKind, number> = { location: retention.locationDays, status: retention.statusDays };
+  const result: Dropped = { dropped: [], held: [] };
+  const due = (await listPartitions(sql)).filter((p) => pastRetention(p, today, days[p.kind]));
+  // A partition whose row an interrupted run already removed: still attached or detached.
+  const orphans = await sql<{ name: string }[]>`
+    select c.relname as name from pg_class c
+    where c.relname ~ '^order_events_(location|status)_[0-9]{8}$' and c.relkind = 'r'
+      and not exists (select from event_partitions p where p.name = c.relname)`;
+  for (const p of [...orphans.map((o) => o.name), ...due.map((p) => p.name)]) {
+    if (await holdsQueuedEvents(sql, p)) {
+      result.held.push(p);
+      continue;
+    }
+    await sql`delete from event_partitions where name = ${p}`;
+    await detach(sql, p);
+    await sql`drop table if exists ${sql(p)}`;
+    result.dropped.push(p);
+  }
+  return result;
+}
+
+async function holdsQueuedEvents(sql: Sql, partition: string): Promise<boolean> {
+  const [row] = await sql<{ held: boolean }[]>`
+    select exists (select from projection_queue q join ${sql(partition)} e on e.id = q.event_id) as held`;
+  return row?.held === true;
+}
+
+/** Detaches a partition from the log if it still is attached; finishes a detach cut off half way. */
+async function detach(sql: Sql, partition: string): Promise<void> {
+  const [state] = await sql<{ pending: boolean }[]>`
+    select i.inhdetachpending as pending from pg_inherits i
+    where i.inhrelid = to_regclass(${partition}) and i.inhparent = 'order_events'::regclass`;
+  if (state === undefined) return;
+  // DETACH ... CONCURRENTLY runs in two transactions of its own: never inside sql.begin.
+  if (state.pending) await sql`alter table order_events detach partition ${sql(partition)} finalize`;
+  else await sql`alter table order_events detach partition ${sql(partition)} concurrently`;
+}
