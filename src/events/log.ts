@@ -190,7 +190,7 @@ export type EventColumns = Pick<EventRow, "id" | "dedupe_key" | "kind" | "svc_or
  * is still there belongs to the drain that will merge it; this transaction's own taken
  * rows are already deleted. One branch per identifier column, each an index scan whatever
  * the table's size (an OR of the two made the planner pick sequential scans); an event
- * found by both comes back twice.
+ * found by both comes back once.
  */
 export function mergedEventsOf(tx: TransactionSql, svcs: readonly string[], coids: readonly string[], detailKeys: readonly (readonly (readonly string[])[])[]) {
   const bit = (keys: readonly (readonly string[])[], i: number) =>
@@ -200,10 +200,13 @@ export function mergedEventsOf(tx: TransactionSql, svcs: readonly string[], coid
   const mask = detailKeys.map((keys, i) => bit(keys, i)).reduce((acc, b) => tx`${acc} + ${b}`);
   const columns = tx`id, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, ${mask} as details`;
   const merged = tx`not exists (select from projection_queue q where q.event_id = e.id)`;
+  // The second branch leaves out what the first finds: an event carrying both ids (most
+  // do) is read and sent once.
   return tx<(EventColumns & { details: number })[]>`
     select ${columns} from order_events e where svc_order_id = any(${svcs as string[]}::text[]) and ${merged}
     union all
-    select ${columns} from order_events e where client_order_id = any(${coids as string[]}::text[]) and ${merged}`;
+    select ${columns} from order_events e where client_order_id = any(${coids as string[]}::text[]) and ${merged}
+      and (svc_order_id is null or svc_order_id <> all(${svcs as string[]}::text[]))`;
 }
 
 /**
@@ -257,27 +260,12 @@ export async function firstEventReceivedSince(sql: Tx, since: Date): Promise<num
 }
 
 /**
- * The identifier pairs of the events with ids in (afterId, upToId]; with `orphansOnly`,
- * only those no order row carries yet (either id). One primary-key range: what a rebuild
- * reads a slice of the log at a time, in bounded memory.
+ * The distinct identifier pairs of the events with ids in (afterId, upToId]: one id range
+ * of the log, what a rebuild reads a slice at a time, in bounded memory.
  */
-export async function identitiesIn(
-  sql: Tx,
-  afterId: number,
-  upToId: number,
-  orphansOnly: boolean,
-): Promise<{ svc_order_id: string | null; client_order_id: string | null }[]> {
+export async function identitiesIn(sql: Tx, afterId: number, upToId: number): Promise<{ svc_order_id: string | null; client_order_id: string | null }[]> {
   return await sql<{ svc_order_id: string | null; client_order_id: string | null }[]>`
-    select distinct e.svc_order_id, e.client_order_id from order_events e
-    where e.id > ${afterId} and e.id <= ${upToId}
-      ${
-        orphansOnly
-          ? // Unique-index lookups. An event known only by an order's second provider id
-            // (svc_order_ids) counts as an orphan and is projected again: harmless, and rare.
-            sql`and not exists (select from orders o where o.svc_order_id = e.svc_order_id)
-                and not exists (select from orders o where o.client_order_id = e.client_order_id)`
-          : sql``
-      }`;
+    select distinct svc_order_id, client_order_id from order_events where id > ${afterId} and id <= ${upToId}`;
 }
 
 export interface TimelineCursor {

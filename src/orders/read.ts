@@ -170,6 +170,25 @@ export async function silentOrders(
   return { rows: rows.map(({ total: _, ...r }) => r), total: rows[0]?.total ?? 0 };
 }
 
+/**
+ * Of these identifier pairs, those no order row carries under either id: two lookups of
+ * the unique indexes per pair, whatever the table's size. A pair known only by an order's
+ * second provider id (svc_order_ids) counts as unknown: a rebuild then projects it again,
+ * which is harmless, and rare.
+ */
+export async function withoutOrder<P extends { svc_order_id: string | null; client_order_id: string | null }>(sql: Tx, pairs: readonly P[]): Promise<P[]> {
+  if (pairs.length === 0) return [];
+  const svcs = [...new Set(pairs.flatMap((p) => (p.svc_order_id === null ? [] : [p.svc_order_id])))];
+  const coids = [...new Set(pairs.flatMap((p) => (p.client_order_id === null ? [] : [p.client_order_id])))];
+  const known = await sql<{ svc: string | null; coid: string | null }[]>`
+    select svc_order_id as svc, null as coid from orders where svc_order_id = any(${svcs}::text[])
+    union all
+    select null, client_order_id from orders where client_order_id = any(${coids}::text[])`;
+  const knownSvcs = new Set(known.flatMap((k) => (k.svc === null ? [] : [k.svc])));
+  const knownCoids = new Set(known.flatMap((k) => (k.coid === null ? [] : [k.coid])));
+  return pairs.filter((p) => !(p.svc_order_id !== null && knownSvcs.has(p.svc_order_id)) && !(p.client_order_id !== null && knownCoids.has(p.client_order_id)));
+}
+
 /** A page of orders by id (keyset) with every identifier each carries: what a rebuild walks. */
 export async function orderIdentityPage(
   sql: Tx,

@@ -128,7 +128,9 @@ const DETAIL_KEYS = Object.values(DETAIL_SOURCES);
 
 interface Gathered {
   links: Links;
-  events: Map<number, StoredEvent & { mask: number }>;
+  events: Map<number, StoredEvent>;
+  /** Each event's payload-key bit mask (mergedEventsOf), by event id. */
+  masks: Map<number, number>;
   orders: Map<number, ProjectionRow>;
 }
 
@@ -142,7 +144,8 @@ interface Gathered {
 async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
   const links = new Links();
   for (const s of starts) links.link(s.svcOrderId, s.clientOrderId);
-  const events = new Map<number, StoredEvent & { mask: number }>();
+  const events = new Map<number, StoredEvent>();
+  const masks = new Map<number, number>();
   const orders = new Map<number, ProjectionRow>();
   const locked = new Set<string>();
   for (let round = 0; round < MAX_LINK_ROUNDS; round++) {
@@ -157,7 +160,10 @@ async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
       mergedEventsOf(tx, svcs, coids, DETAIL_KEYS),
     ]);
     for (const r of rows) {
-      if (!events.has(r.id)) events.set(r.id, { ...toStored(r), mask: r.details });
+      if (!events.has(r.id)) {
+        events.set(r.id, toStored(r));
+        masks.set(r.id, r.details);
+      }
       links.link(r.svc_order_id, r.client_order_id);
     }
     for (const o of orderRows) {
@@ -165,7 +171,7 @@ async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
       links.link(o.svc_order_id, o.client_order_id);
     }
   }
-  return { links, events, orders };
+  return { links, events, masks, orders };
 }
 
 interface OrderWork {
@@ -220,20 +226,14 @@ const newestReceived = (events: readonly StoredEvent[]) =>
  * share one projection.
  */
 export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Promise<(ProjectResult | null)[]> {
-  const { links, events, orders } = await gather(tx, starts);
+  const { links, events, masks, orders } = await gather(tx, starts);
   const work = new Map<string, OrderWork>();
   const workOf = (root: string) => {
     let w = work.get(root);
     if (!w) work.set(root, (w = { events: [], rows: [] }));
     return w;
   };
-  const masks = new Map<StoredEvent, number>();
-  for (const e of events.values()) {
-    const { mask, ...stored } = e;
-    const se: StoredEvent = stored;
-    masks.set(se, mask);
-    workOf(links.rootOf(e.svcOrderId, e.clientOrderId)).events.push(se);
-  }
+  for (const e of events.values()) workOf(links.rootOf(e.svcOrderId, e.clientOrderId)).events.push(e);
   for (const o of orders.values()) workOf(links.rootOf(o.svc_order_id, o.client_order_id)).rows.push(o);
   // The survivor first: placed through tracklane if any, else the oldest.
   const rank = (o: ProjectionRow) => (o.placement_state !== "external" ? 0 : 1);
@@ -245,7 +245,7 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
   const bare = (k: string) => k.slice(k.indexOf(":") + 1);
   const [shedKeys] = await Promise.all([
     shedOrderKeys(tx, [...new Set(keys.map(bare))]),
-    loadPayloads(tx, work.values(), (e) => masks.get(e) ?? 0),
+    loadPayloads(tx, work.values(), (e) => masks.get(e.id) ?? 0),
   ]);
   const shed = new Set(keys.filter((k) => shedKeys.has(bare(k))).map((k) => links.find(k)));
 

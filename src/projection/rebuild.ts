@@ -1,6 +1,6 @@
 import type { Sql } from "postgres";
 import { eventIdRange, firstEventReceivedSince, identitiesIn } from "../events/log.ts";
-import { orderIdentityPage } from "../orders/read.ts";
+import { orderIdentityPage, withoutOrder } from "../orders/read.ts";
 import { identitiesOfRow, isConflict, projectOrders } from "./project.ts";
 import type { OrderIds, ProjectResult } from "./project.ts";
 
@@ -10,8 +10,6 @@ const MAX_ATTEMPTS = 10;
 const ORDER_PAGE = 500;
 /** Events read per slice of the log: the most a rebuild holds in memory at once. */
 const LOG_SLICE = 50_000;
-/** Pages projected at once, each in its own transaction: while PostgreSQL works on one, Node folds another. */
-const IN_FLIGHT = 3;
 
 /** What to re-derive: every order (the default), an id range of orders, or the orders of events received since a time. */
 export interface RebuildScope {
@@ -38,8 +36,7 @@ export interface RebuildResult {
 
 /**
  * Re-derives orders from the log in bounded memory, page by page, each page in its own
- * transaction (the worker's own projection), up to IN_FLIGHT pages at once, leaving rows
- * that are already right untouched.
+ * transaction (the worker's own projection), leaving rows that are already right untouched.
  * Safe while workers run: a page that meets a drain in a deadlock is rolled back by
  * PostgreSQL and projected again.
  *
@@ -54,31 +51,13 @@ export interface RebuildResult {
 export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p: RebuildProgress) => void): Promise<RebuildResult> {
   const state = { orders: 0, changed: 0, eventsRead: 0 };
   const report = (phase: RebuildProgress["phase"], eventsTotal = 0) => progress?.({ phase, ...state, eventsTotal });
-  const projectPage = async (starts: readonly OrderIds[]) => {
+  const project = async (starts: readonly OrderIds[]) => {
+    if (starts.length === 0) return;
     const results = await withRetry(() => projectOrders(sql, starts));
     // Identities of one order share its result: count each order once.
     const orders = new Set(results.filter((r) => r !== null).map((r) => r!.orderId));
     state.orders += orders.size;
     state.changed += new Set(results.filter((r) => r?.changed).map((r) => r!.orderId)).size;
-  };
-  // Up to IN_FLIGHT pages at once; `settle` waits for them all. The first failure is kept
-  // and fails the run at the next page or settle, after the pages in flight finished.
-  const inFlight = new Set<Promise<void>>();
-  let failure: { err: unknown } | null = null;
-  const project = async (starts: readonly OrderIds[]) => {
-    if (starts.length === 0) return;
-    while (inFlight.size >= IN_FLIGHT) await Promise.race(inFlight);
-    if (failure) throw failure.err;
-    const page: Promise<void> = projectPage(starts)
-      .catch((err: unknown) => {
-        failure ??= { err };
-      })
-      .finally(() => inFlight.delete(page));
-    inFlight.add(page);
-  };
-  const settle = async () => {
-    await Promise.all(inFlight);
-    if (failure) throw failure.err;
   };
 
   if (scope.since === undefined) {
@@ -89,7 +68,6 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
       await project(page.flatMap(identitiesOfRow));
       report("orders");
     }
-    await settle();
     if (scope.fromOrderId !== undefined || scope.toOrderId !== undefined) return state;
   }
 
@@ -99,14 +77,14 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
   const done = new Set<string>();
   for (let afterId = start; afterId < last; afterId += LOG_SLICE) {
     const upTo = Math.min(last, afterId + LOG_SLICE);
-    const identities = await identitiesIn(sql, afterId, upTo, scope.since === undefined);
+    const inSlice = await identitiesIn(sql, afterId, upTo);
+    // Every order: the orders no row knows yet (the rows were all re-derived above).
+    const identities = scope.since === undefined ? await withoutOrder(sql, inSlice) : inSlice;
     const fresh = identities.filter((i) => !done.has(key(i)));
     if (scope.since !== undefined) for (const i of fresh) done.add(key(i));
     for (let i = 0; i < fresh.length; i += ORDER_PAGE) {
       await project(fresh.slice(i, i + ORDER_PAGE).map((ids) => ({ svcOrderId: ids.svc_order_id, clientOrderId: ids.client_order_id })));
     }
-    // The next slice asks which orders have rows: this slice's must be committed by then.
-    await settle();
     state.eventsRead += upTo - afterId;
     report("log", last - start);
   }
