@@ -65,11 +65,11 @@ INSERT INTO "order_periods" ("order_key", "period")
   SELECT coalesce("svc_order_id", "client_order_id"), min(("received_at" AT TIME ZONE 'UTC')::date)
   FROM "order_events_unpartitioned" GROUP BY 1;
 --> statement-breakpoint
--- Monthly partitions of both kinds, from the oldest period through two months ahead.
+-- Monthly partitions of both kinds, from the oldest period through next month.
 DO $$
 DECLARE
   m date := date_trunc('month', least(coalesce((SELECT min("period") FROM "order_periods"), now() AT TIME ZONE 'UTC'), now() AT TIME ZONE 'UTC'))::date;
-  last date := (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '2 months')::date;
+  last date := (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month')::date;
   k text;
 BEGIN
   WHILE m <= last LOOP

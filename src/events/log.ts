@@ -145,17 +145,18 @@ async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
       returning order_key, period
     ),
     periods as (select * from known union all select * from fresh),
+    oldest as (select kind, min(starts) as starts from event_partitions group by kind),
     inserted as (
       insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload, period)
       select i.dedupe_key, i.source, i.kind, i.svc_order_id, i.client_order_id, i.provider_status, i.occurred_at, i.payload,
-             greatest(p.period, (select min(ep.starts) from event_partitions ep where ep.kind = i.kind))
-      from input i join periods p on p.order_key = i.order_key
+             greatest(p.period, o.starts)
+      from input i join periods p on p.order_key = i.order_key left join oldest o on o.kind = i.kind
       order by i.order_key, i.dedupe_key
       on conflict ((coalesce(svc_order_id, client_order_id)), dedupe_key, kind, period) do nothing
-      returning id, coalesce(svc_order_id, client_order_id) as order_key, dedupe_key
+      returning id, kind, period, coalesce(svc_order_id, client_order_id) as order_key, dedupe_key
     ),
     queued as (
-      insert into projection_queue (event_id) select id from inserted
+      insert into projection_queue (event_id, kind, period) select id, kind, period from inserted
       returning 1
     ),
     job as (

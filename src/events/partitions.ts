@@ -13,8 +13,12 @@ import type { Day, PartitionSpan } from "../domain/periods.ts";
 export const EVENT_KINDS = ["location", "status"] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 
-/** Whole spans made ahead of the current one: a worker down for weeks still finds them. */
-export const SPANS_AHEAD = 2;
+/**
+ * Whole spans made ahead of the current one, about a week or more: appends never wait for
+ * the hourly job, and a worker down for days still finds its partitions. Few, because
+ * every read by order id looks into each partition, empty or not.
+ */
+export const SPANS_AHEAD: Record<PartitionSpan, number> = { month: 1, week: 1, day: 7 };
 
 /** Arbitrary constant key of the advisory lock that serialises partition changes. */
 const PARTITIONS_LOCK = 7_305_201_145;
@@ -45,7 +49,7 @@ export async function ensurePartitions(sql: Sql, span: PartitionSpan, now = new 
     const made: string[] = [];
     for (const kind of EVENT_KINDS) {
       const last = lasts.find((l) => l.kind === kind)?.ends ?? null;
-      for (const r of rangesToAdd(last, dayOf(now), span, SPANS_AHEAD)) {
+      for (const r of rangesToAdd(last, dayOf(now), span, SPANS_AHEAD[span])) {
         const [row] = await tx<{ name: string }[]>`select order_events_attach_partition(${kind}, ${r.starts}::date, ${r.ends}::date) as name`;
         made.push(row!.name);
       }

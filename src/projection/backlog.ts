@@ -28,11 +28,11 @@ export async function takeOldest(tx: TransactionSql, limit: number): Promise<Tak
       select event_id from projection_queue order by event_id limit ${limit} for update skip locked
     ),
     taken as (
-      delete from projection_queue q using chosen where q.event_id = chosen.event_id returning q.event_id
+      delete from projection_queue q using chosen where q.event_id = chosen.event_id returning q.event_id, q.kind, q.period
     )
     select e.id, e.dedupe_key, e.kind, e.svc_order_id, e.client_order_id, e.provider_status,
            e.occurred_at, e.received_at, e.payload
-    from order_events e join taken t on t.event_id = e.id`;
+    from order_events e join taken t on t.event_id = e.id and t.kind = e.kind and t.period = e.period`;
 }
 
 /** Takes these events' rows, those no other drain holds; the ids taken. */
@@ -54,10 +54,10 @@ export async function takeEvents(tx: TransactionSql, eventIds: readonly number[]
 export async function claimQueued(tx: TransactionSql, svcs: readonly string[], coids: readonly string[]): Promise<void> {
   await tx`
     with chosen as materialized (
-      select q.event_id from projection_queue q join order_events e on e.id = q.event_id
+      select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
       where e.svc_order_id = any(${svcs as string[]}::text[])
       union
-      select q.event_id from projection_queue q join order_events e on e.id = q.event_id
+      select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
       where e.client_order_id = any(${coids as string[]}::text[])
     ),
     locked as materialized (

@@ -115,4 +115,10 @@ export const rejectedCallbacks = pgTable(
 export const projectionQueue = pgTable("projection_queue", {
   event_id: bigint({ mode: "number" }).primaryKey(),
   enqueued_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
+  /**
+   * The event's partition key: a drain's join to its event then reads one partition's id
+   * index instead of every partition's.
+   */
+  kind: text().notNull(),
+  period: date({ mode: "string" }).notNull(),
 });
