@@ -48,10 +48,12 @@ async function clientIdsOf(tx: Tx, inputs: readonly EventInput[]): Promise<Reado
 
 /**
  * Appends events and answers each input in order. The insert, the queue rows and the job
- * are one statement, so this is atomic without a transaction of its own (the batcher
- * runs it in autocommit); inside a caller's transaction it commits with the caller. The
- * ids of duplicates are read afterwards: stored events never change, so that read needs
- * no transaction either.
+ * are one statement (insertRows), so each is atomic without a transaction of its own (the
+ * batcher runs it in autocommit); inside a caller's transaction it commits with the
+ * caller. The rare second round (below) is a second statement: a crash between the two
+ * leaves the first round's events stored and the batch unanswered, and the provider's
+ * retry then finds them as duplicates. The ids of duplicates are read afterwards: stored
+ * events never change, so that read needs no transaction either.
  */
 export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promise<Appended[]> {
   // Duplicates inside one batch collapse to the first occurrence. Sorted by the unique

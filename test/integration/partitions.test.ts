@@ -8,7 +8,11 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import postgres from "postgres";
+import { normaliseCallback } from "../../src/domain/normalise.ts";
+import type { JsonObject } from "../../src/domain/normalise.ts";
 import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
+import { appendEvents } from "../../src/events/log.ts";
 import { dropExpiredPartitions, ensurePartitions, listPartitions } from "../../src/events/partitions.ts";
 import { rebuild } from "../../src/projection/rebuild.ts";
 import { createTestApp } from "../helpers/app.ts";
@@ -92,6 +96,37 @@ describe("the partitioned event log", () => {
     assert.ok(weeks.length >= 2, JSON.stringify(weeks));
     assert.equal(weeks[0]!.starts, end);
     for (const w of weeks.slice(1)) assert.equal(new Date(`${w.starts}T00:00:00Z`).getUTCDay(), 1, `${w.starts} is a Monday`);
+  });
+
+  it("two appends that see a new order key at once: one records its period, the other's events follow it, each body stored once", async () => {
+    const event = (body: JsonObject) => {
+      const r = normaliseCallback(body, { forceLocation: false, receivedAt: new Date(), timeZone: "UTC" });
+      if (!r.ok) throw new Error(r.message);
+      return { event: r.event, payload: body };
+    };
+    const allotted = { sfx_order_id: 8800100, client_order_id: "RACE-1", order_status: "ALLOTTED", event_time: "2026-11-23T08:00:00Z" };
+    const arrived = { sfx_order_id: 8800100, client_order_id: "RACE-1", order_status: "ARRIVED", event_time: "2026-11-23T08:10:00Z" };
+    const other = postgres(t.testDb.url, { max: 1, onnotice: () => {} });
+    try {
+      let second: Promise<Awaited<ReturnType<typeof appendEvents>>> | undefined;
+      const first = await t.database.sql.begin(async (tx) => {
+        const mine = await appendEvents(tx, [event(allotted)]);
+        // The other append meets the uncommitted period row and waits for this transaction.
+        second = appendEvents(other, [event(arrived), event(allotted)]);
+        await new Promise((r) => setTimeout(r, 300));
+        return mine;
+      });
+      const [arrivedAnswer, copyAnswer] = await second!;
+      assert.equal(arrivedAnswer!.duplicate, false);
+      assert.deepEqual(copyAnswer, { eventId: first[0]!.eventId, duplicate: true });
+    } finally {
+      await other.end();
+    }
+    const rows = await t.database.sql<{ provider_status: string; period: string }[]>`
+      select provider_status, period::text from order_events where svc_order_id = '8800100' order by id`;
+    assert.deepEqual(rows.map((r) => r.provider_status), ["ALLOTTED", "ARRIVED"]);
+    const [registered] = await t.database.sql<{ period: string }[]>`select period::text from order_periods where order_key = '8800100'`;
+    assert.ok(rows.every((r) => r.period === registered!.period), "one period for the key");
   });
 
   it("refuses to change, delete or truncate events, in any partition", async () => {
