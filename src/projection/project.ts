@@ -263,6 +263,10 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
       if (merged.length > 0) await mergeOrders(tx, w.orderId, merged.map((m) => m.id));
     }
   }
+  // New orders get their ids in the order their first events arrived, whatever order the
+  // log's partitions returned the events in.
+  const firstId = (w: OrderWork) => w.events.reduce((m, e) => Math.min(m, e.id), Number.POSITIVE_INFINITY);
+  inserts.sort((a, b) => firstId(a.w) - firstId(b.w));
   const ids = await insertSeenOrders(
     tx,
     inserts.map((i) => ({ clientOrderId: i.state.clientOrderId?.value ?? null, svcOrderId: i.state.svcOrderId?.value ?? null, createdAt: i.createdAt })),
