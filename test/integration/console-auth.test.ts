@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { API_TOKEN, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
+import { consoleSignIn } from "../helpers/console.ts";
 
 let t: TestApp;
 let base: string;
@@ -30,16 +31,7 @@ const form = (fields: Record<string, string>) => ({
   body: new URLSearchParams(fields),
 });
 
-/** Signs in through the form; the session cookie ("name=value") and the CSRF token of its pages. */
-async function signIn(): Promise<{ cookie: string; csrf: string }> {
-  const res = await fetch(`${base}/sign-in`, form({ token: API_TOKEN, next: "/orders" }));
-  assert.equal(res.status, 303);
-  const cookie = res.headers.get("set-cookie")!.split(";")[0]!;
-  const page = await (await fetch(`${base}/orders`, { headers: { cookie } })).text();
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1];
-  assert.ok(csrf, "the page carries a CSRF token");
-  return { cookie, csrf };
-}
+const signIn = () => consoleSignIn(base, "/orders");
 
 let orderNo = 0;
 /** An order known to tracklane (both ids), projected; its internal id. */

@@ -16,6 +16,7 @@ import { API_TOKEN, CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { startReceiver } from "../helpers/receiver.ts";
 import type { Receiver } from "../helpers/receiver.ts";
+import { consoleSignIn } from "../helpers/console.ts";
 
 const ENDPOINTS = "/v1/notifications/endpoints";
 const VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
@@ -42,20 +43,7 @@ after(async () => {
   await t.close();
 });
 
-async function signIn(): Promise<{ cookie: string; csrf: string }> {
-  const res = await fetch(`${base}/sign-in`, {
-    method: "POST",
-    redirect: "manual",
-    headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
-    body: new URLSearchParams({ token: API_TOKEN }),
-  });
-  assert.equal(res.status, 303);
-  const cookie = res.headers.get("set-cookie")!.split(";")[0]!;
-  const page = await (await fetch(`${base}/`, { headers: { cookie } })).text();
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1];
-  assert.ok(csrf, "the page carries a CSRF token");
-  return { cookie, csrf };
-}
+const signIn = () => consoleSignIn(base);
 
 async function get(path: string, expect = 200): Promise<string> {
   const res = await fetch(`${base}${path}`, { headers: { cookie: session.cookie }, redirect: "manual" });

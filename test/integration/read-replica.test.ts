@@ -20,6 +20,7 @@ import { startServices } from "../../src/runtime/services.ts";
 import { API_TOKEN, CALLBACK_SECRET, TEST_READ_POOL, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { serverUrl } from "../helpers/db.ts";
+import { consoleSignIn } from "../helpers/console.ts";
 
 type Order = { client_order_id: string; status: string; rider: { name: string | null } };
 type Page<T> = { items: T[]; next_cursor: string | null };
@@ -57,20 +58,7 @@ async function connectionsGone(database: string, application: string): Promise<n
   return n;
 }
 
-async function signIn(base: string): Promise<{ cookie: string; csrf: string }> {
-  const res = await fetch(`${base}/sign-in`, {
-    method: "POST",
-    redirect: "manual",
-    headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
-    body: new URLSearchParams({ token: API_TOKEN }),
-  });
-  assert.equal(res.status, 303);
-  const cookie = res.headers.get("set-cookie")!.split(";")[0]!;
-  const page = await (await fetch(`${base}/`, { headers: { cookie } })).text();
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1];
-  assert.ok(csrf, "signed in: the page carries a CSRF token");
-  return { cookie, csrf };
-}
+const signIn = (base: string) => consoleSignIn(base);
 
 function webConfig(env: Record<string, string>) {
   return loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-read-")), API_TOKEN, CALLBACK_SECRET, HOST: "127.0.0.1", LOG_LEVEL: "silent", ...env });
