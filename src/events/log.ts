@@ -83,7 +83,7 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
   let pending = rows;
   for (let round = 0; pending.length > 0 && round < 5; round++) {
     const inserted = await insertRows(tx, pending);
-    for (const r of inserted) ids.set(`${r.order_key}\u0000${r.dedupe_key}`, { id: r.id, duplicate: false });
+    for (const r of inserted) ids.set(indexKey(r.order_key, r.dedupe_key), { id: r.id, duplicate: false });
     const missing = pending.filter((r) => !ids.has(keyOf(r)));
     if (missing.length === 0) break;
     // The earlier copies, through the dedupe index (one probe per partition of the kind).
@@ -92,7 +92,7 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
       from unnest(${missing.map((r) => r.svc_order_id ?? r.client_order_id ?? "")}::text[], ${missing.map((r) => r.dedupe_key)}::text[],
                   ${missing.map((r) => r.kind)}::text[]) as m(order_key, dedupe_key, kind)
       join order_events e on coalesce(e.svc_order_id, e.client_order_id) = m.order_key and e.dedupe_key = m.dedupe_key and e.kind = m.kind`;
-    for (const row of existing) ids.set(`${row.order_key}\u0000${row.dedupe_key}`, { id: row.id, duplicate: true });
+    for (const row of existing) ids.set(indexKey(row.order_key, row.dedupe_key), { id: row.id, duplicate: true });
     pending = missing.filter((r) => !ids.has(keyOf(r)));
   }
 
@@ -169,9 +169,12 @@ async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
     select id::text, null, null from job`.then((r) => r.filter((x): x is typeof x & { order_key: string; dedupe_key: string } => x.dedupe_key !== null));
 }
 
+/** An order key and a dedupe key as one map key: how this module matches rows to answers. */
+const indexKey = (orderKey: string, dedupeKey: string) => `${orderKey}\u0000${dedupeKey}`;
+
 /** The unique index's key of a row: its order's id (provider's, else the merchant's) and its dedupe key. */
 function keyOf(r: { svc_order_id: string | null; client_order_id: string | null; dedupe_key: string }): string {
-  return `${r.svc_order_id ?? r.client_order_id ?? ""}\u0000${r.dedupe_key}`;
+  return indexKey(r.svc_order_id ?? r.client_order_id ?? "", r.dedupe_key);
 }
 
 /** The ids an input is stored under (an ambiguous id known as a client id is the client's), and its dedupe key. */

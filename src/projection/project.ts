@@ -249,14 +249,15 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
   ]);
   const shed = new Set(keys.filter((k) => shedKeys.has(bare(k))).map((k) => links.find(k)));
 
-  const inserts: { w: OrderWork; state: FoldState; createdAt: Date }[] = [];
+  const inserts: { w: OrderWork; state: FoldState; createdAt: Date; firstEventId: number }[] = [];
   for (const [root, w] of work) {
     if (w.events.length === 0 && w.rows.length === 0) continue;
     w.state = withShed(foldState(w.events), keptState(w.rows), shed.has(root));
     const [survivor, ...merged] = w.rows;
     if (survivor === undefined) {
       const firstReceivedAt = w.events.reduce<Date | null>((m, e) => (m === null || e.receivedAt < m ? e.receivedAt : m), null);
-      inserts.push({ w, state: w.state, createdAt: firstReceivedAt ?? new Date() });
+      const firstEventId = w.events.reduce((m, e) => Math.min(m, e.id), Number.POSITIVE_INFINITY);
+      inserts.push({ w, state: w.state, createdAt: firstReceivedAt ?? new Date(), firstEventId });
     } else {
       w.orderId = survivor.id;
       w.fresh = false;
@@ -265,8 +266,7 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
   }
   // New orders get their ids in the order their first events arrived, whatever order the
   // log's partitions returned the events in.
-  const firstId = (w: OrderWork) => w.events.reduce((m, e) => Math.min(m, e.id), Number.POSITIVE_INFINITY);
-  inserts.sort((a, b) => firstId(a.w) - firstId(b.w));
+  inserts.sort((a, b) => a.firstEventId - b.firstEventId);
   const ids = await insertSeenOrders(
     tx,
     inserts.map((i) => ({ clientOrderId: i.state.clientOrderId?.value ?? null, svcOrderId: i.state.svcOrderId?.value ?? null, createdAt: i.createdAt })),
