@@ -2,6 +2,7 @@ import { connect } from "node:net";
 import type { Socket } from "node:net";
 import postgres from "postgres";
 import type { Sql, TransactionSql } from "postgres";
+import { parseTimestamp } from "./timestamps.ts";
 
 /** What a statement runs on: the pool (autocommit) or a caller's transaction. */
 export type Tx = Sql | TransactionSql;
@@ -117,6 +118,14 @@ type PoolOptions = postgres.Options<Record<string, postgres.PostgresType>>;
  */
 const INT8_AS_NUMBER = { to: 20, from: [20], serialize: (n: number | bigint) => String(n), parse: (s: string) => Number(s) };
 
+/** Dates and timestamps as postgres.js reads them (its `date` type), with a faster parse (timestamps.ts). */
+const TIMESTAMPS = {
+  to: 1184,
+  from: [1082, 1114, 1184],
+  serialize: (x: Date | string | number) => (x instanceof Date ? x : new Date(x)).toISOString(),
+  parse: parseTimestamp,
+};
+
 /** A postgres.js pool with tracklane's timeouts and the workaround above; `overrides` win. */
 export function createPool(url: string, max: number, name: string, overrides: PoolOptions = {}): Sql {
   const { connection, ...rest } = overrides;
@@ -124,7 +133,7 @@ export function createPool(url: string, max: number, name: string, overrides: Po
     max,
     onnotice: () => {},
     connection: { application_name: name, ...connection },
-    types: { int8: INT8_AS_NUMBER },
+    types: { int8: INT8_AS_NUMBER, date: TIMESTAMPS },
     // A dead server must surface as an error (503), not as requests waiting forever.
     connect_timeout: 5,
     // postgres.js backs off up to 20 s between reconnects while the server is down, and a

@@ -290,12 +290,12 @@ function hasDetail(d: EventDetails, name: DetailName): boolean {
  * that supplies it and every event before it in that walk is loaded. Only a handful of an
  * order's events (its latest location, its latest status) are ever read in full.
  */
-export function payloadsNeeded(
-  latestFirstEvents: readonly StoredEvent[],
-  mask: (e: StoredEvent) => number,
-  loaded: (e: StoredEvent) => EventDetails | undefined,
-): StoredEvent[] {
-  const need = new Set<StoredEvent>();
+export function payloadsNeeded<E extends StoredEvent>(
+  latestFirstEvents: readonly E[],
+  mask: (e: E) => number,
+  loaded: (e: E) => EventDetails | undefined,
+): E[] {
+  const need = new Set<E>();
   for (const name of DETAIL_NAMES) {
     const bit = detailBit(name);
     for (const e of latestFirstEvents) {

@@ -8,6 +8,7 @@ import type { Tx } from "../db/client.ts";
 import type { orderEvents } from "../db/schema/index.ts";
 import { isJsonObject } from "../domain/normalise.ts";
 import type { JsonObject, NormalisedEvent } from "../domain/normalise.ts";
+import type { StoredEvent } from "../domain/projection.ts";
 import { knownClientIds } from "../orders/read.ts";
 import { DRAIN_TASK } from "../projection/backlog.ts";
 
@@ -189,30 +190,57 @@ function storedIdsOf(i: EventInput, asClient: ReadonlySet<string>): { svc_order_
 /** The order_events columns the projection's fold reads (payloads are loaded only where needed). */
 export type EventColumns = Pick<EventRow, "id" | "dedupe_key" | "kind" | "svc_order_id" | "client_order_id" | "provider_status" | "occurred_at" | "received_at">;
 
+/** An event as the fold reads it first: without its payload, with its `details` mask. */
+export type FoldEvent = Omit<StoredEvent, "payload"> & { details: number };
+
 /**
- * Merged events of these identifiers, without payloads: `details` is a bit mask of the
- * payload keys present in each group of `detailKeys` (a group with two key sets needs a
- * key of each), so the fold knows which payloads it must read. An event whose queue row
- * is still there belongs to the drain that will merge it; this transaction's own taken
- * rows are already deleted. One branch per identifier column, each an index scan whatever
- * the table's size (an OR of the two made the planner pick sequential scans); an event
- * found by both comes back once.
+ * Events of these identifiers, without payloads, each row already shaped as the fold's
+ * event (no copy per event): `details` is a bit mask of the payload keys present in each
+ * group of `detailKeys` (a group with two key sets needs a key of each), so the fold knows
+ * which payloads it must read. One branch per identifier column, each an index scan
+ * whatever the table's size (an OR of the two made the planner pick sequential scans); an
+ * event found by both comes back once.
  */
-export function mergedEventsOf(tx: TransactionSql, svcs: readonly string[], coids: readonly string[], detailKeys: readonly (readonly (readonly string[])[])[]) {
+export function eventsOf(
+  tx: TransactionSql,
+  ids: { svcs: readonly string[]; coids: readonly string[]; svcsRead: readonly string[] },
+  detailKeys: readonly (readonly (readonly string[])[])[],
+) {
+  const { svcs, coids, svcsRead } = ids;
   const bit = (keys: readonly (readonly string[])[], i: number) =>
     keys.length === 2
       ? tx`((payload ?| ${[...keys[0]!]}::text[]) and (payload ?| ${[...keys[1]!]}::text[]))::int * ${2 ** i}`
       : tx`(payload ?| ${[...keys[0]!]}::text[])::int * ${2 ** i}`;
   const mask = detailKeys.map((keys, i) => bit(keys, i)).reduce((acc, b) => tx`${acc} + ${b}`);
-  const columns = tx`id, dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, ${mask} as details`;
-  const merged = tx`not exists (select from projection_queue q where q.event_id = e.id)`;
-  // The second branch leaves out what the first finds: an event carrying both ids (most
-  // do) is read and sent once.
-  return tx<(EventColumns & { details: number })[]>`
-    select ${columns} from order_events e where svc_order_id = any(${svcs as string[]}::text[]) and ${merged}
+  // kind is 'location' or 'status': the log has partitions for no other.
+  const columns = tx`id, dedupe_key as "dedupeKey", kind, svc_order_id as "svcOrderId", client_order_id as "clientOrderId",
+    provider_status as "providerStatus", occurred_at as "occurredAt", received_at as "receivedAt", ${mask} as details`;
+  // An event whose queue row is still there belongs to the drain that will merge it (this
+  // transaction's own claimed rows are already deleted). The queued rows of these ids are
+  // found once, from the queue's side, and each event meets them in a hash: as a probe of
+  // the queue per event, the planner scanned the (nearly empty) queue once per event.
+  // The second branch leaves out what the first finds, or found in an earlier call
+  // (`svcsRead`, which holds `svcs`): an event carrying both ids (most do) is sent once.
+  // As `not in (subquery)` that check is one hash probe per event, in a generic plan too
+  // (`<> all(array)` there compares with every element).
+  return tx<FoldEvent[]>`
+    with queued as materialized (${queuedOf(tx, svcs, coids)})
+    select ${columns} from order_events e where svc_order_id = any(${svcs as string[]}::text[])
+      and not exists (select from queued where queued.event_id = e.id)
     union all
-    select ${columns} from order_events e where client_order_id = any(${coids as string[]}::text[]) and ${merged}
-      and (svc_order_id is null or svc_order_id <> all(${svcs as string[]}::text[]))`;
+    select ${columns} from order_events e where client_order_id = any(${coids as string[]}::text[])
+      and (svc_order_id is null or svc_order_id not in (select unnest(${svcsRead as string[]}::text[])))
+      and not exists (select from queued where queued.event_id = e.id)`;
+}
+
+/** The ids of the queued events (projection_queue) of these identifiers, as a subquery. */
+function queuedOf(tx: TransactionSql, svcs: readonly string[], coids: readonly string[]) {
+  return tx`
+    select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
+    where e.svc_order_id = any(${svcs as string[]}::text[])
+    union
+    select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
+    where e.client_order_id = any(${coids as string[]}::text[])`;
 }
 
 /**
@@ -263,6 +291,24 @@ export async function firstEventReceivedSince(sql: Tx, since: Date): Promise<num
     else lo = (row?.id ?? mid) + 1;
   }
   return lo;
+}
+
+/**
+ * A page of the log's order keys (each event's provider id, else the merchant's), in key
+ * order after `afterKey`: order_periods holds one row per key, so a walk of every order in
+ * the log reads one row per order, not one per event.
+ */
+export async function orderKeyPage(sql: Tx, afterKey: string | null, limit: number): Promise<string[]> {
+  const rows = await sql<{ order_key: string }[]>`
+    select order_key from order_periods ${afterKey === null ? sql`` : sql`where order_key > ${afterKey}`}
+    order by order_key limit ${limit}`;
+  return rows.map((r) => r.order_key);
+}
+
+/** How many order keys the log holds. */
+export async function orderKeyCount(sql: Tx): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from order_periods`;
+  return row?.n ?? 0;
 }
 
 /**

@@ -49,16 +49,20 @@ export async function takeEvents(tx: TransactionSql, eventIds: readonly number[]
 /**
  * Claims the queued events of these identifiers that no other drain holds: deleting
  * their rows makes them this transaction's to fold, so a full derivation (a rebuild above
- * all) folds the whole log. Never waits: rows another drain holds stay with it.
+ * all) folds the whole log. Never waits: rows another drain holds stay with it. Claims
+ * exactly what eventsOf (src/events/log.ts) then reads with the same ids: by a merchant's
+ * id, no event whose provider id is in `svcsRead` (that read leaves them out, so one stored
+ * since must stay queued for its drain).
  */
-export async function claimQueued(tx: TransactionSql, svcs: readonly string[], coids: readonly string[]): Promise<void> {
+export async function claimQueued(tx: TransactionSql, ids: { svcs: readonly string[]; coids: readonly string[]; svcsRead: readonly string[] }): Promise<void> {
   await tx`
     with chosen as materialized (
       select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
-      where e.svc_order_id = any(${svcs as string[]}::text[])
+      where e.svc_order_id = any(${ids.svcs as string[]}::text[])
       union
       select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
-      where e.client_order_id = any(${coids as string[]}::text[])
+      where e.client_order_id = any(${ids.coids as string[]}::text[])
+        and (e.svc_order_id is null or e.svc_order_id not in (select unnest(${ids.svcsRead as string[]}::text[])))
     ),
     locked as materialized (
       select q.event_id from projection_queue q join chosen using (event_id) for update of q skip locked

@@ -10,8 +10,8 @@ import type { FoldState, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../domain/normalise.ts";
 import { succeedFailedPlaces } from "../commands/store.ts";
-import { mergedEventsOf, payloadsOf, shedOrderKeys } from "../events/log.ts";
-import type { EventColumns } from "../events/log.ts";
+import { eventsOf, payloadsOf, shedOrderKeys } from "../events/log.ts";
+import type { EventColumns, FoldEvent } from "../events/log.ts";
 import type { Logger } from "../logger.ts";
 import { NEW_ORDER } from "../orders/change.ts";
 import type { OrderChange, OrderSnapshot } from "../orders/change.ts";
@@ -69,11 +69,13 @@ class Links {
     return root;
   }
   link(svc: string | null, coid: string | null): void {
-    const keys = [svc === null ? null : svcKey(svc), coid === null ? null : coidKey(coid)].filter((k): k is string => k !== null);
-    for (const k of keys) this.add(k);
-    if (keys.length === 2) {
-      const [a, b] = [this.find(keys[0]!), this.find(keys[1]!)];
-      if (a !== b) this.parent.set(a, b);
+    const a = svc === null ? null : svcKey(svc);
+    const b = coid === null ? null : coidKey(coid);
+    if (a !== null) this.add(a);
+    if (b !== null) this.add(b);
+    if (a !== null && b !== null) {
+      const [ra, rb] = [this.find(a), this.find(b)];
+      if (ra !== rb) this.parent.set(ra, rb);
     }
   }
   keys(): string[] {
@@ -95,8 +97,18 @@ function split(keys: Iterable<string>): { svcs: string[]; coids: string[] } {
   return { svcs, coids };
 }
 
+/** The payload of an event whose payload the fold did not need: shared, so never changed. */
+const NO_PAYLOAD: JsonObject = Object.freeze({});
+
+/** The row itself with a payload: the fold's events are the rows the read made, not copies. */
+function withPayload(r: FoldEvent, payload: JsonObject): GatheredEvent {
+  const e = r as GatheredEvent;
+  e.payload = payload;
+  return e;
+}
+
 /** An order_events row as the fold sees it; the payload is loaded only where needed. */
-export function toStored(r: EventColumns, payload: JsonObject = {}): StoredEvent {
+export function toStored(r: EventColumns, payload: JsonObject): StoredEvent {
   return {
     id: r.id,
     dedupeKey: r.dedupe_key,
@@ -126,11 +138,12 @@ async function lockIds(tx: Tx, keys: string[]): Promise<void> {
 
 const DETAIL_KEYS = Object.values(DETAIL_SOURCES);
 
+/** An event of the fold, with its payload-key bit mask (eventsOf). */
+type GatheredEvent = StoredEvent & { details: number };
+
 interface Gathered {
   links: Links;
-  events: Map<number, StoredEvent>;
-  /** Each event's payload-key bit mask (mergedEventsOf), by event id. */
-  masks: Map<number, number>;
+  events: Map<number, GatheredEvent>;
   orders: Map<number, ProjectionRow>;
 }
 
@@ -144,8 +157,7 @@ interface Gathered {
 async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
   const links = new Links();
   for (const s of starts) links.link(s.svcOrderId, s.clientOrderId);
-  const events = new Map<number, StoredEvent>();
-  const masks = new Map<number, number>();
+  const events = new Map<number, GatheredEvent>();
   const orders = new Map<number, ProjectionRow>();
   const locked = new Set<string>();
   for (let round = 0; round < MAX_LINK_ROUNDS; round++) {
@@ -153,29 +165,25 @@ async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
     if (keys.length === 0) break;
     keys.forEach((k) => locked.add(k));
     const { svcs, coids } = split(keys);
-    const [, orderRows, , rows] = await Promise.all([
-      lockIds(tx, keys),
-      lockOrdersOf(tx, svcs, coids),
-      claimQueued(tx, svcs, coids),
-      mergedEventsOf(tx, svcs, coids, DETAIL_KEYS),
-    ]);
+    const ids = { svcs, coids, svcsRead: split(locked).svcs };
+    const [, orderRows, , rows] = await Promise.all([lockIds(tx, keys), lockOrdersOf(tx, svcs, coids), claimQueued(tx, ids), eventsOf(tx, ids, DETAIL_KEYS)]);
+    // An order's events come together: its pair of ids is linked once, not per event.
+    let previous: FoldEvent | null = null;
     for (const r of rows) {
-      if (!events.has(r.id)) {
-        events.set(r.id, toStored(r));
-        masks.set(r.id, r.details);
-      }
-      links.link(r.svc_order_id, r.client_order_id);
+      if (!events.has(r.id)) events.set(r.id, withPayload(r, NO_PAYLOAD));
+      if (previous === null || previous.svcOrderId !== r.svcOrderId || previous.clientOrderId !== r.clientOrderId) links.link(r.svcOrderId, r.clientOrderId);
+      previous = r;
     }
     for (const o of orderRows) {
       orders.set(o.id, o);
       links.link(o.svc_order_id, o.client_order_id);
     }
   }
-  return { links, events, masks, orders };
+  return { links, events, orders };
 }
 
 interface OrderWork {
-  events: StoredEvent[];
+  events: GatheredEvent[];
   rows: ProjectionRow[];
   state?: FoldState;
   orderId?: number;
@@ -192,11 +200,11 @@ interface Written {
 }
 
 /** Reads the payloads the fold needs (payloadsNeeded), in as few rounds as it takes. */
-async function loadPayloads(tx: Tx, work: Iterable<OrderWork>, mask: (e: StoredEvent) => number): Promise<void> {
+async function loadPayloads(tx: Tx, work: Iterable<OrderWork>): Promise<void> {
   const details = new Map<StoredEvent, EventDetails>();
   const sorted = [...work].map((w) => [...w.events].sort(latestFirst));
   for (;;) {
-    const need = sorted.flatMap((events) => payloadsNeeded(events, mask, (e) => details.get(e)));
+    const need = sorted.flatMap((events) => payloadsNeeded(events, (e) => e.details, (e) => details.get(e)));
     if (need.length === 0) return;
     const byId = new Map(need.map((e) => [e.id, e]));
     const rows = await payloadsOf(tx, [...byId.keys()]);
@@ -226,14 +234,25 @@ const newestReceived = (events: readonly StoredEvent[]) =>
  * share one projection.
  */
 export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Promise<(ProjectResult | null)[]> {
-  const { links, events, masks, orders } = await gather(tx, starts);
+  const { links, events, orders } = await gather(tx, starts);
   const work = new Map<string, OrderWork>();
   const workOf = (root: string) => {
     let w = work.get(root);
     if (!w) work.set(root, (w = { events: [], rows: [] }));
     return w;
   };
-  for (const e of events.values()) workOf(links.rootOf(e.svcOrderId, e.clientOrderId)).events.push(e);
+  // Consecutive events of one order share its work: found once per run of them.
+  let previous: StoredEvent | null = null;
+  let previousWork: OrderWork | null = null;
+  for (const e of events.values()) {
+    const w: OrderWork =
+      previousWork !== null && previous!.svcOrderId === e.svcOrderId && previous!.clientOrderId === e.clientOrderId
+        ? previousWork
+        : workOf(links.rootOf(e.svcOrderId, e.clientOrderId));
+    w.events.push(e);
+    previous = e;
+    previousWork = w;
+  }
   for (const o of orders.values()) workOf(links.rootOf(o.svc_order_id, o.client_order_id)).rows.push(o);
   // The survivor first: placed through tracklane if any, else the oldest.
   const rank = (o: ProjectionRow) => (o.placement_state !== "external" ? 0 : 1);
@@ -245,7 +264,7 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
   const bare = (k: string) => k.slice(k.indexOf(":") + 1);
   const [shedKeys] = await Promise.all([
     shedOrderKeys(tx, [...new Set(keys.map(bare))]),
-    loadPayloads(tx, work.values(), (e) => masks.get(e.id) ?? 0),
+    loadPayloads(tx, work.values()),
   ]);
   const shed = new Set(keys.filter((k) => shedKeys.has(bare(k))).map((k) => links.find(k)));
 

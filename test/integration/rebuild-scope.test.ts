@@ -40,7 +40,7 @@ describe("rebuild's scopes", () => {
     await damage();
     const [from, to] = [await idOf("RB-2"), await idOf("RB-3")];
     const result = await rebuild(t.database.sql, { fromOrderId: from, toOrderId: to });
-    assert.deepEqual([result.orders, result.changed, result.eventsRead], [2, 2, 0], "no log read for a range");
+    assert.deepEqual([result.orders, result.changed, result.read], [2, 2, 0], "no log read for a range");
     assert.deepEqual(await statuses(), { "RB-1": "CREATED", "RB-2": "DELIVERED", "RB-3": "DELIVERED", "RB-4": "CREATED", "RB-5": "CREATED", "RB-6": "CREATED" });
   });
 
@@ -56,7 +56,7 @@ describe("rebuild's scopes", () => {
     const result = await rebuild(t.database.sql, { since: new Date(Date.now() - 86_400_000) });
     assert.equal(result.changed, 2);
     assert.deepEqual(await statuses(), { "RB-1": "CREATED", "RB-2": "CREATED", "RB-3": "CREATED", "RB-4": "CREATED", "RB-5": "DELIVERED", "RB-6": "DELIVERED" });
-    assert.deepEqual(await rebuild(t.database.sql, { since: new Date(Date.now() + 3_600_000) }), { orders: 0, changed: 0, eventsRead: 0 }, "nothing received since: nothing to do");
+    assert.deepEqual(await rebuild(t.database.sql, { since: new Date(Date.now() + 3_600_000) }), { orders: 0, changed: 0, read: 0 }, "nothing received since: nothing to do");
   });
 
   it("everything: every order repaired, and orders whose rows are gone made again from the log, in slices, with progress", async () => {
@@ -66,9 +66,9 @@ describe("rebuild's scopes", () => {
     const result = await rebuild(t.database.sql, {}, (p) => seen.push(p));
     assert.ok(result.changed >= 6, JSON.stringify(result));
     assert.deepEqual(await statuses(), { "RB-2": "DELIVERED", "RB-3": "DELIVERED", "RB-5": "DELIVERED", "RB-6": "DELIVERED", "RB-1": "DELIVERED", "RB-4": "DELIVERED" });
-    assert.ok(seen.some((p) => p.phase === "orders") && seen.some((p) => p.phase === "log"), "both phases reported");
+    assert.ok(seen.some((p) => p.phase === "orders") && seen.some((p) => p.phase === "keys"), "both phases reported");
     const last = seen[seen.length - 1]!;
-    assert.equal(last.eventsRead, last.eventsTotal, "the whole log read");
+    assert.equal(last.read, last.total, "every order key of the log read");
     assert.equal((await rebuild(t.database.sql)).changed, 0, "a second run changes nothing");
   });
 });
