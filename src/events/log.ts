@@ -216,31 +216,17 @@ export function eventsOf(
   const columns = tx`id, dedupe_key as "dedupeKey", kind, svc_order_id as "svcOrderId", client_order_id as "clientOrderId",
     provider_status as "providerStatus", occurred_at as "occurredAt", received_at as "receivedAt", ${mask} as details`;
   // An event whose queue row is still there belongs to the drain that will merge it (this
-  // transaction's own claimed rows are already deleted). The queued rows of these ids are
-  // found once, from the queue's side, and each event meets them in a hash: as a probe of
-  // the queue per event, the planner scanned the (nearly empty) queue once per event.
-  // The second branch leaves out what the first finds, or found in an earlier call
-  // (`svcsRead`, which holds `svcs`): an event carrying both ids (most do) is sent once.
-  // As `not in (subquery)` that check is one hash probe per event, in a generic plan too
-  // (`<> all(array)` there compares with every element).
+  // transaction's own claimed rows are already deleted). The second branch leaves out what
+  // the first finds, or found in an earlier call (`svcsRead`, which holds `svcs`): an
+  // event carrying both ids (most do) is sent once. As `not in (subquery)` that check is
+  // one hash probe per event, in a generic plan too (`<> all(array)` there compares with
+  // every element).
+  const merged = tx`not exists (select from projection_queue q where q.event_id = e.id)`;
   return tx<FoldEvent[]>`
-    with queued as materialized (${queuedOf(tx, svcs, coids)})
-    select ${columns} from order_events e where svc_order_id = any(${svcs as string[]}::text[])
-      and not exists (select from queued where queued.event_id = e.id)
+    select ${columns} from order_events e where svc_order_id = any(${svcs as string[]}::text[]) and ${merged}
     union all
     select ${columns} from order_events e where client_order_id = any(${coids as string[]}::text[])
-      and (svc_order_id is null or svc_order_id not in (select unnest(${svcsRead as string[]}::text[])))
-      and not exists (select from queued where queued.event_id = e.id)`;
-}
-
-/** The ids of the queued events (projection_queue) of these identifiers, as a subquery. */
-function queuedOf(tx: TransactionSql, svcs: readonly string[], coids: readonly string[]) {
-  return tx`
-    select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
-    where e.svc_order_id = any(${svcs as string[]}::text[])
-    union
-    select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
-    where e.client_order_id = any(${coids as string[]}::text[])`;
+      and (svc_order_id is null or svc_order_id not in (select unnest(${svcsRead as string[]}::text[]))) and ${merged}`;
 }
 
 /**
