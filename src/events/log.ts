@@ -193,20 +193,41 @@ export type EventColumns = Pick<EventRow, "id" | "dedupe_key" | "kind" | "svc_or
 /** An event as the fold reads it first: without its payload, with its `details` mask. */
 export type FoldEvent = Omit<StoredEvent, "payload"> & { details: number };
 
+/** The identifiers of one round of a fold's reads; `svcsRead` holds `svcs` and every earlier round's. */
+export interface RoundIds {
+  svcs: readonly string[];
+  coids: readonly string[];
+  svcsRead: readonly string[];
+}
+
 /**
- * Events of these identifiers, without payloads, each row already shaped as the fold's
- * event (no copy per event): `details` is a bit mask of the payload keys present in each
- * group of `detailKeys` (a group with two key sets needs a key of each), so the fold knows
- * which payloads it must read. One branch per identifier column, each an index scan
- * whatever the table's size (an OR of the two made the planner pick sequential scans); an
- * event found by both comes back once.
+ * The events of `order_events e` one round reads, as the conditions of its two branches:
+ * by provider id, then by merchant's id leaving out what the first branch finds or an
+ * earlier round found (an event carrying both ids, as most do, is read once). As
+ * `not in (subquery)` that check is one hash probe per event, in a generic plan too
+ * (`<> all(array)` there compares with every element). The read (eventsOf) and the claim
+ * of the events' queue rows (src/projection/backlog.ts claimQueued) share these, so the
+ * claim takes exactly what the read returns: an event stored between two rounds and left
+ * out by the second stays queued for its drain.
  */
-export function eventsOf(
-  tx: TransactionSql,
-  ids: { svcs: readonly string[]; coids: readonly string[]; svcsRead: readonly string[] },
-  detailKeys: readonly (readonly (readonly string[])[])[],
-) {
-  const { svcs, coids, svcsRead } = ids;
+export function roundBranches(tx: TransactionSql, ids: RoundIds) {
+  return {
+    bySvc: tx`e.svc_order_id = any(${ids.svcs as string[]}::text[])`,
+    byClient: tx`e.client_order_id = any(${ids.coids as string[]}::text[])
+      and (e.svc_order_id is null or e.svc_order_id not in (select unnest(${ids.svcsRead as string[]}::text[])))`,
+  };
+}
+
+export type RoundBranches = ReturnType<typeof roundBranches>;
+
+/**
+ * The events of a round (roundBranches), without payloads, each row already shaped as the
+ * fold's event (no copy per event): `details` is a bit mask of the payload keys present in
+ * each group of `detailKeys` (a group with two key sets needs a key of each), so the fold
+ * knows which payloads it must read. One branch per identifier column, each an index scan
+ * whatever the table's size (an OR of the two made the planner pick sequential scans).
+ */
+export function eventsOf(tx: TransactionSql, branches: RoundBranches, detailKeys: readonly (readonly (readonly string[])[])[]) {
   const bit = (keys: readonly (readonly string[])[], i: number) =>
     keys.length === 2
       ? tx`((payload ?| ${[...keys[0]!]}::text[]) and (payload ?| ${[...keys[1]!]}::text[]))::int * ${2 ** i}`
@@ -216,17 +237,12 @@ export function eventsOf(
   const columns = tx`id, dedupe_key as "dedupeKey", kind, svc_order_id as "svcOrderId", client_order_id as "clientOrderId",
     provider_status as "providerStatus", occurred_at as "occurredAt", received_at as "receivedAt", ${mask} as details`;
   // An event whose queue row is still there belongs to the drain that will merge it (this
-  // transaction's own claimed rows are already deleted). The second branch leaves out what
-  // the first finds, or found in an earlier call (`svcsRead`, which holds `svcs`): an
-  // event carrying both ids (most do) is sent once. As `not in (subquery)` that check is
-  // one hash probe per event, in a generic plan too (`<> all(array)` there compares with
-  // every element).
+  // transaction's own claimed rows are already deleted).
   const merged = tx`not exists (select from projection_queue q where q.event_id = e.id)`;
   return tx<FoldEvent[]>`
-    select ${columns} from order_events e where svc_order_id = any(${svcs as string[]}::text[]) and ${merged}
+    select ${columns} from order_events e where ${branches.bySvc} and ${merged}
     union all
-    select ${columns} from order_events e where client_order_id = any(${coids as string[]}::text[])
-      and (svc_order_id is null or svc_order_id not in (select unnest(${svcsRead as string[]}::text[]))) and ${merged}`;
+    select ${columns} from order_events e where ${branches.byClient} and ${merged}`;
 }
 
 /**

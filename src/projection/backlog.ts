@@ -3,7 +3,7 @@
  * are written by the event log's append, in the statement that stores their events
  * (src/events/log.ts); every other statement on the table is here.
  */
-import type { TransactionSql } from "postgres";
+import type { PendingQuery, Row, TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
 import type { orderEvents } from "../db/schema/index.ts";
 
@@ -47,22 +47,19 @@ export async function takeEvents(tx: TransactionSql, eventIds: readonly number[]
 }
 
 /**
- * Claims the queued events of these identifiers that no other drain holds: deleting
- * their rows makes them this transaction's to fold, so a full derivation (a rebuild above
- * all) folds the whole log. Never waits: rows another drain holds stay with it. Claims
- * exactly what eventsOf (src/events/log.ts) then reads with the same ids: by a merchant's
- * id, no event whose provider id is in `svcsRead` (that read leaves them out, so one stored
- * since must stay queued for its drain).
+ * Claims the queued events of a round (src/events/log.ts roundBranches: exactly what
+ * eventsOf then reads) that no other drain holds: deleting their rows makes them this
+ * transaction's to fold, so a full derivation (a rebuild above all) folds the whole log.
+ * Never waits: rows another drain holds stay with it.
  */
-export async function claimQueued(tx: TransactionSql, ids: { svcs: readonly string[]; coids: readonly string[]; svcsRead: readonly string[] }): Promise<void> {
+export async function claimQueued(tx: TransactionSql, branches: { bySvc: PendingQuery<Row[]>; byClient: PendingQuery<Row[]> }): Promise<void> {
   await tx`
     with chosen as materialized (
       select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
-      where e.svc_order_id = any(${ids.svcs as string[]}::text[])
+      where ${branches.bySvc}
       union
       select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
-      where e.client_order_id = any(${ids.coids as string[]}::text[])
-        and (e.svc_order_id is null or e.svc_order_id not in (select unnest(${ids.svcsRead as string[]}::text[])))
+      where ${branches.byClient}
     ),
     locked as materialized (
       select q.event_id from projection_queue q join chosen using (event_id) for update of q skip locked

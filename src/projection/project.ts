@@ -10,7 +10,7 @@ import type { FoldState, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../domain/normalise.ts";
 import { succeedFailedPlaces } from "../commands/store.ts";
-import { eventsOf, payloadsOf, shedOrderKeys } from "../events/log.ts";
+import { eventsOf, payloadsOf, roundBranches, shedOrderKeys } from "../events/log.ts";
 import type { EventColumns, FoldEvent } from "../events/log.ts";
 import type { Logger } from "../logger.ts";
 import { NEW_ORDER } from "../orders/change.ts";
@@ -165,8 +165,8 @@ async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
     if (keys.length === 0) break;
     keys.forEach((k) => locked.add(k));
     const { svcs, coids } = split(keys);
-    const ids = { svcs, coids, svcsRead: split(locked).svcs };
-    const [, orderRows, , rows] = await Promise.all([lockIds(tx, keys), lockOrdersOf(tx, svcs, coids), claimQueued(tx, ids), eventsOf(tx, ids, DETAIL_KEYS)]);
+    const branches = roundBranches(tx, { svcs, coids, svcsRead: split(locked).svcs });
+    const [, orderRows, , rows] = await Promise.all([lockIds(tx, keys), lockOrdersOf(tx, svcs, coids), claimQueued(tx, branches), eventsOf(tx, branches, DETAIL_KEYS)]);
     // An order's events come together: its pair of ids is linked once, not per event.
     let previous: FoldEvent | null = null;
     for (const r of rows) {
