@@ -237,8 +237,11 @@ export function eventsOf(tx: TransactionSql, branches: RoundBranches, detailKeys
   const columns = tx`id, dedupe_key as "dedupeKey", kind, svc_order_id as "svcOrderId", client_order_id as "clientOrderId",
     provider_status as "providerStatus", occurred_at as "occurredAt", received_at as "receivedAt", ${mask} as details`;
   // An event whose queue row is still there belongs to the drain that will merge it (this
-  // transaction's own claimed rows are already deleted).
-  const merged = tx`not exists (select from projection_queue q where q.event_id = e.id)`;
+  // transaction's own claimed rows are already deleted). Each event's check is a probe of
+  // the queue's primary key, made only while the queue holds anything at all (asked once
+  // per statement, in its snapshot): as an anti join, PostgreSQL rescanned the nearly
+  // empty queue once per event, about 2 µs each, a fifth of a rebuild's reads.
+  const merged = tx`((select not exists (select from projection_queue)) or not exists (select from projection_queue q where q.event_id = e.id))`;
   return tx<FoldEvent[]>`
     select ${columns} from order_events e where ${branches.bySvc} and ${merged}
     union all
