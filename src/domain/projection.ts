@@ -102,8 +102,13 @@ function laterStamp(a: Stamp, b: Stamp): boolean {
   return a.at !== b.at ? a.at > b.at : a.key > b.key;
 }
 
+/** laterStamp of two stamps given as their parts (no objects made: the fold calls it per event). */
+function laterParts(at: number, key: string, thanAt: number, thanKey: string): boolean {
+  return at !== thanAt ? at > thanAt : key > thanKey;
+}
+
 function later(a: StoredEvent, b: StoredEvent): boolean {
-  return laterStamp({ at: a.occurredAt.getTime(), key: a.dedupeKey }, { at: b.occurredAt.getTime(), key: b.dedupeKey });
+  return laterParts(a.occurredAt.getTime(), a.dedupeKey, b.occurredAt.getTime(), b.dedupeKey);
 }
 
 /** Sort comparator: the fold's "later" events first (a total order on distinct events). */
@@ -132,30 +137,6 @@ function statusOf(a: StatusWinner | null, b: StatusWinner | null): StatusWinner 
   if (a.key === b.key) return a;
   if (rankA === TERMINAL_RANK) return laterStamp(a, b) ? b : a;
   return laterStamp(b, a) ? b : a;
-}
-
-const winner = <T>(value: T | null, stamp: Stamp): Winner<T> | null => (value === null ? null : { value, ...stamp });
-
-/** The state of a set holding just this event. */
-function eventState(e: StoredEvent): FoldState {
-  const details = eventDetails(e.payload);
-  const stamp: Stamp = { at: e.occurredAt.getTime(), key: e.dedupeKey };
-  // Unknown strings (and location events) never set the status: they appear in the timeline only.
-  const status = e.kind === "status" ? canonicalStatus(e.providerStatus) : null;
-  const { latitude, longitude } = details;
-  return {
-    status: status === null ? null : { status, raw: e.providerStatus!, ...stamp },
-    svcOrderId: winner(e.svcOrderId, stamp),
-    svcOrderIds: e.svcOrderId === null ? [] : [e.svcOrderId],
-    clientOrderId: winner(e.clientOrderId, stamp),
-    riderId: winner(details.riderId, stamp),
-    riderName: winner(details.riderName, stamp),
-    riderContact: winner(details.riderContact, stamp),
-    location: latitude !== null && longitude !== null ? { value: { latitude, longitude }, ...stamp } : null,
-    trackUrl: winner(details.trackUrl, stamp),
-    lastEventAt: stamp.at,
-    eventCount: 1,
-  };
 }
 
 /** Sorted union, cut to the smallest MAX_SVC_IDS: the same set whatever the merge order. */
@@ -196,16 +177,94 @@ export function withShed(log: FoldState, kept: FoldState | null, shed: boolean):
   return { ...mergeStates(log, kept), eventCount: Math.max(kept.eventCount, log.eventCount) };
 }
 
-/** The state of a set of events (duplicates, by dedupe key, count once). */
-export function foldState(input: readonly StoredEvent[]): FoldState {
-  let state = EMPTY_STATE;
-  const seen = new Set<string>();
-  for (const e of input) {
-    if (seen.has(e.dedupeKey)) continue;
-    seen.add(e.dedupeKey);
-    state = mergeStates(state, eventState(e));
+/** The part of a state one event wins so far: its stamp and value (see foldState). */
+interface Best<T> {
+  at: number;
+  key: string;
+  value: T | null;
+}
+
+const noBest = <T>(): Best<T> => ({ at: 0, key: "", value: null });
+
+/** Takes (at, key, value) into `best` when the value is there and its stamp is later. */
+function offer<T>(best: Best<T>, at: number, key: string, value: T | null): void {
+  if (value !== null && (best.value === null || laterParts(at, key, best.at, best.key))) {
+    best.at = at;
+    best.key = key;
+    best.value = value;
   }
-  return state;
+}
+
+const won = <T>(b: Best<T>): Winner<T> | null => (b.value === null ? null : { value: b.value, at: b.at, key: b.key });
+
+/** Has the payload any key? (Most of a full derivation's events come without their payloads.) */
+function hasKeys(payload: JsonObject): boolean {
+  for (const _ in payload) return true;
+  return false;
+}
+
+/**
+ * The state of a set of events (duplicates, by dedupe key, count once): what merging every
+ * event's own state gives (mergeStates), found in one pass that keeps each part's winning
+ * event so far and makes the state's objects once, at the end. A rebuild folds millions of
+ * events, and a state object per event was most of its garbage.
+ */
+export function foldState(input: readonly StoredEvent[]): FoldState {
+  if (input.length === 0) return EMPTY_STATE;
+  const seen = new Set<string>();
+  const svc = noBest<string>();
+  const client = noBest<string>();
+  const riderId = noBest<string>();
+  const riderName = noBest<string>();
+  const riderContact = noBest<string>();
+  const location = noBest<{ latitude: number; longitude: number }>();
+  const trackUrl = noBest<string>();
+  const svcIds = new Set<string>();
+  let status: { status: CanonicalStatus; raw: string; rank: number; at: number; key: string } | null = null;
+  let lastEventAt = Number.NEGATIVE_INFINITY;
+  for (const e of input) {
+    const key = e.dedupeKey;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const at = e.occurredAt.getTime();
+    if (at > lastEventAt) lastEventAt = at;
+    offer(svc, at, key, e.svcOrderId);
+    offer(client, at, key, e.clientOrderId);
+    if (e.svcOrderId !== null) svcIds.add(e.svcOrderId);
+    // Unknown strings (and location events) never set the status: they appear in the timeline only.
+    const canonical = e.kind === "status" ? canonicalStatus(e.providerStatus) : null;
+    if (canonical !== null) {
+      const rank = STATUS_RANK[canonical];
+      // As statusOf: the higher rank; among terminal events the first reached, else the later.
+      const takes =
+        status === null ||
+        rank > status.rank ||
+        (rank === status.rank && (rank === TERMINAL_RANK ? laterParts(status.at, status.key, at, key) : laterParts(at, key, status.at, status.key)));
+      if (takes) status = { status: canonical, raw: e.providerStatus!, rank, at, key };
+    }
+    if (!hasKeys(e.payload)) continue;
+    const d = eventDetails(e.payload);
+    offer(riderId, at, key, d.riderId);
+    offer(riderName, at, key, d.riderName);
+    offer(riderContact, at, key, d.riderContact);
+    if (d.latitude !== null && d.longitude !== null && (location.value === null || laterParts(at, key, location.at, location.key))) {
+      offer(location, at, key, { latitude: d.latitude, longitude: d.longitude });
+    }
+    offer(trackUrl, at, key, d.trackUrl);
+  }
+  return {
+    status: status === null ? null : { status: status.status, raw: status.raw, at: status.at, key: status.key },
+    svcOrderId: won(svc),
+    svcOrderIds: [...svcIds].sort().slice(0, MAX_SVC_IDS),
+    clientOrderId: won(client),
+    riderId: won(riderId),
+    riderName: won(riderName),
+    riderContact: won(riderContact),
+    location: won(location),
+    trackUrl: won(trackUrl),
+    lastEventAt,
+    eventCount: seen.size,
+  };
 }
 
 const date = (ms: number | undefined | null) => (ms === undefined || ms === null ? null : new Date(ms));

@@ -225,8 +225,18 @@ function keptState(rows: readonly ProjectionRow[]): FoldState | null {
 }
 
 /** The latest arrival among these events, for the projection-lag metric. */
-const newestReceived = (events: readonly StoredEvent[]) =>
-  events.reduce<Date | null>((m, e) => (m === null || e.receivedAt > m ? e.receivedAt : m), null);
+function newestReceived(events: readonly StoredEvent[]): Date | null {
+  let newest: Date | null = null;
+  for (const e of events) if (newest === null || e.receivedAt.getTime() > newest.getTime()) newest = e.receivedAt;
+  return newest;
+}
+
+/** The earliest arrival among these events (null: none). */
+function firstReceived(events: readonly StoredEvent[]): Date | null {
+  let first: Date | null = null;
+  for (const e of events) if (first === null || e.receivedAt.getTime() < first.getTime()) first = e.receivedAt;
+  return first;
+}
 
 /**
  * Projects the orders of `starts` in the caller's transaction; one result per start
@@ -274,9 +284,9 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
     w.state = withShed(foldState(w.events), keptState(w.rows), shed.has(root));
     const [survivor, ...merged] = w.rows;
     if (survivor === undefined) {
-      const firstReceivedAt = w.events.reduce<Date | null>((m, e) => (m === null || e.receivedAt < m ? e.receivedAt : m), null);
-      const firstEventId = w.events.reduce((m, e) => Math.min(m, e.id), Number.POSITIVE_INFINITY);
-      inserts.push({ w, state: w.state, createdAt: firstReceivedAt ?? new Date(), firstEventId });
+      let firstEventId = Number.POSITIVE_INFINITY;
+      for (const e of w.events) if (e.id < firstEventId) firstEventId = e.id;
+      inserts.push({ w, state: w.state, createdAt: firstReceived(w.events) ?? new Date(), firstEventId });
     } else {
       w.orderId = survivor.id;
       w.fresh = false;
