@@ -130,15 +130,18 @@ type StoredRow = ReturnType<typeof storedIdsOf> & {
  * statement as their events, so that no event is ever stored unqueued.
  */
 async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
+  const column = <K extends keyof StoredRow>(k: K) => rows.map((r) => r[k]);
   return await tx<{ id: string; order_key: string; dedupe_key: string }[]>`
     with input as (
       select *, coalesce(svc_order_id, client_order_id) as order_key
-      from json_to_recordset(${JSON.stringify(rows)}::text::json) as t(
-        dedupe_key text, source text, kind text, svc_order_id text, client_order_id text,
-        provider_status text, occurred_at timestamptz, payload jsonb)
+      from unnest(${column("dedupe_key")}::text[], ${column("source")}::text[], ${column("kind")}::text[],
+        ${column("svc_order_id") as (string | null)[] as string[]}::text[], ${column("client_order_id") as (string | null)[] as string[]}::text[],
+        ${column("provider_status") as (string | null)[] as string[]}::text[], ${column("occurred_at")}::timestamptz[],
+        ${rows.map((r) => JSON.stringify(r.payload))}::text[]::jsonb[])
+        as t(dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload)
     ),
     keys as (select distinct order_key from input),
-    known as (select p.order_key, p.period from order_periods p join keys k on k.order_key = p.order_key),
+    known as (select p.order_key, p.period from order_periods p where p.order_key = any(array(select order_key from keys))),
     fresh as (
       insert into order_periods (order_key, period)
       select k.order_key, (now() at time zone 'UTC')::date from keys k

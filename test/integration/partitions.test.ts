@@ -98,6 +98,42 @@ describe("the partitioned event log", () => {
     for (const w of weeks.slice(1)) assert.equal(new Date(`${w.starts}T00:00:00Z`).getUTCDay(), 1, `${w.starts} is a Monday`);
   });
 
+  it("an append stores every value as sent: quotes, backslashes, braces, commas, the text NULL, non-ASCII, nulls", async () => {
+    // The batch travels as one array per column (array literals): nothing in a value may
+    // end an element, turn into SQL NULL or lose an escape on the way.
+    const awkward = 'say "hi", {then} \\ back\\slash, NULL, émoji 🚚, tab\t';
+    const inputs = [
+      { sfx_order_id: 8800200, client_order_id: 'ODD "1", {x}', order_status: "NULL", note: awkward, nested: { a: [1, "two", null, { b: awkward }] } },
+      { sfx_order_id: 8800200, rider_latitude: 12.9, rider_longitude: 77.6, rider_name: awkward },
+      { client_order_id: "ODD\\2", order_status: "ALLOTTED", empty: "", list: [] },
+    ].map((body) => {
+      const r = normaliseCallback(body, { forceLocation: false, receivedAt: new Date(), timeZone: "UTC" });
+      if (!r.ok) throw new Error(r.message);
+      return { event: r.event, payload: body as JsonObject };
+    });
+    const answers = await appendEvents(t.database.sql, inputs);
+    assert.ok(answers.every((a) => !a.duplicate));
+    const rows = await t.database.sql<{ id: string; svc_order_id: string | null; client_order_id: string | null; provider_status: string | null; kind: string; payload: unknown }[]>`
+      select id::text, svc_order_id, client_order_id, provider_status, kind, payload from order_events
+      where id = any(${answers.map((a) => a.eventId)}::bigint[])`;
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    answers.forEach((a, i) => {
+      const row = byId.get(a.eventId);
+      assert.ok(row, `event ${i} stored`);
+      const { event, payload } = inputs[i]!;
+      assert.deepEqual(row.payload, payload);
+      assert.equal(row.svc_order_id, event.svcOrderId);
+      assert.equal(row.client_order_id, event.clientOrderId);
+      assert.equal(row.provider_status, event.providerStatus);
+      assert.equal(row.kind, event.kind);
+    });
+    assert.equal(byId.get(answers[0]!.eventId)!.provider_status, "NULL", "the text NULL stays text");
+    assert.equal(byId.get(answers[1]!.eventId)!.provider_status, null);
+    // Appended again: every one is found as a copy of itself.
+    const again = await appendEvents(t.database.sql, inputs);
+    assert.deepEqual(again, answers.map((a) => ({ eventId: a.eventId, duplicate: true })));
+  });
+
   it("two appends that see a new order key at once: one records its period, the other's events follow it, each body stored once", async () => {
     const event = (body: JsonObject) => {
       const r = normaliseCallback(body, { forceLocation: false, receivedAt: new Date(), timeZone: "UTC" });
