@@ -2,7 +2,10 @@
  * Vacuums queue-like tables (rows inserted, updated and deleted at high rates) every
  * `everyRows` processed rows, at most every `minIntervalMs`: they gather dead rows faster
  * than autovacuum visits, and every fetch walks them. A plain VACUUM that skips a table
- * another process is vacuuming.
+ * another process is vacuuming, and never truncates: a drained queue ends in empty pages,
+ * and cutting them off needs an ACCESS EXCLUSIVE lock, which VACUUM tries for again every
+ * 50 ms while the appends hold theirs, then holds while new rows wait behind it. The empty
+ * pages are filled again within seconds anyway.
  */
 import type { Sql } from "postgres";
 
@@ -14,7 +17,7 @@ export interface QueueVacuumOptions {
 }
 
 export function createQueueVacuum(sql: Sql, options: QueueVacuumOptions): { rowsDone(n: number): void } {
-  const statement = `vacuum (skip_locked) ${options.tables.join(", ")}`;
+  const statement = `vacuum (skip_locked, truncate false) ${options.tables.join(", ")}`;
   let since = 0;
   let last = 0;
   let running = false;

@@ -247,6 +247,7 @@ export function foldState(input: readonly StoredEvent[]): FoldState {
     offer(riderId, at, key, d.riderId);
     offer(riderName, at, key, d.riderName);
     offer(riderContact, at, key, d.riderContact);
+    // The pair is made only for an event that wins it.
     if (d.latitude !== null && d.longitude !== null && (location.value === null || laterParts(at, key, location.at, location.key))) {
       offer(location, at, key, { latitude: d.latitude, longitude: d.longitude });
     }
