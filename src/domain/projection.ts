@@ -96,16 +96,14 @@ export const EMPTY_STATE: FoldState = {
 
 /**
  * Later event time first; equal times are settled by the dedupe key, not by arrival, so
- * the winner is a property of the set alone.
+ * the winner is a property of the set alone. Takes a stamp's parts, so that the fold,
+ * which asks per event, makes no objects.
  */
-function laterStamp(a: Stamp, b: Stamp): boolean {
-  return a.at !== b.at ? a.at > b.at : a.key > b.key;
-}
-
-/** laterStamp of two stamps given as their parts (no objects made: the fold calls it per event). */
 function laterParts(at: number, key: string, thanAt: number, thanKey: string): boolean {
   return at !== thanAt ? at > thanAt : key > thanKey;
 }
+
+const laterStamp = (a: Stamp, b: Stamp): boolean => laterParts(a.at, a.key, b.at, b.key);
 
 function later(a: StoredEvent, b: StoredEvent): boolean {
   return laterParts(a.occurredAt.getTime(), a.dedupeKey, b.occurredAt.getTime(), b.dedupeKey);
