@@ -1,6 +1,6 @@
 /**
  * The event log: the one owner of `order_events`. Appending (one statement stores a batch,
- * queues its new events for projection and adds one drain job) and every read of the log:
+ * queues its new events for projection and adds a drain job unless a drain loop runs) and every read of the log:
  * the projection's, the timeline's and the rebuild's.
  */
 import type { TransactionSql } from "postgres";
@@ -10,7 +10,7 @@ import { isJsonObject } from "../domain/normalise.ts";
 import type { JsonObject, NormalisedEvent } from "../domain/normalise.ts";
 import type { StoredEvent } from "../domain/projection.ts";
 import { knownClientIds } from "../orders/read.ts";
-import { DRAIN_TASK } from "../projection/backlog.ts";
+import { DRAIN_GATE, DRAIN_TASK } from "../projection/backlog.ts";
 
 export type EventRow = typeof orderEvents.$inferSelect;
 
@@ -120,7 +120,7 @@ type StoredRow = ReturnType<typeof storedIdsOf> & {
  * One statement: records the period of order keys seen for the first time, inserts the
  * rows that are no copies (each with its key's period, or the oldest period its kind still
  * has a partition for when retention dropped its own: an event that late is kept once in
- * what is left), queues them for projection and adds one drain job. The rows inserted,
+ * what is left), queues them for projection and adds a drain job unless a loop runs (DRAIN_GATE). The rows inserted,
  * with their keys; a row whose key's period this statement could not see comes back
  * neither inserted nor as a copy.
  *
@@ -171,7 +171,12 @@ async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
       returning 1
     ),
     job as (
-      select (graphile_worker.add_job(${DRAIN_TASK})).id where exists (select from queued)
+      -- The drain's gate (DRAIN_GATE): a job only when no drain loop runs. CASE fixes the
+      -- order: the shared hold of closing comes before the try of running.
+      select (graphile_worker.add_job(${DRAIN_TASK})).id
+      where exists (select from queued)
+        and case when pg_advisory_xact_lock_shared(${DRAIN_GATE.space}::int, ${DRAIN_GATE.closing}::int) is null then false
+                 else pg_try_advisory_xact_lock(${DRAIN_GATE.space}::int, ${DRAIN_GATE.running}::int) end
     )
     select id::text, order_key, dedupe_key from inserted
     union all

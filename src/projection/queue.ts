@@ -1,8 +1,9 @@
 /**
  * The drain: takes the oldest queued events, merges them into their orders and deletes
  * their queue rows in one transaction, so no event is merged twice and a crash leaves the
- * rows for the next try. Drain jobs coalesce into at most `loops` loops per process, and a
- * loop's job ends only after a batch that started after the last job's arrival.
+ * rows for the next try. Drain jobs coalesce into at most `loops` loops per process. While
+ * a loop runs, appends add no jobs (the gate, src/projection/backlog.ts); it ends only after
+ * an empty batch taken once the gate closed, and after the last job's arrival.
  */
 import type { Sql, TransactionSql } from "postgres";
 import { isDatabaseUnavailable } from "../db/client.ts";
@@ -13,7 +14,7 @@ import type { Metrics } from "../metrics.ts";
 import type { LoadMeter } from "../worker/load.ts";
 import { groupByOrder, isConflict, projectQueued, reportPlacements, toStored } from "./project.ts";
 import type { ProjectResult } from "./project.ts";
-import { DRAIN_TASK, takeEvents, takeOldest } from "./backlog.ts";
+import { DRAIN_TASK, addDrainJob, addDrainJobIfQueued, openDrainHold, takeEvents, takeOldest } from "./backlog.ts";
 import type { TakenRow } from "./backlog.ts";
 import { createQueueVacuum } from "../db/vacuum.ts";
 import { PROJECT_TASK, projectionJob } from "./jobs.ts";
@@ -37,17 +38,22 @@ export interface DrainOptions {
 
 /**
  * One loop per process: a batch's PostgreSQL work and its JavaScript overlap through the
- * connection's pipelining already, and more worker processes add loops. Measured on the
+ * connection's pipelining already, and more worker processes add loops (one starts when a
+ * loop falls behind: its full batch adds a job). Measured on the
  * benchmark, a 100,000-event backlog drains in about 5 s with one loop.
  */
 export const DRAIN_DEFAULTS: DrainOptions = { batchMax: 500, loops: 1, intervalMs: 0 };
 
 export interface DrainDeps {
   sql: Sql;
+  /** For the drain gate's connection of its own (backlog.ts openDrainHold). */
+  databaseUrl: string;
   log: Logger;
   metrics: Metrics;
   /** Told how many events each batch projected (deliveries yield to a burst). */
   load?: LoadMeter | undefined;
+  /** Aborts when the worker stops: a running loop closes the gate and leaves a job for what is left. */
+  stopping?: AbortSignal | undefined;
 }
 
 const stored = (r: TakenRow): StoredEvent => toStored(r, isJsonObject(r.payload) ? r.payload : {});
@@ -125,23 +131,57 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
     }
   };
 
+  /**
+   * Takes batches while they find events, holding the gate's `running` lock meanwhile (so
+   * appends add no jobs); on an empty batch it closes the gate and takes a last batch,
+   * which sees every event an append left to it. It ends when that batch is empty too
+   * and no job arrived while it closed.
+   */
   const loop = async () => {
-    for (let conflicts = 0; ; ) {
-      const seen = arrivals;
-      const started = Date.now();
-      const { taken, error } = await batch();
-      if (error !== undefined) {
-        // Taking the rows failed (nothing to isolate), or deadlocks keep recurring: the
-        // job fails and graphile-worker retries it with backoff.
-        if (taken.length === 0 || (isConflict(error) && ++conflicts > MAX_CONFLICTS)) throw error;
-        if (!isConflict(error)) await isolate(taken, error);
-        continue;
+    const gate = openDrainHold(deps.databaseUrl);
+    try {
+      await gate.hold();
+      for (let conflicts = 0, closing = false, seen = arrivals; ; ) {
+        if (deps.stopping?.aborted) {
+          // Appends that found this loop running added no job: once the gate is closed
+          // behind them, a job takes over whatever is still queued.
+          if (!closing) await gate.close();
+          await addDrainJobIfQueued(sql);
+          return;
+        }
+        const started = Date.now();
+        const { taken, error } = await batch();
+        if (error !== undefined) {
+          // Taking the rows failed (nothing to isolate), or deadlocks keep recurring: the
+          // job fails and graphile-worker retries it with backoff.
+          if (taken.length === 0 || (isConflict(error) && ++conflicts > MAX_CONFLICTS)) throw error;
+          if (!isConflict(error)) await isolate(taken, error);
+          continue;
+        }
+        conflicts = 0;
+        if (taken.length === 0) {
+          if (closing && seen === arrivals) return;
+          // A job that arrived while the gate closed was added after events this batch
+          // may have missed: one more batch, after that arrival, takes them.
+          if (!closing) await gate.close();
+          closing = true;
+          seen = arrivals;
+          continue;
+        }
+        if (closing) {
+          await gate.hold();
+          closing = false;
+        }
+        const full = taken.length >= options.batchMax;
+        // Behind (a full batch): a job, so that a worker process without a loop starts one
+        // and takes batches beside this one. While a loop keeps up, appends add no jobs and
+        // other processes' loops stay idle.
+        if (full) await addDrainJob(sql);
+        const wait = full ? 0 : options.intervalMs - (Date.now() - started);
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       }
-      conflicts = 0;
-      const full = taken.length >= options.batchMax;
-      if (!full && seen === arrivals) return;
-      const wait = full ? 0 : options.intervalMs - (Date.now() - started);
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    } finally {
+      gate.release();
     }
   };
 

@@ -11,12 +11,12 @@ import { defineTask } from "../worker/define-task.ts";
 import type { TaskDefinition } from "../worker/define-task.ts";
 
 /**
- * Projects the orders of queued events. Every ingest flush adds one such job; each runner
- * has one drainer, which runs a few drain loops and folds the other jobs into them. The
- * payload is not read.
+ * Projects the orders of queued events. An ingest flush adds one such job when no drain
+ * loop runs (the gate, backlog.ts); each runner has one drainer, which runs a few drain
+ * loops and folds the other jobs into them. The payload is not read.
  */
 const projectionDrain = defineTask(DRAIN_TASK, z.unknown(), {
-  setup: (deps, shared) => createDrainer({ ...deps, load: shared.load }, { intervalMs: deps.config.projection.intervalMs }),
+  setup: (deps, shared) => createDrainer({ ...deps, load: shared.load, stopping: shared.stopping }, { intervalMs: deps.config.projection.intervalMs }),
   run: (_payload, { state: drainer }) => drainer.drain(),
 });
 

@@ -23,6 +23,8 @@ export interface WorkerDeps {
 export interface RunnerShared {
   /** Events this runner projected lately: the drain notes them, deliveries yield to a burst. */
   load: LoadMeter;
+  /** Aborts when the runner begins to stop: work that would go on by itself hands over and ends. */
+  stopping: AbortSignal;
 }
 
 /** What a task knows about the job it runs. */

@@ -10,8 +10,8 @@ import { createLoadMeter } from "./load.ts";
 import { graphileLogger } from "./logger.ts";
 import { CRONTAB, TASKS } from "./tasks.ts";
 
-export function taskList(deps: WorkerDeps): TaskList {
-  const shared: RunnerShared = { load: createLoadMeter() };
+export function taskList(deps: WorkerDeps, stopping: AbortSignal = new AbortController().signal): TaskList {
+  const shared: RunnerShared = { load: createLoadMeter(), stopping };
   const list: TaskList = {};
   for (const task of TASKS) {
     if (list[task.name]) throw new Error(`two tasks are named ${task.name}`);
@@ -21,6 +21,7 @@ export function taskList(deps: WorkerDeps): TaskList {
 }
 
 export async function startWorker(deps: WorkerDeps): Promise<Runner> {
+  const stop = new AbortController();
   const runner = await run({
     connectionString: deps.databaseUrl,
     concurrency: deps.config.worker.concurrency,
@@ -43,9 +44,12 @@ export async function startWorker(deps: WorkerDeps): Promise<Runner> {
     },
     noHandleSignals: true,
     logger: graphileLogger(deps.log),
-    taskList: taskList(deps),
+    taskList: taskList(deps, stop.signal),
     crontab: CRONTAB.join("\n"),
   });
+  // A drain loop runs for as long as events keep coming: a stopping runner tells it to end.
+  runner.events.on("pool:gracefulShutdown", () => stop.abort());
+  runner.events.on("pool:forcefulShutdown", () => stop.abort());
   runner.events.on("job:success", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "success" }));
   runner.events.on("job:error", ({ job }) => deps.metrics.jobs.inc({ task: job.task_identifier, outcome: "failure" }));
   await topUpAtStart(deps);

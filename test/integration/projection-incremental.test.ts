@@ -23,7 +23,7 @@ before(async () => {
 });
 after(async () => t.close());
 
-const deps = () => ({ sql: t.database.sql, log: t.log, metrics: t.metrics });
+const deps = () => ({ sql: t.database.sql, databaseUrl: t.testDb.url, log: t.log, metrics: t.metrics });
 const queued = async () => (await t.database.sql<{ n: number }[]>`select count(*)::int as n from projection_queue`)[0]!.n;
 const row = async (coid: string) => {
   const [r] = await t.database.sql<{ event_count: number; status: string | null; projection_state: string | null }[]>`

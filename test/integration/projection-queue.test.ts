@@ -8,6 +8,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import postgres from "postgres";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
+import { DRAIN_GATE, DRAIN_TASK } from "../../src/projection/backlog.ts";
 import { createDrainer } from "../../src/projection/queue.ts";
 
 let t: TestApp;
@@ -30,7 +31,9 @@ async function statusOf(coid: string): Promise<string | null> {
   return row?.status ?? null;
 }
 
-const deps = () => ({ sql: t.database.sql, log: t.log, metrics: t.metrics });
+const deps = () => ({ sql: t.database.sql, databaseUrl: t.testDb.url, log: t.log, metrics: t.metrics });
+const drainJobs = async () =>
+  (await t.database.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where task_identifier = ${DRAIN_TASK}`)[0]!.n;
 const queued = async () => (await t.database.sql<{ n: number }[]>`select count(*)::int as n from projection_queue`)[0]!.n;
 /** Queued rows no drain has taken (a drain's uncommitted delete still shows in count(*)). */
 const untaken = async () =>
@@ -89,33 +92,71 @@ describe("projection queue", () => {
     assert.equal(await queued(), 0);
   });
 
-  it("while keeping up, batches are spaced intervalMs apart; a backlog drains in full batches without pause", async () => {
-    const intervalMs = 3000;
+  it("while keeping up, batches are spaced intervalMs apart and appends add no jobs; a backlog drains in full batches without pause", async () => {
+    const intervalMs = 1000;
     const drainer = createDrainer(deps(), { batchMax: 3, intervalMs });
-    // A lone event: one short batch, nothing arrived meanwhile, no wait.
     assert.equal((await t.callback(allotted("PQ-I1"))).status, 200);
+    assert.equal(await drainJobs(), 1, "with no loop running, the append added a drain job");
     let started = Date.now();
-    await drainer.drain();
-    assert.ok(Date.now() - started < intervalMs, "a drain with nothing more to do returns at once");
-    assert.equal(await statusOf("PQ-I1"), "ALLOTTED");
-
-    // Another drain job arrives while the loop runs: the loop takes one more batch, but
-    // only intervalMs after the last one started, so that it gathers what came meanwhile.
+    const running = drainer.drain();
+    // The first batch projects the event at once; the loop then runs on, one batch an interval.
+    while ((await statusOf("PQ-I1")) !== "ALLOTTED") await new Promise((r) => setTimeout(r, 10));
+    assert.ok(Date.now() - started < intervalMs, "projected by the first batch");
     assert.equal((await t.callback(allotted("PQ-I2"))).status, 200);
-    started = Date.now();
-    const first = drainer.drain();
-    await drainer.drain(); // coalesced into the running loop
+    assert.equal(await drainJobs(), 1, "while a loop runs, an append adds no drain job");
+    await running;
+    assert.equal(await statusOf("PQ-I2"), "ALLOTTED", "the running loop took it");
+    // Its second batch (PQ-I2) started an interval after the first, and the empty third one
+    // an interval after that; then the gate closed and a last batch found nothing.
+    assert.ok(Date.now() - started >= 2 * intervalMs, `batches an interval apart (${Date.now() - started} ms)`);
     assert.equal((await t.callback(allotted("PQ-I3"))).status, 200);
-    await first;
-    assert.ok(Date.now() - started >= intervalMs, `the second batch waited (${Date.now() - started} ms)`);
-    assert.equal(await statusOf("PQ-I3"), "ALLOTTED");
+    assert.equal(await drainJobs(), 2, "once the loop ended, appends add drain jobs again");
 
-    // A backlog of three full batches: no waiting between them.
-    for (let i = 0; i < 9; i++) assert.equal((await t.callback(allotted(`PQ-IB${i}`))).status, 200);
+    // A backlog of three full batches: no waiting between them, and none after an empty one.
+    for (let i = 0; i < 8; i++) assert.equal((await t.callback(allotted(`PQ-IB${i}`))).status, 200);
     started = Date.now();
     await drainer.drain();
     assert.ok(Date.now() - started < intervalMs, `full batches follow at once (${Date.now() - started} ms)`);
     assert.equal(await queued(), 0);
+    assert.equal(await statusOf("PQ-I3"), "ALLOTTED");
+  });
+
+  it("an append that commits while a loop closes the gate is taken by that loop's last batch", async () => {
+    const drainer = createDrainer(deps(), { batchMax: 10, intervalMs: 0 });
+    // An append in flight, holding the gate's `closing` lock (shared) as an append does, and
+    // finding the loop running: it adds no job, so the loop must wait for it before its last batch.
+    const flush = holdLocks(async (tx) => {
+      await tx`select pg_advisory_xact_lock_shared(${DRAIN_GATE.space}::int, ${DRAIN_GATE.closing}::int)`;
+      await tx`insert into order_events (dedupe_key, source, kind, client_order_id, provider_status, occurred_at, payload, period)
+               values ('pq-gate', 'provider', 'status', 'PQ-G', 'ALLOTTED', now(), '{"client_order_id":"PQ-G","order_status":"ALLOTTED"}', (select min(starts) from event_partitions where kind = 'status'))`;
+      await tx`insert into projection_queue (event_id, kind, period) select id, kind, period from order_events where dedupe_key = 'pq-gate'`;
+    });
+    await flush.isHeld;
+    let done = false;
+    const running = drainer.drain().then(() => (done = true));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(done, false, "the closing loop waits for the append in flight");
+    await flush.release("commit");
+    await running;
+    assert.equal(await statusOf("PQ-G"), "ALLOTTED");
+    assert.equal(await queued(), 0);
+  });
+
+  it("a loop told to stop (the worker is stopping) closes the gate and leaves a job for what is still queued", async () => {
+    const stop = new AbortController();
+    const drainer = createDrainer({ ...deps(), stopping: stop.signal }, { batchMax: 500, intervalMs: 1000 });
+    assert.equal((await t.callback(allotted("PQ-S1"))).status, 200);
+    const jobs = await drainJobs();
+    const running = drainer.drain();
+    while ((await statusOf("PQ-S1")) !== "ALLOTTED") await new Promise((r) => setTimeout(r, 10));
+    assert.equal((await t.callback(allotted("PQ-S2"))).status, 200);
+    assert.equal(await drainJobs(), jobs, "the loop runs: the append added no job");
+    stop.abort();
+    await running;
+    assert.equal(await statusOf("PQ-S2"), null, "a stopping loop takes no further batch");
+    assert.equal(await drainJobs(), jobs + 1, "it left a job for the event queued behind the gate");
+    await t.runJobs();
+    assert.equal(await statusOf("PQ-S2"), "ALLOTTED");
   });
 
   it("rows taken by a drain that dies mid-projection stay queued and are projected by the next", async () => {

@@ -43,7 +43,7 @@ function testDeps(): { deps: WorkerDeps; lines: Record<string, unknown>[] } {
   return { deps, lines };
 }
 
-const shared = (): RunnerShared => ({ load: createLoadMeter() });
+const shared = (): RunnerShared => ({ load: createLoadMeter(), stopping: new AbortController().signal });
 
 /** The part of graphile-worker's helpers a task reads. */
 function helpers(job: { id: string; attempts: number; max_attempts: number; key: string | null }): JobHelpers {
