@@ -254,7 +254,9 @@ export function eventsOf(tx: TransactionSql, branches: RoundBranches, detailKeys
   // the queue's primary key, made only while the queue holds anything at all (asked once
   // per statement, in its snapshot): as an anti join, PostgreSQL rescanned the nearly
   // empty queue once per event, about 2 µs each: a fifth of PostgreSQL's time in a rebuild.
-  const merged = tx`((select not exists (select from projection_queue)) or not exists (select from projection_queue q where q.event_id = e.id))`;
+  // OFFSET 0 keeps the probe a probe: pulled up into an anti join, it scanned the whole
+  // queue when stale statistics said it held a few rows (src/projection/backlog.ts claimQueued).
+  const merged = tx`((select not exists (select from projection_queue)) or not exists (select from projection_queue q where q.event_id = e.id offset 0))`;
   return tx<FoldEvent[]>`
     select ${columns} from order_events e where ${branches.bySvc} and ${merged}
     union all

@@ -96,15 +96,16 @@ export type TakenRow = Pick<
  * events. The rows are chosen once, in a materialised CTE: as `id in (select … limit …
  * skip locked)` PostgreSQL may rescan the subquery once per row it deletes, each rescan
  * skipping the rows already locked and returning new ones, so a "batch of 500" grew to
- * thousands of rows and its transaction to seconds.
+ * thousands of rows and its transaction to seconds. They are deleted by tuple id, whatever
+ * the queue's statistics say (claimQueued).
  */
 export async function takeOldest(tx: TransactionSql, limit: number): Promise<TakenRow[]> {
   return await tx<TakenRow[]>`
     with chosen as materialized (
-      select event_id from projection_queue order by event_id limit ${limit} for update skip locked
+      select ctid from projection_queue order by event_id limit ${limit} for update skip locked
     ),
     taken as (
-      delete from projection_queue q using chosen where q.event_id = chosen.event_id returning q.event_id, q.kind, q.period
+      delete from projection_queue q where q.ctid = any(array(select ctid from chosen)) returning q.event_id, q.kind, q.period
     )
     select e.id, e.dedupe_key, e.kind, e.svc_order_id, e.client_order_id, e.provider_status,
            e.occurred_at, e.received_at, e.payload
@@ -115,9 +116,9 @@ export async function takeOldest(tx: TransactionSql, limit: number): Promise<Tak
 export async function takeEvents(tx: TransactionSql, eventIds: readonly number[]): Promise<Set<number>> {
   const rows = await tx<{ event_id: number }[]>`
     with chosen as materialized (
-      select event_id from projection_queue where event_id = any(${eventIds as number[]}::bigint[]) for update skip locked
+      select ctid from projection_queue where event_id = any(${eventIds as number[]}::bigint[]) for update skip locked
     )
-    delete from projection_queue q using chosen where q.event_id = chosen.event_id
+    delete from projection_queue q where q.ctid = any(array(select ctid from chosen))
     returning q.event_id`;
   return new Set(rows.map((r) => r.event_id));
 }
@@ -127,20 +128,29 @@ export async function takeEvents(tx: TransactionSql, eventIds: readonly number[]
  * eventsOf then reads) that no other drain holds: deleting their rows makes them this
  * transaction's to fold, so a full derivation (a rebuild above all) folds the whole log.
  * Never waits: rows another drain holds stay with it.
+ *
+ * The round's event ids come first, and each is one probe of the queue's primary key
+ * (LATERAL), whatever the queue's statistics say. As a join the planner put the queue on
+ * the outside whenever its statistics were stale: the drain's own vacuum keeps the
+ * queue's pages (TRUNCATE false), so a vacuum of a nearly empty queue records a few rows
+ * in thousands of pages, and a backlog of 100,000 rows then reads as a few. Each claim
+ * scanned the whole queue and probed every partition per row: 0.4–1.4 s a round, and a
+ * backlog that did not drain within three minutes (`npm run bench`). The rows are then
+ * deleted by their tuple ids (a TID scan), which they keep while this transaction holds
+ * them locked: a join would have the same choice to make.
  */
 export async function claimQueued(tx: TransactionSql, branches: { bySvc: PendingQuery<Row[]>; byClient: PendingQuery<Row[]> }): Promise<void> {
   await tx`
-    with chosen as materialized (
-      select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
-      where ${branches.bySvc}
+    with ids as materialized (
+      select e.id from order_events e where ${branches.bySvc}
       union
-      select q.event_id from projection_queue q join order_events e on e.id = q.event_id and e.kind = q.kind and e.period = q.period
-      where ${branches.byClient}
+      select e.id from order_events e where ${branches.byClient}
     ),
     locked as materialized (
-      select q.event_id from projection_queue q join chosen using (event_id) for update of q skip locked
+      select l.ctid from ids cross join lateral (
+        select q.ctid from projection_queue q where q.event_id = ids.id for update skip locked) as l
     )
-    delete from projection_queue q using locked where q.event_id = locked.event_id`;
+    delete from projection_queue q where q.ctid = any(array(select ctid from locked))`;
 }
 
 /** How many events wait, and for how long the oldest has (seconds), for /metrics. */

@@ -1,12 +1,17 @@
 /**
  * The queue vacuum (src/db/vacuum.ts): it frees a drained queue's dead rows for the next
  * ones, and never truncates the table's empty tail (which would take an ACCESS EXCLUSIVE
- * lock on a table every append writes to).
+ * lock on a table every append writes to). What that leaves, a few rows counted in many
+ * pages, must not turn the projection's claims into scans of a queue grown long since.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import postgres from "postgres";
 import { createQueueVacuum } from "../../src/db/vacuum.ts";
+import { normaliseCallback } from "../../src/domain/normalise.ts";
+import type { JsonObject } from "../../src/domain/normalise.ts";
+import { appendEvents } from "../../src/events/log.ts";
+import { projectOrdersIn } from "../../src/projection/project.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
 
@@ -58,5 +63,43 @@ describe("queue vacuum", () => {
     // The same number of rows again fits in the pages the vacuum freed.
     await fillQueue(ROWS + 1);
     assert.equal(await size(), drained);
+  });
+});
+
+describe("the projection after a vacuum of a nearly empty queue", () => {
+  it("probes the queue by its key, not a scan, while its statistics still say it holds a few rows", async () => {
+    // What the drain's own vacuum leaves: a few rows counted in many kept pages. A backlog
+    // then fills those pages, and PostgreSQL still reckons with a few rows.
+    await sql`delete from projection_queue`;
+    await fillQueue(30_000_000);
+    await sql`delete from projection_queue where event_id >= 30000003`;
+    await sql`vacuum (truncate false) projection_queue`;
+    const [stats] = await sql<{ pages: number; rows: number }[]>`select relpages as pages, reltuples as rows from pg_class where relname = 'projection_queue'`;
+    assert.ok(stats!.pages > 50 && stats!.rows < 10, `stale statistics: ${JSON.stringify(stats)}`);
+    await fillQueue(40_000_000);
+
+    const input = (body: JsonObject) => {
+      const r = normaliseCallback(body, { forceLocation: false, receivedAt: new Date(), timeZone: "UTC" });
+      if (!r.ok) throw new Error(r.message);
+      return { event: r.event, payload: body };
+    };
+    await appendEvents(sql, [
+      input({ sfx_order_id: 990001, client_order_id: "STALE-1", order_status: "ALLOTTED", allot_time: "2026-11-23T09:00:00Z" }),
+      input({ sfx_order_id: 990001, client_order_id: "STALE-1", order_status: "ARRIVED", arrival_time: "2026-11-23T09:10:00Z" }),
+    ]);
+    // A new order is derived in full: the claim of its queued events and the read of its log.
+    // Rows read by sequential scans of the queue, as counted by this backend so far (the
+    // count may hold earlier transactions' until the statistics are flushed: the difference counts).
+    const scanned = async (tx: postgres.TransactionSql) =>
+      (await tx<{ n: number }[]>`select coalesce(seq_tup_read, 0)::int as n from pg_stat_xact_user_tables where relname = 'projection_queue'`)[0]!.n;
+    const read = await sql.begin(async (tx) => {
+      const before = await scanned(tx);
+      const [result] = await projectOrdersIn(tx, [{ svcOrderId: "990001", clientOrderId: "STALE-1" }]);
+      assert.equal(result?.changed, true);
+      return (await scanned(tx)) - before;
+    });
+    assert.ok(read < 100, `queue rows read by scans: ${read} (of ${ROWS + 3})`);
+    const [order] = await sql<{ status: string; event_count: number }[]>`select status, event_count from orders where client_order_id = 'STALE-1'`;
+    assert.deepEqual({ ...order }, { status: "ARRIVED", event_count: 2 });
   });
 });
