@@ -137,14 +137,15 @@ export async function takeEvents(tx: TransactionSql, eventIds: readonly number[]
  * scanned the whole queue and probed every partition per row: 0.4–1.4 s a round, and a
  * backlog that did not drain within three minutes (`npm run bench`). The rows are then
  * deleted by their tuple ids (a TID scan), which they keep while this transaction holds
- * them locked: a join would have the same choice to make.
+ * them locked: a join would have the same choice to make. While the queue is empty (a
+ * rebuild on a quiet service) the events are not even read: asked once per branch.
  */
 export async function claimQueued(tx: TransactionSql, branches: { bySvc: PendingQuery<Row[]>; byClient: PendingQuery<Row[]> }): Promise<void> {
   await tx`
     with ids as materialized (
-      select e.id from order_events e where ${branches.bySvc}
+      select e.id from order_events e where (select exists (select from projection_queue)) and ${branches.bySvc}
       union
-      select e.id from order_events e where ${branches.byClient}
+      select e.id from order_events e where (select exists (select from projection_queue)) and ${branches.byClient}
     ),
     locked as materialized (
       select l.ctid from ids cross join lateral (
