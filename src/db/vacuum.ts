@@ -5,7 +5,9 @@
  * another process is vacuuming, and never truncates: a drained queue ends in empty pages,
  * and cutting them off needs an ACCESS EXCLUSIVE lock, which VACUUM tries for again every
  * 50 ms while the appends hold theirs, then holds while new rows wait behind it. The empty
- * pages are filled again within seconds anyway.
+ * pages are filled again within seconds anyway. A queue vacuumed nearly empty then counts
+ * a few rows in many pages, which a backlog filling those pages does not change: the
+ * queue's statements probe it by key whatever the statistics say (src/projection/backlog.ts).
  */
 import type { Sql } from "postgres";
 
