@@ -76,12 +76,10 @@ export function openDrainHold(databaseUrl: string): DrainHold {
   };
 }
 
-/** A drain job: what a loop that is behind adds, to start another process's loop. */
-export async function addDrainJob(sql: Tx): Promise<void> {
-  await sql`select graphile_worker.add_job(${DRAIN_TASK})`;
-}
-
-/** A drain job, if anything is queued: what a stopping loop leaves for the next worker. */
+/**
+ * A drain job, if anything is queued: what a loop that is behind adds, to start another
+ * process's loop, and what a stopping loop leaves for the next worker.
+ */
 export async function addDrainJobIfQueued(sql: Tx): Promise<void> {
   await sql`select graphile_worker.add_job(${DRAIN_TASK}) where exists (select from projection_queue)`;
 }

@@ -14,7 +14,7 @@ import type { Metrics } from "../metrics.ts";
 import type { LoadMeter } from "../worker/load.ts";
 import { groupByOrder, isConflict, projectQueued, reportPlacements, toStored } from "./project.ts";
 import type { ProjectResult } from "./project.ts";
-import { DRAIN_TASK, addDrainJob, addDrainJobIfQueued, openDrainHold, takeEvents, takeOldest } from "./backlog.ts";
+import { DRAIN_TASK, addDrainJobIfQueued, openDrainHold, takeEvents, takeOldest } from "./backlog.ts";
 import type { TakenRow } from "./backlog.ts";
 import { createQueueVacuum } from "../db/vacuum.ts";
 import { PROJECT_TASK, projectionJob } from "./jobs.ts";
@@ -176,7 +176,7 @@ export function createDrainer(deps: DrainDeps, overrides: Partial<DrainOptions> 
         // Behind (a full batch): a job, so that a worker process without a loop starts one
         // and takes batches beside this one. While a loop keeps up, appends add no jobs and
         // other processes' loops stay idle.
-        if (full) await addDrainJob(sql);
+        if (full) await addDrainJobIfQueued(sql);
         const wait = full ? 0 : options.intervalMs - (Date.now() - started);
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       }
