@@ -118,11 +118,18 @@ type PoolOptions = postgres.Options<Record<string, postgres.PostgresType>>;
  */
 const INT8_AS_NUMBER = { to: 20, from: [20], serialize: (n: number | bigint) => String(n), parse: (s: string) => Number(s) };
 
-/** Dates and timestamps as postgres.js reads them (its `date` type), with a faster parse (timestamps.ts). */
+/**
+ * Dates and timestamps as postgres.js reads them (its `date` type), with a faster parse
+ * (timestamps.ts). A UTC string (ending in Z, as toISOString writes them) is sent as it
+ * is: the append's column arrays carry such strings, and a round trip through Date per
+ * element cost 4 % of the worker's CPU when the projection's write sent them too. Any
+ * other string goes through Date, so that a time without a zone means UTC, not the
+ * session's zone.
+ */
 const TIMESTAMPS = {
   to: 1184,
   from: [1082, 1114, 1184],
-  serialize: (x: Date | string | number) => (x instanceof Date ? x : new Date(x)).toISOString(),
+  serialize: (x: Date | string | number) => (typeof x === "string" && x.endsWith("Z") ? x : (x instanceof Date ? x : new Date(x)).toISOString()),
   parse: parseTimestamp,
 };
 

@@ -54,13 +54,14 @@ function typesOf(c: OrderChange): NotificationType[] {
 
 /**
  * The messages these order changes call for, for the endpoints subscribed to them: one
- * cheap read of the (few) enabled endpoints when nobody listens. `sequence` grows by one
- * per message about an order; a rider location goes out at most once per interval.
+ * cheap read of the (few) enabled endpoints when nobody listens, none when the writer
+ * read them (enabledEndpoints) in this transaction already. `sequence` grows by one per
+ * message about an order; a rider location goes out at most once per interval.
  */
-export async function recordOrderChanges(tx: Tx, changes: readonly OrderChange[]): Promise<void> {
+export async function recordOrderChanges(tx: Tx, changes: readonly OrderChange[], endpoints?: readonly Endpoint[]): Promise<void> {
   const wanted = changes.flatMap((c) => typesOf(c).map((type) => ({ c, type })));
   if (wanted.length === 0) return;
-  const endpoints = await enabledEndpoints(tx);
+  endpoints ??= await enabledEndpoints(tx);
   const heard = wanted.filter((w) => endpoints.some((e) => subscribes(e, w.type)));
   if (heard.length === 0) return;
   const ids = [...new Set(heard.map((w) => w.c.orderId))];

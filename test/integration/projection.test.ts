@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { rebuild } from "../../src/projection/rebuild.ts";
+import { decodeState } from "../../src/projection/state.ts";
 import { CALLBACK_SECRET, createTestApp, shuffle } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 
@@ -115,25 +116,31 @@ describe("projection through the whole pipeline", () => {
     assert.equal(rows.length, 1);
   });
 
-  it("writes awkward values into the order row exactly: quotes, backslashes, braces, commas, the text NULL", async () => {
+  it("writes awkward values into the order row exactly: quotes, backslashes, braces, commas, newlines, the text NULL", async () => {
     // The projection's write sends each column as an array, and each row's provider ids as
     // a text[] literal inside one: every character that means something there, in each.
     const svcA = 'Q"1\\x,{y}';
     const svcB = "NULL";
-    const name = 'Ravi "R" \\ {Kumar}, Jr.';
+    const name = 'Ravi "R" \\ {Kumar},\nJr.';
     await t.callback({
       client_order_id: "AWK-1", svc_order_id: svcA, order_status: "ALLOTTED", allot_time: "2026-11-22T08:00:00Z",
       rider_name: name, rider_contact: "NULL", rider_id: '{"id":7}', track_url: "https://track.example/a,b{c}\\d",
     });
-    await t.callback({ client_order_id: "AWK-1", svc_order_id: svcB, order_status: "ARRIVED", arrival_time: "2026-11-22T08:10:00Z" });
-    await t.callback({ svc_order_id: svcA, rider_latitude: 12.9715987654321, rider_longitude: -0.000001, timestamp: "2026-11-22T08:11:00Z" }, { path: `/callbacks/${CALLBACK_SECRET}/location` });
+    await t.callback({ client_order_id: "AWK-1", svc_order_id: svcB, order_status: "ARRIVED", arrival_time: "2026-11-22T08:10:00.001Z" });
+    await t.callback({ svc_order_id: svcA, rider_latitude: 12.9715987654321, rider_longitude: -0.000001, timestamp: "2026-11-22T08:11:00.987Z" }, { path: `/callbacks/${CALLBACK_SECRET}/location` });
     await t.runJobs();
-    const o = (await order("/v1/orders/AWK-1")) as OrderBody & { svc_order_ids: string[] };
+    const o = (await order("/v1/orders/AWK-1")) as OrderBody & { svc_order_ids: string[]; status_at: string | null };
     assert.deepEqual([...o.svc_order_ids].sort(), [svcA, svcB].sort());
     assert.equal(o.status, "ARRIVED");
+    assert.equal(o.status_at, "2026-11-22T08:10:00.001Z"); // instants to the millisecond
     assert.equal(o.event_count, 3);
     assert.equal(o.track_url, "https://track.example/a,b{c}\\d");
-    assert.deepEqual(o.rider, { id: '{"id":7}', name, contact: "NULL", latitude: 12.9715987654321, longitude: -0.000001, location_at: "2026-11-22T08:11:00.000Z" });
+    assert.deepEqual(o.rider, { id: '{"id":7}', name, contact: "NULL", latitude: 12.9715987654321, longitude: -0.000001, location_at: "2026-11-22T08:11:00.987Z" });
+    // The stored fold state (the states travel as one text, a line each) reads back whole.
+    const [row] = await t.database.sql<{ projection_state: string }[]>`select projection_state from orders where client_order_id = 'AWK-1'`;
+    const state = decodeState(row!.projection_state);
+    assert.equal(state?.riderName?.value, name);
+    assert.equal(state?.eventCount, 3);
   });
 
   it("keeps unknown provider strings in the timeline without changing the status", async () => {
