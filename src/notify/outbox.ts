@@ -5,6 +5,7 @@
  * and a rolled-back one has none.
  */
 import type { Tx } from "../db/client.ts";
+import { jsonLines } from "../db/columns.ts";
 import type { JsonObject } from "../domain/normalise.ts";
 import { canonicalStatus } from "../domain/statuses.ts";
 import type { OrderChange } from "../orders/change.ts";
@@ -146,12 +147,17 @@ async function insertMessages(tx: Tx, drafts: readonly (Draft & { sequence: numb
       body: JSON.stringify({ type: d.type, timestamp, data: d.data }),
     };
   });
-  // SQL, not the builder: a set-based insert from one JSON parameter, fanned out to the
-  // endpoints, with add_job in the same statement.
+  // SQL, not the builder: a set-based insert from column arrays (db/columns.ts), fanned
+  // out to the endpoints, with add_job in the same statement. The bodies go as JSON lines:
+  // as one JSON document, each body was escaped into it and parsed out of it again.
+  // postgres.js sends a null element as NULL; its parameter types just do not say so.
+  const column = (f: (i: (typeof input)[number]) => string | number | null) => input.map(f) as string[];
   await tx`
     with input as (
-      select * from json_to_recordset(${JSON.stringify(input)}::text::json) as t(
-        id text, type text, order_id bigint, coid text, svc text, seq int, endpoint text, body text)
+      select * from unnest(${column((i) => i.id)}::text[], ${column((i) => i.type)}::text[], ${column((i) => i.order_id)}::bigint[],
+        ${column((i) => i.coid)}::text[], ${column((i) => i.svc)}::text[], ${column((i) => i.seq)}::int[], ${column((i) => i.endpoint)}::text[],
+        string_to_array(${jsonLines(input.map((i) => i.body))}::text, E'\n'))
+        as t(id, type, order_id, coid, svc, seq, endpoint, body)
     ),
     messages as (
       insert into notification_messages (id, type, order_id, client_order_id, svc_order_id, sequence, body)

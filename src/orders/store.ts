@@ -6,6 +6,7 @@
  */
 import type { PendingQuery, Row, TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
+import { arrayLiteral, jsonLines } from "../db/columns.ts";
 import type { Projection } from "../domain/projection.ts";
 import { moveCommands } from "../commands/store.ts";
 import { ORDER_JSON_COLUMNS } from "./json.ts";
@@ -247,9 +248,8 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
   // document, json_to_recordset built a hash table per row and took longer than the
   // update itself (31 µs of 53 per row, `EXPLAIN ANALYZE` on the bench's database).
   // postgres.js sends a null element as NULL; its parameter types just do not say so.
-  // The states, the longest column, travel as one text split on newlines: encodeState
-  // writes JSON, which never holds a raw newline, so no element needs the array escaping
-  // postgres.js gives every element of a text[] (a twentieth of the worker's CPU).
+  // The states, the longest column, travel as JSON lines (db/columns.ts), escaped for no
+  // array: as a text[], escaping them took a twentieth of the worker's CPU.
   const column = <T>(f: (w: ProjectedWrite) => T) => writes.map(f) as unknown as string[];
   const rider = (w: ProjectedWrite) => w.projection.rider;
   // Asked first: which columns come back depends on it, and the outbox reuses the answer.
@@ -272,7 +272,7 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
       select id, fresh, state, svc, svcs::text[] as svcs, coid, status, provider_status, to_timestamp(status_ms / 1000) as status_at,
              track_url, rider_id, rider_name, rider_contact, lat, lng, to_timestamp(location_ms / 1000) as location_at, count,
              to_timestamp(last_event_ms / 1000) as last_event_at
-      from unnest(${writes.map((w) => w.orderId)}::bigint[], ${column((w) => (w.fresh ? "t" : "f"))}::bool[], string_to_array(${lines(writes.map((w) => w.state))}::text, E'\n'),
+      from unnest(${writes.map((w) => w.orderId)}::bigint[], ${column((w) => (w.fresh ? "t" : "f"))}::bool[], string_to_array(${jsonLines(writes.map((w) => w.state))}::text, E'\n'),
         ${column((w) => w.projection.svcOrderId)}::text[], ${column((w) => arrayLiteral(w.projection.svcOrderIds))}::text[],
         ${column((w) => w.projection.clientOrderId)}::text[], ${column((w) => w.projection.status)}::text[],
         ${column((w) => w.projection.providerStatus)}::text[], ${column((w) => msOrNull(w.projection.statusAt))}::float8[],
@@ -302,21 +302,6 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
   });
   await recordOrderChanges(tx, changes, endpoints);
   return changes;
-}
-
-/**
- * A text[] literal of these strings (each quoted, quotes and backslashes escaped): one
- * element of a text[] parameter, so that rows' lists of different lengths travel in one
- * array (unnest takes no ragged arrays) and are cast back per row.
- */
-export function arrayLiteral(items: readonly string[]): string {
-  return `{${items.map((s) => `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}`;
-}
-
-/** JSON texts as one text, a line each (JSON.stringify escapes every control character, so none holds a newline). */
-function lines(json: readonly string[]): string {
-  for (const j of json) if (j.includes("\n")) throw new Error("a projection state holds a raw newline: not JSON.stringify's output");
-  return json.join("\n");
 }
 
 /**

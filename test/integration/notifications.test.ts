@@ -30,8 +30,10 @@ describe("notifications", () => {
 
   it("sends each status change of an order, signed, in sequence, with the whole order", async () => {
     const at = (m: number) => `2026-11-23T10:0${m}:00Z`;
+    // Signed bytes are the stored body: characters JSON escapes must survive the outbox's write.
+    const rider = 'Asha "A" \\ K\nsecond\u2028line';
     for (const [i, status] of ["ALLOTTED", "ARRIVED", "DISPATCHED", "DELIVERED"].entries()) {
-      const res = await t.callback({ client_order_id: "N-1", svc_order_id: "900", order_status: status, timestamp: at(i) });
+      const res = await t.callback({ client_order_id: "N-1", svc_order_id: "900", order_status: status, timestamp: at(i), ...(i === 0 ? { rider_name: rider } : {}) });
       assert.equal(res.status, 200);
       await t.runJobs();
     }
@@ -44,6 +46,10 @@ describe("notifications", () => {
         ["order.status_changed", "ARRIVED", "COLLECTED", 3],
         ["order.status_changed", "COLLECTED", "DELIVERED", 4],
       ],
+    );
+    assert.deepEqual(
+      messages.map((m) => m.data.order?.rider?.name),
+      [rider, rider, rider, rider],
     );
     const ids = receiver.received.map((r) => r.headers["webhook-id"]);
     assert.equal(new Set(ids).size, ids.length, "one webhook-id per message");
