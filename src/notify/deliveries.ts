@@ -56,21 +56,18 @@ export interface AttemptRecord {
 /** Records a round of attempts and each delivery's new state, in one statement. */
 export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]): Promise<void> {
   if (attempts.length === 0) return;
-  const input = attempts.map((a) => ({
-    id: a.deliveryId,
-    state: a.next.state,
-    retry_s: a.next.state === "pending" ? a.next.retryInS : null,
-    status_code: a.statusCode,
-    duration_ms: Math.round(a.durationMs),
-    excerpt: a.responseExcerpt,
-    error: a.error,
-    last_error: a.error ?? (a.next.state === "delivered" ? null : a.statusCode === null ? "no answer" : `HTTP ${a.statusCode}`),
-  }));
-  // SQL, not the builder: many rows from one JSON parameter, attempts and states together.
+  const lastError = (a: AttemptRecord) => a.error ?? (a.next.state === "delivered" ? null : a.statusCode === null ? "no answer" : `HTTP ${a.statusCode}`);
+  // SQL, not the builder: many rows as column arrays (as one JSON document, PostgreSQL
+  // took 16 µs a row to parse it), attempts and states together. postgres.js sends a null
+  // element as NULL; its parameter types just do not say so.
+  const column = (f: (a: AttemptRecord) => string | number | null) => attempts.map(f) as string[];
   await sql`
     with input as (
-      select * from json_to_recordset(${JSON.stringify(input)}::text::json) as t(
-        id bigint, state text, retry_s float8, status_code int, duration_ms int, excerpt text, error text, last_error text)
+      select * from unnest(${attempts.map((a) => a.deliveryId)}::bigint[], ${column((a) => a.next.state)}::text[],
+        ${column((a) => (a.next.state === "pending" ? a.next.retryInS : null))}::float8[], ${column((a) => a.statusCode)}::int[],
+        ${column((a) => Math.round(a.durationMs))}::int[], ${column((a) => a.responseExcerpt)}::text[], ${column((a) => a.error)}::text[],
+        ${column(lastError)}::text[])
+        as t(id, state, retry_s, status_code, duration_ms, excerpt, error, last_error)
     ),
     logged as (
       insert into notification_attempts (delivery_id, status_code, duration_ms, response_excerpt, error)
@@ -82,7 +79,7 @@ export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]
       delivered_at = case when i.state = 'delivered' then now() end,
       next_attempt_at = case when i.state = 'pending' then now() + i.retry_s * interval '1 second' else d.next_attempt_at end
     from input i
-    -- The array gives the planner the rows' ids (it cannot see into the JSON): an index
+    -- The array gives the planner the rows' ids (an unnest's rows it can only guess): an index
     -- lookup per row, never a hash join over the whole table.
     where d.id = i.id and d.id = any(${attempts.map((a) => a.deliveryId)}::bigint[])`;
 }

@@ -48,8 +48,10 @@ class Timeout extends Error {
 function excerptOf(chunks: readonly Buffer[]): string | null {
   const bytes = Buffer.concat(chunks);
   if (bytes.length === 0) return null;
-  // Buffer#toString("utf8") replaces invalid sequences with U+FFFD instead of failing.
-  return Array.from(bytes.toString("utf8")).slice(0, EXCERPT_CHARS).join("");
+  // Buffer#toString("utf8") replaces invalid sequences with U+FFFD instead of failing; a
+  // NUL, which PostgreSQL's text cannot hold (recording the attempt would fail, and the
+  // delivery with it), is replaced the same way.
+  return Array.from(bytes.toString("utf8").replaceAll("\u0000", "\uFFFD")).slice(0, EXCERPT_CHARS).join("");
 }
 
 /** A short, log-safe description of a network failure. */

@@ -142,7 +142,9 @@ describe("signing", () => {
 describe("retries and failures", () => {
   it("a receiver that fails twice then succeeds: delivered once, three attempts recorded with their status codes and excerpts", async () => {
     const r = await receiver();
-    r.answers.push({ status: 500, body: "database down" }, { status: 500, body: "still down" });
+    // The receiver's own words, whatever they hold: a NUL (which PostgreSQL text cannot
+    // store) reads as U+FFFD, like bytes that are no UTF-8.
+    r.answers.push({ status: 500, body: 'database "down" \\ {x},\nNULL\u0000!' }, { status: 500, body: "still down" });
     const ep = await addEndpoint(t, r.url, ["order.status_changed"]);
     const { coid } = await newOrder(t);
     await t.runJobs();
@@ -157,7 +159,7 @@ describe("retries and failures", () => {
     assert.deepEqual(
       d.attempts.map((a) => [a.endpoint_id, a.status_code, a.response_excerpt, a.error]),
       [
-        [ep.id, 500, "database down", "HTTP 500"],
+        [ep.id, 500, 'database "down" \\ {x},\nNULL\uFFFD!', "HTTP 500"],
         [ep.id, 500, "still down", "HTTP 500"],
         [ep.id, 200, "thanks", null],
       ],
