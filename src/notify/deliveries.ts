@@ -57,9 +57,9 @@ export interface AttemptRecord {
 export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]): Promise<void> {
   if (attempts.length === 0) return;
   const lastError = (a: AttemptRecord) => a.error ?? (a.next.state === "delivered" ? null : a.statusCode === null ? "no answer" : `HTTP ${a.statusCode}`);
-  // SQL, not the builder: many rows as column arrays (as one JSON document, PostgreSQL
-  // took 16 µs a row to parse it), attempts and states together. postgres.js sends a null
-  // element as NULL; its parameter types just do not say so.
+  // SQL, not the builder: many rows as column arrays, like the other set-based writes,
+  // attempts and states together. postgres.js sends a null element as NULL; its parameter
+  // types just do not say so.
   const column = (f: (a: AttemptRecord) => string | number | null) => attempts.map(f) as string[];
   await sql`
     with input as (
