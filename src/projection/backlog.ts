@@ -152,6 +152,24 @@ export async function claimQueued(tx: TransactionSql, branches: { bySvc: Pending
     delete from projection_queue q where q.ctid = any(array(select ctid from locked))`;
 }
 
+/**
+ * For the rest of the transaction, the queue's probes (claimQueued, and the fold's read
+ * in eventsOf) stay index probes whatever its statistics say: `enable_seqscan = off`,
+ * which only prices sequential scans out where an index can serve.
+ *
+ * The statistics lie right after the drain's own vacuum of a nearly empty queue: a few
+ * rows in many kept pages, the queue's primary key counted the same. A probe by key is
+ * then estimated at about the price of reading the whole table, and which one PostgreSQL
+ * picks turned on a handful of pages: under load, test/integration/queue-vacuum.test.ts
+ * found a sequential scan of the whole queue per event in about a third of its runs (four
+ * scans of 20,003 rows for an order of two events), where the LATERAL probes and OFFSET 0
+ * alone had kept the plan's shape but not its scans. A backlog would pay that per event.
+ * Every statement of a derivation reads through an index anyway.
+ */
+export async function probeQueueByKey(tx: TransactionSql): Promise<void> {
+  await tx`set local enable_seqscan = off`;
+}
+
 /** How many events wait, and for how long the oldest has (seconds), for /metrics. */
 export async function backlogFigures(sql: Tx): Promise<{ waiting: number; oldestSeconds: number }> {
   const [row] = await sql<{ waiting: number; oldest: number | null }[]>`
