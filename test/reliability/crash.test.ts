@@ -153,10 +153,14 @@ describe("SIGTERM under callback load", () => {
     await waitUntil(
       "the worker running the blocked job",
       async () => {
+        // Waiting for that very lock: appends may wait a moment on the drain's gate (also
+        // an advisory lock), and a stop then would find the blocked order not yet taken.
+        // A bigint key shows in pg_locks as classid (high half) and objid (low half).
         const rows = await sql<{ locked_by: string; waiting: boolean }[]>`
           select locked_by, exists (
             select 1 from pg_locks l join pg_database d on d.oid = l.database
-            where l.locktype = 'advisory' and not l.granted and d.datname = current_database()) as waiting
+            where l.locktype = 'advisory' and not l.granted and d.datname = current_database() and l.objsubid = 1
+              and ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended('coid:TERM-BLOCKED', 0)) as waiting
           from graphile_worker.jobs where task_identifier = 'projection__drain' and locked_by is not null`;
         holding = rows.map((r) => r.locked_by);
         return rows.some((r) => r.waiting);
