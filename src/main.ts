@@ -50,10 +50,7 @@ async function main() {
   const url = services.http!.url;
   // The emulator lives in this process: it reaches tracklane on loopback, whatever PUBLIC_URL says.
   builtIn?.register(`${url}/callbacks/${config.callbackSecret}`);
-  log.info({ url }, "tracklane running");
-  // A generated secret already sits in a plain file under .data/ (a local setup): show the
-  // full URL to register. A secret from the environment is never printed.
-  const secretShown = config.secretSources.callbackSecret.startsWith("generated") ? config.callbackSecret : "<CALLBACK_SECRET>";
+  // Signals are handled before the process says it is running (role.ts).
   stopOnSignal(log, async () => {
     await services.stop();
     if (builtIn) {
@@ -63,6 +60,10 @@ async function main() {
     // Last: everything above may still have needed it.
     await db.release();
   });
+  log.info({ url }, "tracklane running");
+  // A generated secret already sits in a plain file under .data/ (a local setup): show the
+  // full URL to register. A secret from the environment is never printed.
+  const secretShown = config.secretSources.callbackSecret.startsWith("generated") ? config.callbackSecret : "<CALLBACK_SECRET>";
   const port = Number(new URL(url).port || 80); // URL drops a default port
   // PORT=0 without PUBLIC_URL: the default public URL names port 0, not the one chosen.
   const publicUrl = config.publicUrl.endsWith(":0") ? url : config.publicUrl;

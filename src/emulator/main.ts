@@ -48,16 +48,8 @@ async function main(): Promise<void> {
     logger,
   });
 
-  // The credentials are the emulator's own test values, printed so a developer can use them.
-  const mode = config.realistic ? "realistic" : "strict";
-  console.log(`provider emulator listening on ${running.url} (${config.product}, ${config.env}, ${mode})`);
-  console.log(`  base_url = gateway_url = ${running.url}`);
-  if (support.token) console.log(`  token auth: Authorization: Token ${config.token}`);
-  if (support.oauth) console.log(`  OAuth2: POST ${running.url}/oauth/token/ as ${config.clientId}:${config.clientSecret}`);
-  console.log(`  control: ${running.url}/__emulator/ (behaviour, callback-urls, orders, clock, faults, requests, reset)`);
-  const orders = running.emulator.state.orders.size;
-  console.log(`  state:   ${running.emulator.stateFile ?? "in memory"} (${flags.reset ? "reset" : `${orders} order${orders === 1 ? "" : "s"} restored`})`);
-
+  // Signals are handled before it says it is listening: a stop sent on that word must find
+  // the handler, not the default action (an exit by the signal, not 0).
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -70,6 +62,16 @@ async function main(): Promise<void> {
   };
   process.once("SIGINT", () => stop("SIGINT"));
   process.once("SIGTERM", () => stop("SIGTERM"));
+
+  // The credentials are the emulator's own test values, printed so a developer can use them.
+  const mode = config.realistic ? "realistic" : "strict";
+  console.log(`provider emulator listening on ${running.url} (${config.product}, ${config.env}, ${mode})`);
+  console.log(`  base_url = gateway_url = ${running.url}`);
+  if (support.token) console.log(`  token auth: Authorization: Token ${config.token}`);
+  if (support.oauth) console.log(`  OAuth2: POST ${running.url}/oauth/token/ as ${config.clientId}:${config.clientSecret}`);
+  console.log(`  control: ${running.url}/__emulator/ (behaviour, callback-urls, orders, clock, faults, requests, reset)`);
+  const orders = running.emulator.state.orders.size;
+  console.log(`  state:   ${running.emulator.stateFile ?? "in memory"} (${flags.reset ? "reset" : `${orders} order${orders === 1 ? "" : "s"} restored`})`);
 }
 
 main().catch((err: unknown) => {

@@ -44,12 +44,14 @@ export function runRole(role: "web" | "worker"): void {
       await db.release().catch(() => {});
       throw err;
     }
-    if (role === "web") log.info({ url: services.http?.url }, "web listening");
-    else log.info({ concurrency: config.worker.concurrency }, "worker running");
+    // Signals are handled before the process says it is ready: a stop sent on that word
+    // must find the handler, not the default action (an exit without the clean stop).
     stopOnSignal(log, async () => {
       await services.stop();
       await db.release();
     });
+    if (role === "web") log.info({ url: services.http?.url }, "web listening");
+    else log.info({ concurrency: config.worker.concurrency }, "worker running");
   };
   main().catch(fatal(log, config));
 }
