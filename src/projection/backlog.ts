@@ -153,9 +153,9 @@ export async function claimQueued(tx: TransactionSql, branches: { bySvc: Pending
 }
 
 /**
- * For the rest of the transaction, the queue's probes (claimQueued, and the fold's read
- * in eventsOf) stay index probes whatever its statistics say: `enable_seqscan = off`,
- * which only prices sequential scans out where an index can serve.
+ * Runs `reads` with the queue's probes (claimQueued, and the fold's read in eventsOf) kept
+ * index probes whatever the statistics say: `enable_seqscan = off`, which only prices
+ * sequential scans out where an index can serve, set for these statements alone.
  *
  * The statistics lie right after the drain's own vacuum of a nearly empty queue: a few
  * rows in many kept pages, the queue's primary key counted the same. A probe by key is
@@ -164,10 +164,18 @@ export async function claimQueued(tx: TransactionSql, branches: { bySvc: Pending
  * found a sequential scan of the whole queue per event in about a third of its runs (four
  * scans of 20,003 rows for an order of two events), where the LATERAL probes and OFFSET 0
  * alone had kept the plan's shape but not its scans. A backlog would pay that per event.
- * Every statement of a derivation reads through an index anyway.
+ * Every statement of these reads goes through an index anyway.
+ *
+ * The setting goes back to its default before the transaction's writes: plans made while
+ * it is off are kept by the session (prepared statements, PL/pgSQL such as
+ * graphile-worker's add_job) and reused after it, and left on for the whole transaction it
+ * raised PostgreSQL's CPU per event by half with a notification endpoint subscribed.
  */
-export async function probeQueueByKey(tx: TransactionSql): Promise<void> {
+export async function withQueueProbes<T>(tx: TransactionSql, reads: () => Promise<T>): Promise<T> {
   await tx`set local enable_seqscan = off`;
+  const result = await reads();
+  await tx`set local enable_seqscan to default`;
+  return result;
 }
 
 /** How many events wait, and for how long the oldest has (seconds), for /metrics. */

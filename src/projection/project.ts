@@ -17,7 +17,7 @@ import { NEW_ORDER } from "../orders/change.ts";
 import type { OrderChange, OrderSnapshot } from "../orders/change.ts";
 import { insertSeenOrders, lockOrdersOf, mergeOrders, writeProjected } from "../orders/store.ts";
 import type { ProjectionRow, ProjectedWrite } from "../orders/store.ts";
-import { claimQueued, probeQueueByKey } from "./backlog.ts";
+import { claimQueued, withQueueProbes } from "./backlog.ts";
 import { decodeState, encodeState } from "./state.ts";
 
 export interface OrderIds {
@@ -155,7 +155,10 @@ interface Gathered {
  * no other drain holds are claimed before the events are read.
  */
 async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
-  await probeQueueByKey(tx);
+  return await withQueueProbes(tx, () => gatherRounds(tx, starts));
+}
+
+async function gatherRounds(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
   const links = new Links();
   for (const s of starts) links.link(s.svcOrderId, s.clientOrderId);
   const events = new Map<number, GatheredEvent>();

@@ -96,6 +96,10 @@ describe("the projection after a vacuum of a nearly empty queue", () => {
       const before = await scanned(tx);
       const [result] = await projectOrdersIn(tx, [{ svcOrderId: "990001", clientOrderId: "STALE-1" }]);
       assert.equal(result?.changed, true);
+      // Only the reads priced sequential scans out: the rest of the transaction (and the
+      // plans its session keeps) has the server's setting back.
+      const [setting] = await tx<{ enable_seqscan: string }[]>`show enable_seqscan`;
+      assert.equal(setting?.enable_seqscan, "on");
       return (await scanned(tx)) - before;
     });
     assert.ok(read < 100, `queue rows read by scans: ${read} (of ${ROWS + 3})`);
