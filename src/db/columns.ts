@@ -6,6 +6,15 @@
  */
 
 /**
+ * A column of `rows` as an array parameter: `${column((r) => r.x)}::text[]`. postgres.js
+ * sends a null element as NULL (and quotes every other, "NULL" included); its parameter
+ * types just do not say so, hence the cast.
+ */
+export function columnOf<R>(rows: readonly R[]): (f: (row: R) => string | number | null) => string[] {
+  return (f) => rows.map(f) as string[];
+}
+
+/**
  * JSON texts as one text, a line each, for `string_to_array($1::text, E'\n')`: no element
  * needs array escaping (every quote of a JSON text would be escaped), and JSON.stringify
  * escapes every control character, so no JSON text holds a raw newline. A text that does

@@ -5,6 +5,7 @@
  */
 import type { TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
+import { columnOf, jsonLines } from "../db/columns.ts";
 import type { orderEvents } from "../db/schema/index.ts";
 import { isJsonObject } from "../domain/normalise.ts";
 import type { JsonObject, NormalisedEvent } from "../domain/normalise.ts";
@@ -133,16 +134,13 @@ type StoredRow = ReturnType<typeof storedIdsOf> & {
  * statement as their events, so that no event is ever stored unqueued.
  */
 async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
-  // postgres.js sends a null element as NULL (and quotes every other, "NULL" included);
-  // its parameter types just do not say so, hence the cast.
-  const column = (k: "dedupe_key" | "source" | "kind" | "svc_order_id" | "client_order_id" | "provider_status" | "occurred_at") =>
-    rows.map((r) => r[k]) as string[];
+  const column = columnOf(rows);
   return await tx<{ id: string; order_key: string; dedupe_key: string }[]>`
     with input as (
       select *, coalesce(svc_order_id, client_order_id) as order_key
-      from unnest(${column("dedupe_key")}::text[], ${column("source")}::text[], ${column("kind")}::text[],
-        ${column("svc_order_id")}::text[], ${column("client_order_id")}::text[], ${column("provider_status")}::text[],
-        ${column("occurred_at")}::timestamptz[], ${rows.map((r) => JSON.stringify(r.payload))}::text[]::jsonb[])
+      from unnest(${column((r) => r.dedupe_key)}::text[], ${column((r) => r.source)}::text[], ${column((r) => r.kind)}::text[],
+        ${column((r) => r.svc_order_id)}::text[], ${column((r) => r.client_order_id)}::text[], ${column((r) => r.provider_status)}::text[],
+        ${column((r) => r.occurred_at)}::timestamptz[], string_to_array(${jsonLines(rows.map((r) => JSON.stringify(r.payload)))}::text, E'\n')::jsonb[])
         as t(dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload)
     ),
     keys as (select distinct order_key from input),

@@ -5,6 +5,7 @@
  */
 import type { Sql } from "postgres";
 import type { Tx } from "../db/client.ts";
+import { columnOf } from "../db/columns.ts";
 import { pageOf } from "../db/page.ts";
 import type { notificationAttempts, notificationDeliveries, notificationMessages } from "../db/schema/index.ts";
 import { DELIVER_TASK } from "./outbox.ts";
@@ -57,10 +58,9 @@ export interface AttemptRecord {
 export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]): Promise<void> {
   if (attempts.length === 0) return;
   const lastError = (a: AttemptRecord) => a.error ?? (a.next.state === "delivered" ? null : a.statusCode === null ? "no answer" : `HTTP ${a.statusCode}`);
-  // SQL, not the builder: many rows as column arrays, like the other set-based writes,
-  // attempts and states together. postgres.js sends a null element as NULL; its parameter
-  // types just do not say so.
-  const column = (f: (a: AttemptRecord) => string | number | null) => attempts.map(f) as string[];
+  // SQL, not the builder: many rows as column arrays (db/columns.ts), like the other
+  // set-based writes, attempts and states together.
+  const column = columnOf(attempts);
   await sql`
     with input as (
       select * from unnest(${attempts.map((a) => a.deliveryId)}::bigint[], ${column((a) => a.next.state)}::text[],

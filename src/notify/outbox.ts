@@ -5,7 +5,7 @@
  * and a rolled-back one has none.
  */
 import type { Tx } from "../db/client.ts";
-import { jsonLines } from "../db/columns.ts";
+import { columnOf, jsonLines } from "../db/columns.ts";
 import type { JsonObject } from "../domain/normalise.ts";
 import { canonicalStatus } from "../domain/statuses.ts";
 import type { OrderChange } from "../orders/change.ts";
@@ -150,8 +150,7 @@ async function insertMessages(tx: Tx, drafts: readonly (Draft & { sequence: numb
   // SQL, not the builder: a set-based insert from column arrays (db/columns.ts), fanned
   // out to the endpoints, with add_job in the same statement. The bodies go as JSON lines:
   // as one JSON document, each body was escaped into it and parsed out of it again.
-  // postgres.js sends a null element as NULL; its parameter types just do not say so.
-  const column = (f: (i: (typeof input)[number]) => string | number | null) => input.map(f) as string[];
+  const column = columnOf(input);
   await tx`
     with input as (
       select * from unnest(${column((i) => i.id)}::text[], ${column((i) => i.type)}::text[], ${column((i) => i.order_id)}::bigint[],

@@ -6,7 +6,7 @@
  */
 import type { PendingQuery, Row, TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
-import { arrayLiteral, jsonLines } from "../db/columns.ts";
+import { arrayLiteral, columnOf, jsonLines } from "../db/columns.ts";
 import type { Projection } from "../domain/projection.ts";
 import { moveCommands } from "../commands/store.ts";
 import { ORDER_JSON_COLUMNS } from "./json.ts";
@@ -247,10 +247,9 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
   // One array per column (zipped by unnest), like the event log's append: as one JSON
   // document, json_to_recordset built a hash table per row and took longer than the
   // update itself (31 µs of 53 per row, `EXPLAIN ANALYZE` on the bench's database).
-  // postgres.js sends a null element as NULL; its parameter types just do not say so.
   // The states, the longest column, travel as JSON lines (db/columns.ts), escaped for no
   // array: as a text[], escaping them took a twentieth of the worker's CPU.
-  const column = <T>(f: (w: ProjectedWrite) => T) => writes.map(f) as unknown as string[];
+  const column = columnOf(writes);
   const rider = (w: ProjectedWrite) => w.projection.rider;
   // Asked first: which columns come back depends on it, and the outbox reuses the answer.
   const endpoints = await enabledEndpoints(tx);

@@ -98,10 +98,10 @@ describe("the partitioned event log", () => {
     for (const w of weeks.slice(1)) assert.equal(new Date(`${w.starts}T00:00:00Z`).getUTCDay(), 1, `${w.starts} is a Monday`);
   });
 
-  it("an append stores every value as sent: quotes, backslashes, braces, commas, the text NULL, non-ASCII, nulls", async () => {
-    // The batch travels as one array per column (array literals): nothing in a value may
-    // end an element, turn into SQL NULL or lose an escape on the way.
-    const awkward = 'say "hi", {then} \\ back\\slash, NULL, émoji 🚚, tab\t';
+  it("an append stores every value as sent: quotes, backslashes, braces, commas, newlines, the text NULL, non-ASCII, nulls", async () => {
+    // The batch travels as one array per column (array literals), the bodies as JSON lines:
+    // nothing in a value may end an element or a line, turn into SQL NULL or lose an escape.
+    const awkward = 'say "hi", {then} \\ back\\slash, NULL, émoji 🚚, tab\t, line\nbreak\r\n, \u2028 separator';
     const inputs = [
       { sfx_order_id: 8800200, client_order_id: 'ODD "1", {x}', order_status: "NULL", note: awkward, nested: { a: [1, "two", null, { b: awkward }] } },
       { sfx_order_id: 8800200, rider_latitude: 12.9, rider_longitude: 77.6, rider_name: awkward },
