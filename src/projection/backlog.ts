@@ -153,9 +153,10 @@ export async function claimQueued(tx: TransactionSql, branches: { bySvc: Pending
 }
 
 /**
- * Runs `reads` with the queue's probes (claimQueued, and the fold's read in eventsOf) kept
- * index probes whatever the statistics say: `enable_seqscan = off`, which only prices
- * sequential scans out where an index can serve, set for these statements alone.
+ * Runs `reads` (a derivation's rounds of locks and reads: project.ts gather) with the
+ * queue's probes in them (claimQueued, and the fold's read in eventsOf) kept index probes
+ * whatever the statistics say: `enable_seqscan = off`, which only prices sequential scans
+ * out where an index can serve, set for those statements alone.
  *
  * The statistics lie right after the drain's own vacuum of a nearly empty queue: a few
  * rows in many kept pages, the queue's primary key counted the same. A probe by key is
@@ -166,10 +167,11 @@ export async function claimQueued(tx: TransactionSql, branches: { bySvc: Pending
  * alone had kept the plan's shape but not its scans. A backlog would pay that per event.
  * Every statement of these reads goes through an index anyway.
  *
- * The setting goes back to its default before the transaction's writes: plans made while
- * it is off are kept by the session (prepared statements, PL/pgSQL such as
- * graphile-worker's add_job) and reused after it, and left on for the whole transaction it
- * raised PostgreSQL's CPU per event by half with a notification endpoint subscribed.
+ * The setting goes back to its default before the transaction's writes. The session keeps
+ * plans made while it is off (prepared statements, PL/pgSQL such as graphile-worker's
+ * add_job) and reuses them later: for the reads above that is what is wanted, but left off
+ * for the whole transaction it raised PostgreSQL's CPU per event by half with a
+ * notification endpoint subscribed.
  */
 export async function withQueueProbes<T>(tx: TransactionSql, reads: () => Promise<T>): Promise<T> {
   await tx`set local enable_seqscan = off`;
