@@ -5,6 +5,7 @@
  */
 import type { TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
+import { jsonLines } from "../db/columns.ts";
 import { pageOf } from "../db/page.ts";
 import type { commands } from "../db/schema/index.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
@@ -242,7 +243,8 @@ export async function redactCommands(tx: TransactionSql, orderId: number, redact
   if (changed.length > 0) {
     await tx`
       update commands c set request = v.request, redacted_at = now()
-      from json_to_recordset(${JSON.stringify(changed)}::text::json) as v(id bigint, request jsonb)
+      from unnest(${changed.map((c) => c.id)}::bigint[], string_to_array(${jsonLines(changed.map((c) => JSON.stringify(c.request)))}::text, E'\n')::jsonb[])
+        as v(id, request)
       where c.id = v.id and c.id = any(${changed.map((c) => c.id)}::bigint[])`;
   }
   return changed.length;

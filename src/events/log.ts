@@ -403,7 +403,8 @@ export async function redactOrderEvents(
   await tx`set local tracklane.redacting = 'on'`;
   await tx`
     update order_events e set payload = v.payload
-    from json_to_recordset(${JSON.stringify(changed)}::text::json) as v(id bigint, payload jsonb)
+    from unnest(${changed.map((c) => c.id)}::bigint[], string_to_array(${jsonLines(changed.map((c) => JSON.stringify(c.payload)))}::text, E'\n')::jsonb[])
+      as v(id, payload)
     where e.id = v.id and e.id = any(${changed.map((c) => c.id)}::bigint[])`;
   await tx`set local tracklane.redacting = 'off'`;
   return changed.length;

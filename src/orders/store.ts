@@ -183,11 +183,12 @@ export async function insertSeenOrders(
   input: readonly { clientOrderId: string | null; svcOrderId: string | null; createdAt: Date }[],
 ): Promise<number[]> {
   if (input.length === 0) return [];
-  const json = input.map((i) => ({ coid: i.clientOrderId, svc: i.svcOrderId, created_at: i.createdAt.toISOString() }));
+  const column = columnOf(input);
   const rows = await tx<{ id: number; client_order_id: string | null; svc_order_id: string | null }[]>`
     insert into orders (client_order_id, svc_order_id, created_at, updated_at)
-    select t.coid, t.svc, t.created_at, now()
-    from json_to_recordset(${JSON.stringify(json)}::text::json) as t(coid text, svc text, created_at timestamptz)
+    select t.coid, t.svc, to_timestamp(t.created_ms / 1000), now()
+    from unnest(${column((i) => i.clientOrderId)}::text[], ${column((i) => i.svcOrderId)}::text[], ${column((i) => msOrNull(i.createdAt))}::float8[])
+      as t(coid, svc, created_ms)
     returning id, client_order_id, svc_order_id`;
   // Both identifiers are unique among orders, and a new row has at least one of them.
   const byCoid = new Map(rows.filter((r) => r.client_order_id !== null).map((r) => [r.client_order_id!, r.id]));
