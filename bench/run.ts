@@ -9,6 +9,8 @@
  *   --events N        unique events of the tracklane scenario      (BENCH_EVENTS, 100000)
  *   --history N       events already in the database (over N/10     (BENCH_HISTORY, = events)
  *                     orders) before the measured load
+ *   --history-months M  months those orders spread over: one status  (BENCH_HISTORY_MONTHS, 1)
+ *                     partition a month, as a log kept that long has
  *   --dup-every N     every N-th request is a duplicate; 0 = none  (BENCH_DUP_EVERY, 101)
  *   --runs N          repeat everything N times, report medians    (BENCH_RUNS, 1)
  *   --cpu-prof        profile the web and worker processes (node --cpu-prof)
@@ -48,6 +50,7 @@ const { values: args } = parseArgs({
     events: { type: "string" },
     "dup-every": { type: "string" },
     history: { type: "string" },
+    "history-months": { type: "string" },
     runs: { type: "string" },
     "cpu-prof": { type: "boolean", default: false },
     "only-tracklane": { type: "boolean", default: false },
@@ -79,6 +82,7 @@ const options: BenchOptions = {
   durationS: num(args.duration, "BENCH_DURATION", 10),
   warmupS: num(args.warmup, "BENCH_WARMUP", 2),
   historyEvents: num(args.history, "BENCH_HISTORY", events),
+  historyMonths: Math.max(1, Math.round(num(args["history-months"], "BENCH_HISTORY_MONTHS", 1))),
   orders,
   eventsPerOrder: Math.max(1, Math.round(events / orders)),
   dupEvery: num(args["dup-every"], "BENCH_DUP_EVERY", 101),
@@ -125,6 +129,7 @@ async function main() {
       baselineDurationS: options.durationS,
       warmupS: options.warmupS,
       historyEvents: options.historyEvents,
+      historyMonths: options.historyMonths,
       orders: options.orders,
       events: options.orders * options.eventsPerOrder,
       dupEvery: options.dupEvery,

@@ -28,6 +28,12 @@ export interface BenchOptions {
   warmupS: number;
   /** Events (over a tenth as many orders) already in the database before tracklane starts. */
   historyEvents: number;
+  /**
+   * Months the history's orders spread over, one status partition each (location
+   * partitions only for the last 30 days, as location retention leaves them): the
+   * partitions a log kept that long has.
+   */
+  historyMonths: number;
   orders: number;
   eventsPerOrder: number;
   dupEvery: number;
@@ -381,35 +387,46 @@ async function notifyFigures(
  * written straight in SQL (they stand for history; their projections are plain rows),
  * then ANALYZE. A fresh, empty database would make PostgreSQL plan every query for tiny
  * tables and keep those plans while the measured load grows them a hundredfold.
+ *
+ * The orders' first events spread evenly over the last `months` × 30 days, each order's
+ * ten events a minute apart. Status partitions cover the whole stretch; location ones only
+ * the last 30 days, and the location events of older orders are left out, as location
+ * retention (LOCATION_RETENTION_DAYS, 30) would have dropped them.
  */
-async function seedHistory(sql: Sql, events: number): Promise<void> {
+async function seedHistory(sql: Sql, events: number, months: number): Promise<void> {
   if (events <= 0) return;
   const orders = Math.max(1, Math.floor(events / 10));
-  // Order k's first event is event k: its period is that event's day.
-  await partitionsSince(sql, new Date(Date.now() - 31 * 86_400_000));
+  const span = `${Math.max(1, months) * 30} days`;
+  const locationSince = new Date(Date.now() - 31 * 86_400_000);
+  await partitionsSince(sql, new Date(Date.now() - Math.max(1, months) * 30 * 86_400_000 - 86_400_000), ["status"]);
+  await partitionsSince(sql, locationSince, ["location"]);
+  // Order k's first event: its period is that event's UTC day.
+  const first = sql`now() - ${span}::interval + k * (${span}::interval / ${orders})`;
   await sql`
     insert into order_periods (order_key, period)
-    select (5000000 + k)::text, ((now() - interval '30 days' + k * interval '1 second') at time zone 'UTC')::date
+    select (5000000 + k)::text, ((${first}) at time zone 'UTC')::date
     from generate_series(0, ${orders - 1}) as k`;
   await sql`
     insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload, period)
-    select md5('history' || i) || md5('h' || i), 'provider',
-           case when i % 10 in (0, 3, 6, 9) then 'status' else 'location' end,
-           (5000000 + i % ${orders})::text, 'H-' || (i % ${orders}),
-           case when i % 10 in (0, 3, 6, 9) then 'DELIVERED' end,
-           now() - interval '30 days' + i * interval '1 second', now() - interval '30 days' + i * interval '1 second',
-           jsonb_build_object('sfx_order_id', 5000000 + i % ${orders}, 'client_order_id', 'H-' || (i % ${orders}),
+    select md5('history' || i) || md5('h' || i), 'provider', kind,
+           (5000000 + k)::text, 'H-' || k, case when kind = 'status' then 'DELIVERED' end, at, at,
+           jsonb_build_object('sfx_order_id', 5000000 + k, 'client_order_id', 'H-' || k,
              'rider_id', 1000 + i % 500, 'rider_name', 'Rider ' || (1000 + i % 500), 'rider_contact', '9800000000',
              'rider_latitude', 12.9 + (i % 1000) / 10000.0, 'rider_longitude', 77.5 + (i % 1000) / 10000.0,
-             'timestamp', now() - interval '30 days' + i * interval '1 second'),
-           ((now() - interval '30 days' + (i % ${orders}) * interval '1 second') at time zone 'UTC')::date
-    from generate_series(0, ${events - 1}) as i`;
+             'timestamp', at),
+           (t0 at time zone 'UTC')::date
+    from generate_series(0, ${events - 1}) as i,
+         lateral (select i % ${orders} as k, i / ${orders} as step) o,
+         lateral (select ${first} as t0) f,
+         lateral (select t0 + step * interval '1 minute' as at,
+                         case when i % 10 in (0, 3, 6, 9) then 'status' else 'location' end as kind) e
+    where kind = 'status' or t0 >= ${locationSince}`;
   await sql`
     insert into orders (client_order_id, svc_order_id, status, provider_status, status_at, rider_id, rider_name,
                         event_count, last_event_at, created_at, updated_at)
-    select 'H-' || o, (5000000 + o)::text, 'DELIVERED', 'DELIVERED', now() - interval '29 days', (1000 + o % 500)::text,
-           'Rider ' || (1000 + o % 500), 10, now() - interval '29 days', now() - interval '30 days', now() - interval '29 days'
-    from generate_series(0, ${orders - 1}) as o`;
+    select 'H-' || k, (5000000 + k)::text, 'DELIVERED', 'DELIVERED', t0 + interval '9 minutes', (1000 + k % 500)::text,
+           'Rider ' || (1000 + k % 500), case when t0 >= ${locationSince} then 10 else 4 end, t0 + interval '9 minutes', t0, t0 + interval '9 minutes'
+    from generate_series(0, ${orders - 1}) as k, lateral (select ${first} as t0) f`;
   await sql`analyze`;
 }
 
@@ -548,7 +565,7 @@ export async function tracklanePhase(url: string, o: BenchOptions, run: number, 
   let succeeded = false;
   const profiles: string[] = [];
   try {
-    await seedHistory(sql, o.historyEvents);
+    await seedHistory(sql, o.historyEvents, o.historyMonths);
     await installUpdateLog(sql);
     if (variant.notify) {
       await installCommitLog(sql);

@@ -142,7 +142,7 @@ export function formatReport(
     `postgres: ${machine.postgres.version.split(" on ")[0]} (${settings["database"]}); ${Object.entries(machine.postgres.settings).map(([k, v]) => `${k}=${v}`).join(", ")}`,
     `tracklane: ${["INGEST_BATCH_MAX", "INGEST_BATCH_WAIT_MS", "WORKER_CONCURRENCY", "DB_POOL_MAX", "LOG_LEVEL"].map((k) => `${k}=${settings[k]}`).join(" ")}; processes: ${settings["processes"]}`,
     `load: ${settings["connections"]} connections (autocannon in its own process), ${settings["events"]} events over ${settings["orders"]} orders + every ${settings["dupEvery"]}th request a duplicate, ` +
-      `on a database holding ${settings["historyEvents"]} earlier events; baselines ${settings["baselineDurationS"]} s each; warm-up ${settings["warmupS"]} s`,
+      `on a database holding ${settings["historyEvents"]} earlier events${Number(settings["historyMonths"] ?? 1) > 1 ? ` over ${settings["historyMonths"]} months (location events of the last 30 days only)` : ""}; baselines ${settings["baselineDurationS"]} s each; warm-up ${settings["warmupS"]} s`,
     "",
     header,
   ];

@@ -53,10 +53,10 @@ export async function onScratchDatabase<T>(name: string, log: Logger, body: (url
  * month of `since` (the migration made the current month on), then one period per order
  * key, as the append would have recorded it.
  */
-export async function partitionsSince(sql: postgres.Sql, since: Date): Promise<void> {
+export async function partitionsSince(sql: postgres.Sql, since: Date, kinds: readonly ("location" | "status")[] = ["location", "status"]): Promise<void> {
   await sql`
     select order_events_attach_partition(k, m::date, (m + interval '1 month')::date)
-    from unnest(array['location', 'status']) as k,
+    from unnest(${kinds as string[]}::text[]) as k,
          generate_series(date_trunc('month', ${since}::timestamptz at time zone 'UTC'), date_trunc('month', now() at time zone 'UTC'), interval '1 month') as m
     where not exists (select from event_partitions p where p.kind = k and p.starts <= m::date and p.ends > m::date)`;
 }
