@@ -153,30 +153,37 @@ export async function claimQueued(tx: TransactionSql, branches: { bySvc: Pending
 }
 
 /**
- * Runs `reads` (a derivation's rounds of locks and reads: project.ts gather) with the
- * queue's probes in them (claimQueued, and the fold's read in eventsOf) kept index probes
- * whatever the statistics say: `enable_seqscan = off`, which only prices sequential scans
- * out where an index can serve, set for those statements alone.
+ * Runs `reads` (a derivation's rounds of locks and reads: project.ts gather) with two
+ * planner settings, for those statements alone:
  *
- * The statistics lie right after the drain's own vacuum of a nearly empty queue: a few
- * rows in many kept pages, the queue's primary key counted the same. A probe by key is
- * then estimated at about the price of reading the whole table, and which one PostgreSQL
- * picks turned on a handful of pages: under load, test/integration/queue-vacuum.test.ts
- * found a sequential scan of the whole queue per event in about a third of its runs (four
- * scans of 20,003 rows for an order of two events), where the LATERAL probes and OFFSET 0
- * alone had kept the plan's shape but not its scans. A backlog would pay that per event.
- * Every statement of these reads goes through an index anyway.
+ * - `enable_seqscan = off` keeps the queue's probes in them (claimQueued, and the fold's
+ *   read in eventsOf) index probes whatever the statistics say; it only prices sequential
+ *   scans out where an index can serve. The statistics lie right after the drain's own
+ *   vacuum of a nearly empty queue: a few rows in many kept pages, the queue's primary key
+ *   counted the same. A probe by key is then estimated at about the price of reading the
+ *   whole table, and which one PostgreSQL picks turned on a handful of pages: under load,
+ *   test/integration/queue-vacuum.test.ts found a sequential scan of the whole queue per
+ *   event in about a third of its runs (four scans of 20,003 rows for an order of two
+ *   events), where the LATERAL probes and OFFSET 0 alone had kept the plan's shape but not
+ *   its scans. A backlog would pay that per event.
+ * - `plan_cache_mode = force_generic_plan` plans each of these statements once per
+ *   session. A custom plan (PostgreSQL's choice for a prepared statement's first five runs
+ *   on each connection) estimates every id of the round's arrays against every partition's
+ *   statistics: with 24 months of status partitions a derivation of 500 orders spent 6 s
+ *   planning its claim and 12 s its read, then 30 and 94 ms with a generic plan
+ *   (`npm run bench -- --history-months 24`: the projection fell minutes behind). The
+ *   generic plan is the same index probes per partition.
  *
- * The setting goes back to its default before the transaction's writes. The session keeps
- * plans made while it is off (prepared statements, PL/pgSQL such as graphile-worker's
- * add_job) and reuses them later: for the reads above that is what is wanted, but left off
- * for the whole transaction it raised PostgreSQL's CPU per event by half with a
+ * Both go back to their defaults before the transaction's writes. The session keeps plans
+ * made meanwhile (prepared statements, PL/pgSQL such as graphile-worker's add_job) and
+ * reuses them later: for the reads above that is what is wanted, but `enable_seqscan` left
+ * off for the whole transaction raised PostgreSQL's CPU per event by half with a
  * notification endpoint subscribed.
  */
 export async function withQueueProbes<T>(tx: TransactionSql, reads: () => Promise<T>): Promise<T> {
-  await tx`set local enable_seqscan = off`;
+  await tx`select set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)`;
   const result = await reads();
-  await tx`set local enable_seqscan to default`;
+  await tx`select set_config(name, reset_val, true) from pg_settings where name in ('enable_seqscan', 'plan_cache_mode')`;
   return result;
 }
 

@@ -1,0 +1,94 @@
+/**
+ * A log kept for years has a status partition per month, and a derivation reads every
+ * partition by the round's arrays of ids. Planned per run (PostgreSQL's custom plans, its
+ * choice for a prepared statement's first runs on each connection), each id was estimated
+ * against each partition's statistics: seconds a statement with two years of partitions.
+ * The derivation's reads are planned once per session instead (src/projection/backlog.ts
+ * withQueueProbes), and the rest of the transaction keeps the server's settings.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import postgres from "postgres";
+import { normaliseCallback } from "../../src/domain/normalise.ts";
+import { appendEvents } from "../../src/events/log.ts";
+import { projectOrdersIn } from "../../src/projection/project.ts";
+import { createTestDatabase } from "../helpers/db.ts";
+import type { TestDatabase } from "../helpers/db.ts";
+
+let testDb: TestDatabase;
+let sql: postgres.Sql;
+before(async () => {
+  testDb = await createTestDatabase();
+  sql = postgres(testDb.url, { max: 1, onnotice: () => {} });
+});
+after(async () => {
+  await sql.end();
+  await testDb.drop();
+});
+
+const MONTHS = 24;
+const ORDERS = 40;
+
+/** Two years of monthly status partitions before the oldest the migration made, each holding an order's events. */
+async function twoYearsOfPartitions(): Promise<void> {
+  const [oldest] = await sql<{ starts: string }[]>`select min(starts)::text as starts from event_partitions where kind = 'status'`;
+  await sql`
+    select order_events_attach_partition('status', m::date, (m + interval '1 month')::date)
+    from generate_series(${oldest!.starts}::date - ${`${MONTHS} months`}::interval, ${oldest!.starts}::date - interval '1 month', interval '1 month') as m`;
+  await sql`
+    insert into order_events (dedupe_key, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload, period)
+    select md5('old' || g), 'status', (100000 + g)::text, 'OLD-' || g, 'DELIVERED', p.starts, '{}'::jsonb, p.starts
+    from event_partitions p, generate_series(1, 20) g where p.kind = 'status' and p.starts < ${oldest!.starts}::date`;
+  await sql`analyze order_events`;
+}
+
+describe("a derivation's reads over many partitions", () => {
+  it("are planned once per session (generic plans), and the transaction's later statements keep the server's settings", async () => {
+    await twoYearsOfPartitions();
+    const [{ n } = { n: 0 }] = await sql<{ n: number }[]>`select count(*)::int as n from event_partitions`;
+    assert.ok(n >= MONTHS + 2, `${n} partitions`);
+
+    const events = Array.from({ length: ORDERS }, (_, i) => {
+      const body = { sfx_order_id: 880000 + i, client_order_id: `PLAN-${i}`, order_status: "ALLOTTED", allot_time: "2026-11-23T09:00:00Z" };
+      const r = normaliseCallback(body, { forceLocation: false, receivedAt: new Date(), timeZone: "UTC" });
+      if (!r.ok) throw new Error(r.message);
+      return { event: r.event, payload: body };
+    });
+    await appendEvents(sql, events);
+
+    // New orders are derived in full: every round claims and reads by arrays of ids. Run
+    // more than the five times after which PostgreSQL may switch to a generic plan itself.
+    const runs = 7;
+    const plans = await sql.begin(async (tx) => {
+      for (let run = 0; run < runs; run++) {
+        const starts = Array.from({ length: ORDERS }, (_, i) => ({ svcOrderId: String(880000 + i), clientOrderId: `PLAN-${i}` }));
+        const results = await projectOrdersIn(tx, starts);
+        assert.equal(results.filter((r) => r !== null).length, ORDERS);
+      }
+      const settings = await tx<{ name: string; setting: string }[]>`
+        select name, setting from pg_settings where name in ('enable_seqscan', 'plan_cache_mode') order by name`;
+      assert.deepEqual(
+        settings.map((s) => [s.name, s.setting]),
+        [
+          ["enable_seqscan", "on"],
+          ["plan_cache_mode", "auto"],
+        ],
+      );
+      return await tx<{ statement: string; generic_plans: number; custom_plans: number }[]>`
+        select statement, generic_plans::int, custom_plans::int from pg_prepared_statements
+        where (statement like '%with ids as materialized%' or statement like '%q.event_id = e.id offset 0%')
+          and statement not like '%pg_prepared_statements%'
+        order by statement`;
+    });
+    // The claim (claimQueued) and the read (eventsOf), each run every time.
+    assert.equal(plans.length, 2, plans.map((p) => p.statement.slice(0, 80)).join("\n"));
+    for (const p of plans) {
+      assert.equal(p.custom_plans, 0, `custom plans of ${p.statement.trim().slice(0, 60)}`);
+      assert.ok(p.generic_plans >= runs, `generic plans of ${p.statement.trim().slice(0, 60)}: ${p.generic_plans}`);
+    }
+
+    const rows = await sql<{ status: string }[]>`select status from orders where client_order_id like 'PLAN-%'`;
+    assert.equal(rows.length, ORDERS);
+    assert.ok(rows.every((r) => r.status === "ALLOTTED"), JSON.stringify(rows));
+  });
+});
