@@ -216,10 +216,8 @@ export interface RoundIds {
  * by provider id, then by merchant's id leaving out what the first branch finds or an
  * earlier round found (an event carrying both ids, as most do, is read once). As
  * `not in (subquery)` that check is one hash probe per event, in a generic plan too
- * (`<> all(array)` there compares with every element). The read (eventsOf) and the claim
- * of the events' queue rows (src/projection/backlog.ts claimQueued) share these, so the
- * claim takes exactly what the read returns: an event stored between two rounds and left
- * out by the second stays queued for its drain.
+ * (`<> all(array)` there compares with every element). src/projection/backlog.ts
+ * claimAndRead claims and reads by these in one statement.
  */
 export function roundBranches(tx: TransactionSql, ids: RoundIds) {
   return {
@@ -232,33 +230,23 @@ export function roundBranches(tx: TransactionSql, ids: RoundIds) {
 export type RoundBranches = ReturnType<typeof roundBranches>;
 
 /**
- * The events of a round (roundBranches), without payloads, each row already shaped as the
- * fold's event (no copy per event): `details` is a bit mask of the payload keys present in
- * each group of `detailKeys` (a group with two key sets needs a key of each), so the fold
- * knows which payloads it must read. One branch per identifier column, each an index scan
- * whatever the table's size (an OR of the two made the planner pick sequential scans).
+ * The columns of a round's events (roundBranches) as the fold reads them, for
+ * src/projection/backlog.ts claimAndRead: without payloads, each row already shaped as the
+ * fold's event (no copy per event). `details` is a bit mask of the payload keys present
+ * in each group of `detailKeys` (a group with two key sets needs a key of each), so the
+ * fold knows which payloads it must read. The rows come from `order_events e`, one branch
+ * per identifier column, each an index scan whatever the table's size (an OR of the two
+ * made the planner pick sequential scans).
  */
-export function eventsOf(tx: TransactionSql, branches: RoundBranches, detailKeys: readonly (readonly (readonly string[])[])[]) {
+export function foldColumns(tx: TransactionSql, detailKeys: readonly (readonly (readonly string[])[])[]) {
   const bit = (keys: readonly (readonly string[])[], i: number) =>
     keys.length === 2
       ? tx`((payload ?| ${[...keys[0]!]}::text[]) and (payload ?| ${[...keys[1]!]}::text[]))::int * ${2 ** i}`
       : tx`(payload ?| ${[...keys[0]!]}::text[])::int * ${2 ** i}`;
   const mask = detailKeys.map((keys, i) => bit(keys, i)).reduce((acc, b) => tx`${acc} + ${b}`);
   // kind is 'location' or 'status': the log has partitions for no other.
-  const columns = tx`id, dedupe_key as "dedupeKey", kind, svc_order_id as "svcOrderId", client_order_id as "clientOrderId",
-    provider_status as "providerStatus", occurred_at as "occurredAt", received_at as "receivedAt", ${mask} as details`;
-  // An event whose queue row is still there belongs to the drain that will merge it (this
-  // transaction's own claimed rows are already deleted). Each event's check is a probe of
-  // the queue's primary key, made only while the queue holds anything at all (asked once
-  // per statement, in its snapshot): as an anti join, PostgreSQL rescanned the nearly
-  // empty queue once per event, about 2 µs each: a fifth of PostgreSQL's time in a rebuild.
-  // OFFSET 0 keeps the probe a probe: pulled up into an anti join, it scanned the whole
-  // queue when stale statistics said it held a few rows (src/projection/backlog.ts claimQueued).
-  const merged = tx`((select not exists (select from projection_queue)) or not exists (select from projection_queue q where q.event_id = e.id offset 0))`;
-  return tx<FoldEvent[]>`
-    select ${columns} from order_events e where ${branches.bySvc} and ${merged}
-    union all
-    select ${columns} from order_events e where ${branches.byClient} and ${merged}`;
+  return tx`e.id, e.dedupe_key as "dedupeKey", e.kind, e.svc_order_id as "svcOrderId", e.client_order_id as "clientOrderId",
+    e.provider_status as "providerStatus", e.occurred_at as "occurredAt", e.received_at as "receivedAt", ${mask} as details`;
 }
 
 /**

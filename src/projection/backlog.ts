@@ -95,7 +95,7 @@ export type TakenRow = Pick<
  * skip locked)` PostgreSQL may rescan the subquery once per row it deletes, each rescan
  * skipping the rows already locked and returning new ones, so a "batch of 500" grew to
  * thousands of rows and its transaction to seconds. They are deleted by tuple id, whatever
- * the queue's statistics say (claimQueued).
+ * the queue's statistics say (claimAndRead).
  */
 export async function takeOldest(tx: TransactionSql, limit: number): Promise<TakenRow[]> {
   return await tx<TakenRow[]>`
@@ -122,43 +122,60 @@ export async function takeEvents(tx: TransactionSql, eventIds: readonly number[]
 }
 
 /**
- * Claims the queued events of a round (src/events/log.ts roundBranches: exactly what
- * eventsOf then reads) that no other drain holds: deleting their rows makes them this
- * transaction's to fold, so a full derivation (a rebuild above all) folds the whole log.
- * Never waits: rows another drain holds stay with it.
+ * The events of a round (src/events/log.ts roundBranches), claimed and read in one
+ * statement: each event's columns as `columns` makes them (log.ts foldColumns), for the
+ * events already merged (no queue row) and those whose queue rows this transaction claims
+ * now, by deleting the rows no other drain holds. A full derivation (a rebuild above all)
+ * so folds the whole log, and never waits: an event another drain holds stays with it and
+ * is left out, as is one stored after this statement's snapshot, which stays queued for
+ * its drain. Claimed rows still show in the snapshot (a data-modifying CTE's changes do
+ * not), hence the check against what was claimed. The round's ids are looked up in each
+ * partition once; a claim of its own, before the read, looked them all up twice.
  *
- * The round's event ids come first, and each is one probe of the queue's primary key
- * (LATERAL), whatever the queue's statistics say. As a join the planner put the queue on
- * the outside whenever its statistics were stale: the drain's own vacuum keeps the
- * queue's pages (TRUNCATE false), so a vacuum of a nearly empty queue records a few rows
- * in thousands of pages, and a backlog of 100,000 rows then reads as a few. Each claim
- * scanned the whole queue and probed every partition per row: 0.4–1.4 s a round, and a
- * backlog that did not drain within three minutes (`npm run bench`). The rows are then
+ * Each event's queue row is one probe of the queue's primary key (LATERAL, and OFFSET 0 on
+ * the last check), whatever the queue's statistics say. As a join the planner put the
+ * queue on the outside whenever its statistics were stale: the drain's own vacuum keeps
+ * the queue's pages (TRUNCATE false), so a vacuum of a nearly empty queue records a few
+ * rows in thousands of pages, and a backlog of 100,000 rows then reads as a few. Each
+ * claim scanned the whole queue and probed every partition per row: 0.4–1.4 s a round,
+ * and a backlog that did not drain within three minutes (`npm run bench`). The rows are
  * deleted by their tuple ids (a TID scan), which they keep while this transaction holds
- * them locked: a join would have the same choice to make. While the queue is empty (a
- * rebuild on a quiet service) the events are not even read: asked once per branch.
+ * them locked. While the queue is empty (a rebuild on a quiet service) nothing is probed:
+ * asked once per statement. As an anti join, the last check rescanned the nearly empty
+ * queue once per event, about 2 µs each: a fifth of PostgreSQL's time in a rebuild.
  */
-export async function claimQueued(tx: TransactionSql, branches: { bySvc: PendingQuery<Row[]>; byClient: PendingQuery<Row[]> }): Promise<void> {
-  await tx`
-    with ids as materialized (
-      select e.id from order_events e where (select exists (select from projection_queue)) and ${branches.bySvc}
-      union
-      select e.id from order_events e where (select exists (select from projection_queue)) and ${branches.byClient}
+export async function claimAndRead<E extends { id: number }>(
+  tx: TransactionSql,
+  branches: { bySvc: PendingQuery<Row[]>; byClient: PendingQuery<Row[]> },
+  columns: PendingQuery<Row[]>,
+): Promise<E[]> {
+  return await tx<E[]>`
+    with found as materialized (
+      select ${columns} from order_events e where ${branches.bySvc}
+      union all
+      select ${columns} from order_events e where ${branches.byClient}
     ),
     locked as materialized (
-      select l.ctid from ids cross join lateral (
-        select q.ctid from projection_queue q where q.event_id = ids.id for update skip locked) as l
+      select l.ctid from found cross join lateral (
+        select q.ctid from projection_queue q where q.event_id = found.id for update skip locked) as l
+      where (select exists (select from projection_queue))
+    ),
+    claimed as (
+      delete from projection_queue q where q.ctid = any(array(select ctid from locked)) returning q.event_id
     )
-    delete from projection_queue q where q.ctid = any(array(select ctid from locked))`;
+    select * from found f
+    where (select not exists (select from projection_queue))
+       or f.id in (select event_id from claimed)
+       or not exists (select from projection_queue q where q.event_id = f.id offset 0)`;
 }
 
 /**
  * Runs `reads` (a derivation's rounds of locks and reads: project.ts gather) with two
  * planner settings, for those statements alone:
  *
- * - `enable_seqscan = off` keeps the queue's probes in them (claimQueued, and the fold's
- *   read in eventsOf) index probes whatever the statistics say; it only prices sequential
- *   scans out where an index can serve. The statistics lie right after the drain's own
+ * - `enable_seqscan = off` keeps the queue's probes in them (claimAndRead) index probes
+ *   whatever the statistics say; it only prices sequential scans out where an index can
+ *   serve. The statistics lie right after the drain's own
  *   vacuum of a nearly empty queue: a few rows in many kept pages, the queue's primary key
  *   counted the same. A probe by key is then estimated at about the price of reading the
  *   whole table, and which one PostgreSQL picks turned on a handful of pages: under load,
@@ -170,9 +187,9 @@ export async function claimQueued(tx: TransactionSql, branches: { bySvc: Pending
  *   session. A custom plan (PostgreSQL's choice for a prepared statement's first five runs
  *   on each connection) estimates every id of the round's arrays against every partition's
  *   statistics: with 24 months of status partitions a derivation of 500 orders spent 6 s
- *   planning its claim and 12 s its read, then 30 and 94 ms with a generic plan
- *   (`npm run bench -- --history-months 24`: the projection fell minutes behind). The
- *   generic plan is the same index probes per partition.
+ *   planning its claim and 12 s its read (two statements then), and 30 and 94 ms with
+ *   generic plans (`npm run bench -- --history-months 24`: the projection had fallen a
+ *   minute behind). A generic plan makes the same index probes per partition.
  *
  * Both go back to their defaults before the transaction's writes. The session keeps plans
  * made meanwhile (prepared statements, PL/pgSQL such as graphile-worker's add_job) and

@@ -10,14 +10,14 @@ import type { FoldState, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../domain/normalise.ts";
 import { succeedFailedPlaces } from "../commands/store.ts";
-import { eventsOf, payloadsOf, roundBranches, shedOrderKeys } from "../events/log.ts";
+import { foldColumns, payloadsOf, roundBranches, shedOrderKeys } from "../events/log.ts";
 import type { EventColumns, FoldEvent } from "../events/log.ts";
 import type { Logger } from "../logger.ts";
 import { NEW_ORDER } from "../orders/change.ts";
 import type { OrderChange, OrderSnapshot } from "../orders/change.ts";
 import { insertSeenOrders, lockOrdersOf, mergeOrders, writeProjected } from "../orders/store.ts";
 import type { ProjectionRow, ProjectedWrite } from "../orders/store.ts";
-import { claimQueued, withQueueProbes } from "./backlog.ts";
+import { claimAndRead, withQueueProbes } from "./backlog.ts";
 import { decodeState, encodeState } from "./state.ts";
 
 export interface OrderIds {
@@ -138,7 +138,7 @@ async function lockIds(tx: Tx, keys: string[]): Promise<void> {
 
 const DETAIL_KEYS = Object.values(DETAIL_SOURCES);
 
-/** An event of the fold, with its payload-key bit mask (eventsOf). */
+/** An event of the fold, with its payload-key bit mask (foldColumns). */
 type GatheredEvent = StoredEvent & { details: number };
 
 interface Gathered {
@@ -151,8 +151,8 @@ interface Gathered {
  * Locks and reads, round by round, every identifier reachable from the starts through
  * events and order rows. Each round's lock and reads travel together (pipelined on the
  * transaction's connection, executed in order): identifiers, then rows, then events, so
- * that no event is read before the rows it was merged into are locked, and queued events
- * no other drain holds are claimed before the events are read.
+ * that no event is read before the rows it was merged into are locked; the events are
+ * read as their queued rows no other drain holds are claimed (backlog.ts claimAndRead).
  */
 async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
   return await withQueueProbes(tx, () => gatherRounds(tx, starts));
@@ -170,7 +170,7 @@ async function gatherRounds(tx: Tx, starts: readonly OrderIds[]): Promise<Gather
     keys.forEach((k) => locked.add(k));
     const { svcs, coids } = split(keys);
     const branches = roundBranches(tx, { svcs, coids, svcsRead: split(locked).svcs });
-    const [, orderRows, , rows] = await Promise.all([lockIds(tx, keys), lockOrdersOf(tx, svcs, coids), claimQueued(tx, branches), eventsOf(tx, branches, DETAIL_KEYS)]);
+    const [, orderRows, rows] = await Promise.all([lockIds(tx, keys), lockOrdersOf(tx, svcs, coids), claimAndRead<FoldEvent>(tx, branches, foldColumns(tx, DETAIL_KEYS))]);
     // An order's events come together: its pair of ids is linked once, not per event.
     let previous: FoldEvent | null = null;
     for (const r of rows) {
