@@ -227,8 +227,6 @@ export function roundBranches(tx: TransactionSql, ids: RoundIds) {
   };
 }
 
-export type RoundBranches = ReturnType<typeof roundBranches>;
-
 /**
  * The columns of a round's events (roundBranches) as the fold reads them, for
  * src/projection/backlog.ts claimAndRead: without payloads, each row already shaped as the

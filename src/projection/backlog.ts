@@ -175,10 +175,10 @@ export async function claimAndRead<E extends { id: number }>(
  *
  * - `enable_seqscan = off` keeps the queue's probes in them (claimAndRead) index probes
  *   whatever the statistics say; it only prices sequential scans out where an index can
- *   serve. The statistics lie right after the drain's own
- *   vacuum of a nearly empty queue: a few rows in many kept pages, the queue's primary key
- *   counted the same. A probe by key is then estimated at about the price of reading the
- *   whole table, and which one PostgreSQL picks turned on a handful of pages: under load,
+ *   serve. The statistics lie right after the drain's own vacuum of a nearly empty queue:
+ *   a few rows in many kept pages, the queue's primary key counted the same. A probe by
+ *   key is then estimated at about the price of reading the whole table, and which one
+ *   PostgreSQL picks turned on a handful of pages: under load,
  *   test/integration/queue-vacuum.test.ts found a sequential scan of the whole queue per
  *   event in about a third of its runs (four scans of 20,003 rows for an order of two
  *   events), where the LATERAL probes and OFFSET 0 alone had kept the plan's shape but not
