@@ -198,9 +198,10 @@ export async function claimAndRead<E extends { id: number }>(
  * notification endpoint subscribed.
  */
 export async function withQueueProbes<T>(tx: TransactionSql, reads: () => Promise<T>): Promise<T> {
-  await tx`select set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)`;
+  // Each pair in one round trip (the simple protocol takes several statements).
+  await tx`set local enable_seqscan = off; set local plan_cache_mode = force_generic_plan`.simple();
   const result = await reads();
-  await tx`select set_config(name, reset_val, true) from pg_settings where name in ('enable_seqscan', 'plan_cache_mode')`;
+  await tx`set local enable_seqscan to default; set local plan_cache_mode to default`.simple();
   return result;
 }
 
