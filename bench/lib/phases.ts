@@ -396,9 +396,10 @@ async function notifyFigures(
 async function seedHistory(sql: Sql, events: number, months: number): Promise<void> {
   if (events <= 0) return;
   const orders = Math.max(1, Math.floor(events / 10));
-  const span = `${Math.max(1, months) * 30} days`;
+  const days = Math.max(1, months) * 30;
+  const span = `${days} days`;
   const locationSince = new Date(Date.now() - 31 * 86_400_000);
-  await partitionsSince(sql, new Date(Date.now() - Math.max(1, months) * 30 * 86_400_000 - 86_400_000), ["status"]);
+  await partitionsSince(sql, new Date(Date.now() - (days + 1) * 86_400_000), ["status"]);
   await partitionsSince(sql, locationSince, ["location"]);
   // Order k's first event: its period is that event's UTC day.
   const first = sql`now() - ${span}::interval + k * (${span}::interval / ${orders})`;
