@@ -47,7 +47,7 @@ async function runInserts(config: InsertConfig): Promise<InsertResult> {
       const started = performance.now();
       await sql`
         insert into ${table} (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload, period)
-        values (${createHash("sha256").update(text).digest("hex")}, 'provider', ${e.kind}, ${String(b["sfx_order_id"])},
+        values (${createHash("sha256").update(text).digest("hex").slice(0, 32)}, 'provider', ${e.kind}, ${String(b["sfx_order_id"])},
                 ${b["client_order_id"] as string}, ${(b["order_status"] as string | undefined) ?? null},
                 ${new Date()}, ${text}::jsonb, (now() at time zone 'UTC')::date)
         on conflict ((coalesce(svc_order_id, client_order_id)), dedupe_key, kind, period) do nothing

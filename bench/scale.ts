@@ -66,7 +66,7 @@ async function fillLog(sql: Sql, from: number, to: number, total: number): Promi
     const end = Math.min(to, start + CHUNK);
     await sql`
       insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload, period)
-      select md5('scale' || i) || md5('s' || i), 'provider', case when s in (0, 12, 24, 39) then 'status' else 'location' end,
+      select md5('scale' || i), 'provider', case when s in (0, 12, 24, 39) then 'status' else 'location' end,
              (10000000 + o)::text, 'L-' || o,
              case s when 0 then 'ALLOTTED' when 12 then 'ARRIVED' when 24 then 'DISPATCHED' when 39 then 'DELIVERED' end,
              at, at,

@@ -409,7 +409,7 @@ async function seedHistory(sql: Sql, events: number, months: number): Promise<vo
     from generate_series(0, ${orders - 1}) as k`;
   await sql`
     insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, received_at, payload, period)
-    select md5('history' || i) || md5('h' || i), 'provider', kind,
+    select md5('history' || i), 'provider', kind,
            (5000000 + k)::text, 'H-' || k, case when kind = 'status' then 'DELIVERED' end, at, at,
            jsonb_build_object('sfx_order_id', 5000000 + k, 'client_order_id', 'H-' || k,
              'rider_id', 1000 + i % 500, 'rider_name', 'Rider ' || (1000 + i % 500), 'rider_contact', '9800000000',

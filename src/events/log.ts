@@ -88,12 +88,14 @@ export async function appendEvents(tx: Tx, inputs: readonly EventInput[]): Promi
     for (const r of inserted) ids.set(indexKey(r.order_key, r.dedupe_key), { id: r.id, duplicate: false });
     const missing = pending.filter((r) => !ids.has(keyOf(r)));
     if (missing.length === 0) break;
-    // The earlier copies, through the dedupe index (one probe per partition of the kind).
+    // The earlier copies, through the dedupe index (one probe per partition of the kind),
+    // whichever form of the key they were stored with.
     const existing = await tx<{ id: string; order_key: string; dedupe_key: string }[]>`
       select e.id::text, coalesce(e.svc_order_id, e.client_order_id) as order_key, e.dedupe_key
       from unnest(${missing.map((r) => r.svc_order_id ?? r.client_order_id ?? "")}::text[], ${missing.map((r) => r.dedupe_key)}::text[],
                   ${missing.map((r) => r.kind)}::text[]) as m(order_key, dedupe_key, kind)
-      join order_events e on coalesce(e.svc_order_id, e.client_order_id) = m.order_key and e.dedupe_key = m.dedupe_key and e.kind = m.kind`;
+      join order_events e on coalesce(e.svc_order_id, e.client_order_id) = m.order_key and e.kind = m.kind
+        and e.dedupe_key = any(array[m.dedupe_key, left(m.dedupe_key, ${SHORT_KEY_DIGITS})])`;
     for (const row of existing) ids.set(indexKey(row.order_key, row.dedupe_key), { id: row.id, duplicate: true });
     pending = missing.filter((r) => !ids.has(keyOf(r)));
   }
@@ -123,7 +125,8 @@ type StoredRow = ReturnType<typeof storedIdsOf> & {
  * has a partition for when retention dropped its own: an event that late is kept once in
  * what is left), queues them for projection and adds a drain job unless a loop runs (DRAIN_GATE). The rows inserted,
  * with their keys; a row whose key's period this statement could not see comes back
- * neither inserted nor as a copy.
+ * neither inserted nor as a copy. The dedupe key is stored in the form of the row's period
+ * (SHORT_KEY_DIGITS): a copy, stored with the same period, takes the same form.
  *
  * The whole batch travels as one array parameter per column, zipped server-side by
  * `unnest`: one round trip, atomic without a transaction, whatever the batch size (as one
@@ -157,9 +160,10 @@ async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
     oldest as (select kind, min(starts) as starts from event_partitions group by kind),
     inserted as (
       insert into order_events (dedupe_key, source, kind, svc_order_id, client_order_id, provider_status, occurred_at, payload, period)
-      select i.dedupe_key, i.source, i.kind, i.svc_order_id, i.client_order_id, i.provider_status, i.occurred_at, i.payload,
-             greatest(p.period, o.starts)
-      from input i join periods p on p.order_key = i.order_key left join oldest o on o.kind = i.kind
+      select case when s.period >= order_events_short_keys_from() then left(i.dedupe_key, ${SHORT_KEY_DIGITS}) else i.dedupe_key end,
+             i.source, i.kind, i.svc_order_id, i.client_order_id, i.provider_status, i.occurred_at, i.payload, s.period
+      from input i join periods p on p.order_key = i.order_key left join oldest o on o.kind = i.kind,
+           lateral (select greatest(p.period, o.starts) as period) s
       order by i.order_key, i.dedupe_key
       on conflict ((coalesce(svc_order_id, client_order_id)), dedupe_key, kind, period) do nothing
       returning id, kind, period, coalesce(svc_order_id, client_order_id) as order_key, dedupe_key
@@ -181,8 +185,18 @@ async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
     select id::text, null, null from job`.then((r) => r.filter((x): x is typeof x & { order_key: string; dedupe_key: string } => x.dedupe_key !== null));
 }
 
-/** An order key and a dedupe key as one map key: how this module matches rows to answers. */
-const indexKey = (orderKey: string, dedupeKey: string) => `${orderKey}\u0000${dedupeKey}`;
+/**
+ * How many hex digits of a dedupe key (a SHA-256, 64 digits) an event stores from
+ * order_events_short_keys_from() on (migration 0013): 128 bits, so that two bodies of one
+ * order never share one. Rows of earlier periods keep all 64.
+ */
+const SHORT_KEY_DIGITS = 32;
+
+/**
+ * An order key and a dedupe key as one map key: how this module matches rows to answers.
+ * Cut to the short key, so a stored row matches its input in either form.
+ */
+const indexKey = (orderKey: string, dedupeKey: string) => `${orderKey}\u0000${dedupeKey.slice(0, SHORT_KEY_DIGITS)}`;
 
 /** The unique index's key of a row: its order's id (provider's, else the merchant's) and its dedupe key. */
 function keyOf(r: { svc_order_id: string | null; client_order_id: string | null; dedupe_key: string }): string {

@@ -16,7 +16,11 @@ export const orderEvents = pgTable(
   {
     /** Unique (an identity), but not a primary key: that would have to include the partition key. */
     id: bigint({ mode: "number" }).notNull().generatedAlwaysAsIdentity(),
-    /** sha256 of kind + the canonical JSON of the body: the provider sends no event id. */
+    /**
+     * sha256 of kind + the canonical JSON of the body, in hex: the provider sends no event
+     * id. Its first 32 digits in periods from order_events_short_keys_from() on (migration
+     * 0013, src/events/log.ts), all 64 before.
+     */
     dedupe_key: text().notNull(),
     /** `provider` (a callback) or `tracklane` (recorded by tracklane itself). */
     source: text().notNull().default("provider"),
