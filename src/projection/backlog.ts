@@ -170,8 +170,8 @@ export async function claimAndRead<E extends { id: number }>(
 }
 
 /**
- * Runs `reads` (a derivation's rounds of locks and reads: project.ts gather) with two
- * planner settings, for those statements alone:
+ * Runs `reads` (a derivation's rounds of locks and reads, then its payloads: project.ts
+ * readOrders) with two planner settings, for those statements alone:
  *
  * - `enable_seqscan = off` keeps the queue's probes in them (claimAndRead) index probes
  *   whatever the statistics say; it only prices sequential scans out where an index can

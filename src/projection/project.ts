@@ -138,8 +138,8 @@ async function lockIds(tx: Tx, keys: string[]): Promise<void> {
 
 const DETAIL_KEYS = Object.values(DETAIL_SOURCES);
 
-/** An event of the fold, with its payload-key bit mask (foldColumns). */
-type GatheredEvent = StoredEvent & { details: number };
+/** An event of the fold, with its payload-key bit mask (foldColumns) and its partition's period. */
+type GatheredEvent = StoredEvent & Pick<FoldEvent, "details" | "period">;
 
 interface Gathered {
   links: Links;
@@ -155,10 +155,6 @@ interface Gathered {
  * read as their queued rows no other drain holds are claimed (backlog.ts claimAndRead).
  */
 async function gather(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
-  return await withQueueProbes(tx, () => gatherRounds(tx, starts));
-}
-
-async function gatherRounds(tx: Tx, starts: readonly OrderIds[]): Promise<Gathered> {
   const links = new Links();
   for (const s of starts) links.link(s.svcOrderId, s.clientOrderId);
   const events = new Map<number, GatheredEvent>();
@@ -211,7 +207,7 @@ async function loadPayloads(tx: Tx, work: Iterable<OrderWork>): Promise<void> {
     const need = sorted.flatMap((events) => payloadsNeeded(events, (e) => e.details, (e) => details.get(e)));
     if (need.length === 0) return;
     const byId = new Map(need.map((e) => [e.id, e]));
-    const rows = await payloadsOf(tx, [...byId.keys()]);
+    const rows = await payloadsOf(tx, [...byId.values()]);
     for (const r of rows) {
       const e = byId.get(r.id)!;
       e.payload = isJsonObject(r.payload) ? (r.payload as JsonObject) : {};
@@ -243,11 +239,13 @@ function firstReceived(events: readonly StoredEvent[]): Date | null {
 }
 
 /**
- * Projects the orders of `starts` in the caller's transaction; one result per start
- * (null when the order has neither events nor a row). Starts that are the same order
- * share one projection.
+ * Everything a projection reads before it writes: the orders' events and rows (gather),
+ * grouped per order, the payloads the fold needs and the orders retention shed events of.
+ * Run with the reads' planner settings (backlog.ts withQueueProbes): each of these
+ * statements probes every partition, or prunes per row as it runs, and a custom plan of
+ * one estimated every id against every partition.
  */
-export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Promise<(ProjectResult | null)[]> {
+async function readOrders(tx: Tx, starts: readonly OrderIds[]): Promise<{ links: Links; work: Map<string, OrderWork>; shed: Set<string> }> {
   const { links, events, orders } = await gather(tx, starts);
   const work = new Map<string, OrderWork>();
   const workOf = (root: string) => {
@@ -281,6 +279,16 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Prom
     loadPayloads(tx, work.values()),
   ]);
   const shed = new Set(keys.filter((k) => shedKeys.has(bare(k))).map((k) => links.find(k)));
+  return { links, work, shed };
+}
+
+/**
+ * Projects the orders of `starts` in the caller's transaction; one result per start
+ * (null when the order has neither events nor a row). Starts that are the same order
+ * share one projection.
+ */
+export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Promise<(ProjectResult | null)[]> {
+  const { links, work, shed } = await withQueueProbes(tx, () => readOrders(tx, starts));
 
   const inserts: { w: OrderWork; state: FoldState; createdAt: Date; firstEventId: number }[] = [];
   for (const [root, w] of work) {

@@ -3,8 +3,9 @@
  * partition by the round's arrays of ids. Planned per run (PostgreSQL's custom plans, its
  * choice for a prepared statement's first runs on each connection), each id was estimated
  * against each partition's statistics: seconds a statement with two years of partitions.
- * The derivation's reads are planned once per session instead (src/projection/backlog.ts
- * withQueueProbes), and the rest of the transaction keeps the server's settings.
+ * The derivation's reads, its payloads' too, are planned once per session instead
+ * (src/projection/backlog.ts withQueueProbes), and the rest of the transaction keeps the
+ * server's settings.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -49,7 +50,8 @@ describe("a derivation's reads over many partitions", () => {
     assert.ok(n >= MONTHS + 2, `${n} partitions`);
 
     const events = Array.from({ length: ORDERS }, (_, i) => {
-      const body = { sfx_order_id: 880000 + i, client_order_id: `PLAN-${i}`, order_status: "ALLOTTED", allot_time: "2026-11-23T09:00:00Z" };
+      // A rider's name: the fold reads these events' payloads (payloadsOf) as well.
+      const body = { sfx_order_id: 880000 + i, client_order_id: `PLAN-${i}`, order_status: "ALLOTTED", allot_time: "2026-11-23T09:00:00Z", rider_name: `Rider ${i}` };
       const r = normaliseCallback(body, { forceLocation: false, receivedAt: new Date(), timeZone: "UTC" });
       if (!r.ok) throw new Error(r.message);
       return { event: r.event, payload: body };
@@ -76,17 +78,19 @@ describe("a derivation's reads over many partitions", () => {
       );
       return await tx<{ statement: string; generic_plans: number; custom_plans: number }[]>`
         select statement, generic_plans::int, custom_plans::int from pg_prepared_statements
-        where statement like '%with found as materialized%' and statement not like '%pg_prepared_statements%'`;
+        where (statement like '%with found as materialized%' or statement like '%cross join lateral (select e.id, e.payload%')
+          and statement not like '%pg_prepared_statements%'`;
     });
-    // The claim and read of a round (claimAndRead), run every time.
-    assert.equal(plans.length, 1, plans.map((p) => p.statement.slice(0, 80)).join("\n"));
+    // The claim and read of a round (claimAndRead) and the read of payloads, run every time.
+    assert.equal(plans.length, 2, plans.map((p) => p.statement.slice(0, 80)).join("\n"));
     for (const p of plans) {
       assert.equal(p.custom_plans, 0, `custom plans of ${p.statement.trim().slice(0, 60)}`);
       assert.ok(p.generic_plans >= runs, `generic plans of ${p.statement.trim().slice(0, 60)}: ${p.generic_plans}`);
     }
 
-    const rows = await sql<{ status: string }[]>`select status from orders where client_order_id like 'PLAN-%'`;
+    const rows = await sql<{ status: string; rider_name: string | null; svc_order_id: string }[]>`
+      select status, rider_name, svc_order_id from orders where client_order_id like 'PLAN-%'`;
     assert.equal(rows.length, ORDERS);
-    assert.ok(rows.every((r) => r.status === "ALLOTTED"), JSON.stringify(rows));
+    assert.ok(rows.every((r) => r.status === "ALLOTTED" && r.rider_name === `Rider ${Number(r.svc_order_id) - 880000}`), JSON.stringify(rows));
   });
 });
