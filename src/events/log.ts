@@ -279,17 +279,17 @@ export async function shedOrderKeys(tx: Tx, keys: readonly string[]): Promise<Re
 }
 
 /**
- * The payloads of these events, each looked up in its own partition: the lookup by
- * (kind, period) prunes the others as it runs. By id alone every partition's id index was
- * probed for every id, and the statement got custom plans (its first five runs on each
- * connection), each estimating every id against every partition: 110 ms for 2,000 ids
- * with 24 months of partitions, against 58 with a generic plan.
+ * The payloads of these events, each looked up in its own partition: a probe per event
+ * (LATERAL, and OFFSET 0 so that the planner cannot turn it into a join), whose
+ * (kind, period) prunes the other partitions as it runs. By id alone every partition's id
+ * index was probed for every id: 2,000 ids over 28 partitions of 2,000 events took 25–47
+ * ms, and 9–14 so (docs/scale.md, "Planning over many partitions").
  */
 export async function payloadsOf(tx: Tx, events: readonly Pick<FoldEvent, "id" | "kind" | "period">[]): Promise<{ id: number; payload: unknown }[]> {
   return await tx<{ id: number; payload: unknown }[]>`
     select e.id, e.payload
     from unnest(${events.map((e) => e.id)}::bigint[], ${events.map((e) => e.kind)}::text[], ${events.map((e) => e.period)}::date[]) as m(id, kind, period)
-    cross join lateral (select e.id, e.payload from order_events e where e.kind = m.kind and e.period = m.period and e.id = m.id) e`;
+    cross join lateral (select e.id, e.payload from order_events e where e.kind = m.kind and e.period = m.period and e.id = m.id offset 0) e`;
 }
 
 /** The log's id range (0, 0 when empty). */

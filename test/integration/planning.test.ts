@@ -11,7 +11,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import postgres from "postgres";
 import { normaliseCallback } from "../../src/domain/normalise.ts";
-import { appendEvents } from "../../src/events/log.ts";
+import { appendEvents, payloadsOf } from "../../src/events/log.ts";
+import { withQueueProbes } from "../../src/projection/backlog.ts";
 import { projectOrdersIn } from "../../src/projection/project.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
@@ -92,5 +93,32 @@ describe("a derivation's reads over many partitions", () => {
       select status, rider_name, svc_order_id from orders where client_order_id like 'PLAN-%'`;
     assert.equal(rows.length, ORDERS);
     assert.ok(rows.every((r) => r.status === "ALLOTTED" && r.rider_name === `Rider ${Number(r.svc_order_id) - 880000}`), JSON.stringify(rows));
+  });
+
+  it("reads payloads in their own partition only, whatever the number of partitions", async () => {
+    const [oldest] = await sql<{ name: string; starts: string }[]>`
+      select name, starts::text from event_partitions where kind = 'status' order by starts limit 1`;
+    const events = await sql<{ id: number; kind: "status"; period: string }[]>`
+      select id, kind, period::text from order_events where period = ${oldest!.starts}::date order by id`;
+    assert.ok(events.length >= 20, `${events.length} events`);
+    const [{ n } = { n: 0 }] = await sql<{ n: number }[]>`select count(*)::int as n from event_partitions`;
+    assert.ok(n >= MONTHS + 2, `${n} partitions`);
+
+    // As the projection reads them (project.ts readOrders). The scans are this backend's
+    // counts not yet sent to the statistics views (pg_stat_xact_*), before and after.
+    const scans = await sql.begin(async (tx) => {
+      const counts = () => tx<{ relname: string; scans: number }[]>`
+        select relname::text, (seq_scan + coalesce(idx_scan, 0))::int as scans from pg_stat_xact_user_tables
+        where relname in (select name from event_partitions)`;
+      const before = new Map((await counts()).map((c) => [c.relname, c.scans]));
+      const rows = await withQueueProbes(tx, () => payloadsOf(tx, events));
+      assert.equal(rows.length, events.length);
+      return (await counts()).map((c) => ({ relname: c.relname, scans: c.scans - (before.get(c.relname) ?? 0) })).filter((c) => c.scans > 0);
+    });
+    assert.deepEqual(
+      scans.map((s) => s.relname),
+      [oldest!.name],
+    );
+    assert.ok(scans[0]!.scans >= events.length, JSON.stringify(scans));
   });
 });
