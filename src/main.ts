@@ -39,7 +39,7 @@ function listenLines(host: string, port: number): string[] {
 const undoOnFailure: (() => Promise<void>)[] = [];
 
 async function main() {
-  const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
+  const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, avoidPorts: [config.port, config.emulatorPort] });
   undoOnFailure.push(() => db.release());
   await runMigrations(db.url, log);
   await ensureEventPartitions(db.url, config.events.partition, log);

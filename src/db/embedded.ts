@@ -36,8 +36,19 @@ export function embeddedUrl(port: number, database: string): string {
   return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
 }
 
-/** A free TCP port on loopback. */
-export async function freePort(): Promise<number> {
+/**
+ * A free TCP port on loopback, none of `avoid`: ports this process is about to listen on
+ * itself (its HTTP port, say) are free until it does, and the kernel may hand one out.
+ */
+export async function freePort(avoid: readonly number[] = []): Promise<number> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const port = await anyFreePort();
+    if (!avoid.includes(port)) return port;
+  }
+  throw new Error(`no free port on 127.0.0.1 other than ${avoid.join(", ")}`);
+}
+
+async function anyFreePort(): Promise<number> {
   return await new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
@@ -110,12 +121,15 @@ function reachableDataDir(dataDir: string, log: Logger): string {
   return target;
 }
 
-/** `options.port`: listen there (a restart that clients reach at the same URL); default a free port. */
-export async function startEmbeddedPostgres(configuredDir: string, log: Logger, options: { port?: number } = {}): Promise<EmbeddedServer> {
+/**
+ * `options.port`: listen there (a restart that clients reach at the same URL); default a
+ * free port, none of `options.avoid`.
+ */
+export async function startEmbeddedPostgres(configuredDir: string, log: Logger, options: { port?: number; avoid?: readonly number[] } = {}): Promise<EmbeddedServer> {
   hydrateSymlinks();
   mkdirSync(dirname(configuredDir), { recursive: true });
   const dataDir = reachableDataDir(configuredDir, log);
-  const port = options.port ?? (await freePort());
+  const port = options.port ?? (await freePort(options.avoid));
   if (!existsSync(join(dataDir, "PG_VERSION"))) {
     if (existsSync(dataDir) && readdirSync(dataDir).length > 0) {
       throw new Error(`${dataDir} exists but is not a PostgreSQL data directory`);

@@ -51,7 +51,16 @@ async function ensureDatabase(serverUrl: (db: string) => string): Promise<void> 
   }
 }
 
-export async function resolveDatabase(options: { databaseUrl: string | undefined; dataDir: string; log: Logger }): Promise<ResolvedDatabase> {
+/**
+ * `avoidPorts`: ports the caller will listen on (HTTP, the built-in emulator); a new
+ * embedded server never takes one.
+ */
+export async function resolveDatabase(options: {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  log: Logger;
+  avoidPorts?: readonly number[];
+}): Promise<ResolvedDatabase> {
   if (options.databaseUrl) {
     return { url: options.databaseUrl, release: async () => {}, description: "DATABASE_URL" };
   }
@@ -82,7 +91,7 @@ export async function resolveDatabase(options: { databaseUrl: string | undefined
       },
     };
   }
-  const server = await startEmbeddedPostgres(dataDir, options.log);
+  const server = await startEmbeddedPostgres(dataDir, options.log, { avoid: options.avoidPorts ?? [] });
   writeFileSync(ownerFile, String(process.pid));
   await ensureDatabase(server.url);
   return { url: server.url(DATABASE), release: () => server.stop(), description: `embedded PostgreSQL in ${dataDir}` };

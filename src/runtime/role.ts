@@ -32,7 +32,7 @@ export function runRole(role: "web" | "worker"): void {
   const config = loadConfigOrExit();
   const log = createLogger({ level: config.logLevel, format: config.logFormat });
   const main = async () => {
-    const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
+    const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, avoidPorts: role === "web" ? [config.port] : [] });
     let services: Services;
     try {
       await requireMigrations(db.url);

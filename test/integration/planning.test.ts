@@ -22,6 +22,7 @@ let sql: postgres.Sql;
 before(async () => {
   testDb = await createTestDatabase();
   sql = postgres(testDb.url, { max: 1, onnotice: () => {} });
+  await twoYearsOfPartitions();
 });
 after(async () => {
   await sql.end();
@@ -46,7 +47,6 @@ async function twoYearsOfPartitions(): Promise<void> {
 
 describe("a derivation's reads over many partitions", () => {
   it("are planned once per session (generic plans), and the transaction's later statements keep the server's settings", async () => {
-    await twoYearsOfPartitions();
     const [{ n } = { n: 0 }] = await sql<{ n: number }[]>`select count(*)::int as n from event_partitions`;
     assert.ok(n >= MONTHS + 2, `${n} partitions`);
 
