@@ -229,17 +229,35 @@ export interface RoundIds {
 }
 
 /**
- * The events of `order_events e` one round reads, as the conditions of its two branches:
- * by provider id, then by merchant's id leaving out what the first branch finds or an
- * earlier round found (an event carrying both ids, as most do, is read once). As
- * `not in (subquery)` that check is one hash probe per event, in a generic plan too
- * (`<> all(array)` there compares with every element). src/projection/backlog.ts
- * claimAndRead claims and reads by these in one statement.
+ * The events one round reads, as the FROM clauses of its two branches, each naming the
+ * event `e`: by provider id, then by merchant's id leaving out what the first branch finds
+ * or an earlier round found (an event carrying both ids, as most do, is read once).
+ *
+ * - By provider id, each id is looked up in one partition of each kind: an event naming a
+ *   provider id has that id as its order key, so it is stored in that key's period
+ *   (order_periods), or in the oldest partition left of its kind when retention dropped
+ *   that period's (the append's rule, insertRows). A probe per id and kind (LATERAL, and
+ *   OFFSET 0 so that the planner cannot make a join of it) prunes the other partitions as
+ *   it runs: by the id alone, every partition's index was probed for every id, and a log
+ *   kept for years has a status partition a month.
+ * - By merchant's id, every partition: an event naming the merchant's id and a provider id
+ *   this round does not know yet is stored in that provider id's period, which nothing
+ *   here knows. As `not in (subquery)` the check of what was read is one hash probe per
+ *   event, in a generic plan too (`<> all(array)` there compares with every element).
+ *
+ * src/projection/backlog.ts claimAndRead claims and reads by these in one statement.
  */
 export function roundBranches(tx: TransactionSql, ids: RoundIds) {
   return {
-    bySvc: tx`e.svc_order_id = any(${ids.svcs as string[]}::text[])`,
-    byClient: tx`e.client_order_id = any(${ids.coids as string[]}::text[])
+    bySvc: tx`unnest(${ids.svcs as string[]}::text[]) as s(id)
+      join order_periods p on p.order_key = s.id
+      cross join (values ('status'), ('location')) as k(kind)
+      left join lateral (select min(starts) as starts from event_partitions where kind = k.kind) o on true
+      cross join lateral (
+        select * from order_events e
+        where e.kind = k.kind and e.period = greatest(p.period, o.starts) and e.svc_order_id = s.id
+        offset 0) e`,
+    byClient: tx`order_events e where e.client_order_id = any(${ids.coids as string[]}::text[])
       and (e.svc_order_id is null or e.svc_order_id not in (select unnest(${ids.svcsRead as string[]}::text[])))`,
   };
 }
@@ -256,8 +274,8 @@ export function roundBranches(tx: TransactionSql, ids: RoundIds) {
 export function foldColumns(tx: TransactionSql, detailKeys: readonly (readonly (readonly string[])[])[]) {
   const bit = (keys: readonly (readonly string[])[], i: number) =>
     keys.length === 2
-      ? tx`((payload ?| ${[...keys[0]!]}::text[]) and (payload ?| ${[...keys[1]!]}::text[]))::int * ${2 ** i}`
-      : tx`(payload ?| ${[...keys[0]!]}::text[])::int * ${2 ** i}`;
+      ? tx`((e.payload ?| ${[...keys[0]!]}::text[]) and (e.payload ?| ${[...keys[1]!]}::text[]))::int * ${2 ** i}`
+      : tx`(e.payload ?| ${[...keys[0]!]}::text[])::int * ${2 ** i}`;
   const mask = detailKeys.map((keys, i) => bit(keys, i)).reduce((acc, b) => tx`${acc} + ${b}`);
   // kind is 'location' or 'status': the log has partitions for no other.
   return tx`e.id, e.dedupe_key as "dedupeKey", e.kind, e.svc_order_id as "svcOrderId", e.client_order_id as "clientOrderId",

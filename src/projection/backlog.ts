@@ -151,9 +151,9 @@ export async function claimAndRead<E extends { id: number }>(
 ): Promise<E[]> {
   return await tx<E[]>`
     with found as materialized (
-      select ${columns} from order_events e where ${branches.bySvc}
+      select ${columns} from ${branches.bySvc}
       union all
-      select ${columns} from order_events e where ${branches.byClient}
+      select ${columns} from ${branches.byClient}
     ),
     locked as materialized (
       select l.ctid from found cross join lateral (
