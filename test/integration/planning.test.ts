@@ -121,4 +121,32 @@ describe("a derivation's reads over many partitions", () => {
     );
     assert.ok(scans[0]!.scans >= events.length, JSON.stringify(scans));
   });
+
+  it("reads an order's events by provider id in that id's partition of each kind only", async () => {
+    const body = { sfx_order_id: 990001, order_status: "ALLOTTED", allot_time: "2026-11-23T09:00:00Z", rider_name: "Rider S" };
+    const r = normaliseCallback(body, { forceLocation: false, receivedAt: new Date(), timeZone: "UTC" });
+    if (!r.ok) throw new Error(r.message);
+    await appendEvents(sql, [{ event: r.event, payload: body }]);
+    const [{ period } = { period: "" }] = await sql<{ period: string }[]>`select period::text from order_periods where order_key = '990001'`;
+    const own = await sql<{ name: string }[]>`select name from event_partitions where starts <= ${period}::date and ${period}::date < ends order by name`;
+    assert.equal(own.length, 2, JSON.stringify(own));
+
+    // The derivation of an order known by its provider id alone: no merchant's id to read by.
+    const { scans, results } = await sql.begin(async (tx) => {
+      const counts = () => tx<{ relname: string; scans: number }[]>`
+        select relname::text, (seq_scan + coalesce(idx_scan, 0))::int as scans from pg_stat_xact_user_tables
+        where relname in (select name from event_partitions)`;
+      const before = new Map((await counts()).map((c) => [c.relname, c.scans]));
+      const results = await projectOrdersIn(tx, [{ svcOrderId: "990001", clientOrderId: null }]);
+      const scans = (await counts()).map((c) => ({ relname: c.relname, scans: c.scans - (before.get(c.relname) ?? 0) })).filter((c) => c.scans > 0);
+      return { scans, results };
+    });
+    assert.equal(results[0]?.changed, true);
+    assert.deepEqual(
+      scans.map((c) => c.relname).sort(),
+      own.map((o) => o.name),
+    );
+    const [row] = await sql<{ status: string; rider_name: string | null }[]>`select status, rider_name from orders where svc_order_id = '990001'`;
+    assert.deepEqual(row, { status: "ALLOTTED", rider_name: "Rider S" });
+  });
 });
