@@ -45,6 +45,23 @@ async function twoYearsOfPartitions(): Promise<void> {
   await sql`analyze order_events`;
 }
 
+/**
+ * The event partitions `read` scans, in a transaction of its own, with how many scans of
+ * each: this backend's counts not yet sent to the statistics views (pg_stat_xact_*),
+ * taken before and after.
+ */
+async function partitionsScanned<T>(read: (tx: postgres.TransactionSql) => Promise<T>): Promise<{ result: T; scanned: { relname: string; scans: number }[] }> {
+  return await sql.begin(async (tx) => {
+    const counts = () => tx<{ relname: string; scans: number }[]>`
+      select relname::text, (seq_scan + coalesce(idx_scan, 0))::int as scans from pg_stat_xact_user_tables
+      where relname in (select name from event_partitions)`;
+    const before = new Map((await counts()).map((c) => [c.relname, c.scans]));
+    const result = await read(tx);
+    const scanned = (await counts()).map((c) => ({ relname: c.relname, scans: c.scans - (before.get(c.relname) ?? 0) })).filter((c) => c.scans > 0);
+    return { result, scanned };
+  });
+}
+
 describe("a derivation's reads over many partitions", () => {
   it("are planned once per session (generic plans), and the transaction's later statements keep the server's settings", async () => {
     const [{ n } = { n: 0 }] = await sql<{ n: number }[]>`select count(*)::int as n from event_partitions`;
@@ -104,17 +121,9 @@ describe("a derivation's reads over many partitions", () => {
     const [{ n } = { n: 0 }] = await sql<{ n: number }[]>`select count(*)::int as n from event_partitions`;
     assert.ok(n >= MONTHS + 2, `${n} partitions`);
 
-    // As the projection reads them (project.ts readOrders). The scans are this backend's
-    // counts not yet sent to the statistics views (pg_stat_xact_*), before and after.
-    const scans = await sql.begin(async (tx) => {
-      const counts = () => tx<{ relname: string; scans: number }[]>`
-        select relname::text, (seq_scan + coalesce(idx_scan, 0))::int as scans from pg_stat_xact_user_tables
-        where relname in (select name from event_partitions)`;
-      const before = new Map((await counts()).map((c) => [c.relname, c.scans]));
-      const rows = await withQueueProbes(tx, () => payloadsOf(tx, events));
-      assert.equal(rows.length, events.length);
-      return (await counts()).map((c) => ({ relname: c.relname, scans: c.scans - (before.get(c.relname) ?? 0) })).filter((c) => c.scans > 0);
-    });
+    // As the projection reads them (project.ts readOrders).
+    const { result: rows, scanned: scans } = await partitionsScanned((tx) => withQueueProbes(tx, () => payloadsOf(tx, events)));
+    assert.equal(rows.length, events.length);
     assert.deepEqual(
       scans.map((s) => s.relname),
       [oldest!.name],
@@ -132,15 +141,7 @@ describe("a derivation's reads over many partitions", () => {
     assert.equal(own.length, 2, JSON.stringify(own));
 
     // The derivation of an order known by its provider id alone: no merchant's id to read by.
-    const { scans, results } = await sql.begin(async (tx) => {
-      const counts = () => tx<{ relname: string; scans: number }[]>`
-        select relname::text, (seq_scan + coalesce(idx_scan, 0))::int as scans from pg_stat_xact_user_tables
-        where relname in (select name from event_partitions)`;
-      const before = new Map((await counts()).map((c) => [c.relname, c.scans]));
-      const results = await projectOrdersIn(tx, [{ svcOrderId: "990001", clientOrderId: null }]);
-      const scans = (await counts()).map((c) => ({ relname: c.relname, scans: c.scans - (before.get(c.relname) ?? 0) })).filter((c) => c.scans > 0);
-      return { scans, results };
-    });
+    const { result: results, scanned: scans } = await partitionsScanned((tx) => projectOrdersIn(tx, [{ svcOrderId: "990001", clientOrderId: null }]));
     assert.equal(results[0]?.changed, true);
     assert.deepEqual(
       scans.map((c) => c.relname).sort(),
