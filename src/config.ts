@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import { connectTarget, parseUrl } from "./db/url.ts";
 import { isTimeZone } from "./domain/time-zones.ts";
 import { PRODUCTS, PRODUCT_AUTH, chooseAuthMethod } from "./provider/products.ts";
 import type { ProviderAuthConfig } from "./provider/client.ts";
@@ -63,19 +64,29 @@ function retrySchedule(raw: string, ctx: z.core.$RefinementCtx<string>): number[
   return delays;
 }
 
+/**
+ * A postgres:// URL as the pools read it (src/db/url.ts): a TCP host, or a Unix socket
+ * directory as libpq spells it. The message never repeats the URL (it may hold a password).
+ */
+const postgresUrl = z.string().superRefine((value, ctx) => {
+  if (!/^postgres(ql)?:\/\//i.test(value)) {
+    ctx.addIssue({ code: "custom", message: "must be a postgres:// or postgresql:// URL" });
+    return;
+  }
+  try {
+    connectTarget(value);
+  } catch (err) {
+    ctx.addIssue({ code: "custom", message: `${(err as Error).message}` });
+  }
+});
+
 const envSchema = z.object({
-  DATABASE_URL: z.preprocess(
-    emptyToUndefined,
-    z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL").optional(),
-  ),
+  DATABASE_URL: z.preprocess(emptyToUndefined, postgresUrl.optional()),
   /**
    * Where the API's GETs and the console's pages read (a streaming replica of DATABASE_URL);
    * unset: they read DATABASE_URL like everything else (src/runtime/services.ts).
    */
-  DATABASE_READ_URL: z.preprocess(
-    emptyToUndefined,
-    z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL").optional(),
-  ),
+  DATABASE_READ_URL: z.preprocess(emptyToUndefined, postgresUrl.optional()),
   PORT: port(3000),
   HOST: z.preprocess(emptyToUndefined, z.string().default("0.0.0.0")),
   PUBLIC_URL: url,
@@ -188,7 +199,8 @@ export interface EnvVarDoc {
  */
 export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   DATABASE_URL: {
-    description: "PostgreSQL to use; unset: an embedded PostgreSQL under DATA_DIR/pg",
+    description:
+      "PostgreSQL to use, over TCP or through a Unix socket directory as libpq spells it (postgres://user@/tracklane?host=/var/run/postgresql); unset: an embedded PostgreSQL under DATA_DIR/pg",
     example: "postgres://tracklane:change-me@db.internal:5432/tracklane",
     sensitive: true,
   },
@@ -319,15 +331,13 @@ export function settingsShown(env: Env = readProcessEnv()): ShownSetting[] {
 
 /** `postgres://user:secret@host/db?sslkey=…` → `postgres://user:***@host/db`; null for anything else. */
 function databaseUrlShown(value: string): string | null {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return null;
-  }
-  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") return null;
+  const url = parseUrl(value);
+  if (url === null || (url.protocol !== "postgres:" && url.protocol !== "postgresql:")) return null;
   if (url.password !== "") url.password = "***";
-  url.search = "";
+  // Where it connects stays (a socket directory, a port, src/db/url.ts); every other
+  // setting goes, a password or a key file's among them.
+  const kept = [...url.searchParams].filter(([key]) => ["host", "port", "dbname", "user"].includes(key));
+  url.search = new URLSearchParams(kept).toString();
   return url.toString();
 }
 

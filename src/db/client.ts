@@ -3,6 +3,7 @@ import type { Socket } from "node:net";
 import postgres from "postgres";
 import type { Sql, TransactionSql } from "postgres";
 import { parseTimestamp } from "./timestamps.ts";
+import { connectTarget } from "./url.ts";
 
 /** What a statement runs on: the pool (autocommit) or a caller's transaction. */
 export type Tx = Sql | TransactionSql;
@@ -133,10 +134,19 @@ const TIMESTAMPS = {
   parse: parseTimestamp,
 };
 
-/** A postgres.js pool with tracklane's timeouts and the workaround above; `overrides` win. */
+/**
+ * A postgres.js pool with tracklane's timeouts and the workaround above; `overrides` win.
+ * The URL may name a Unix socket directory as libpq does (src/db/url.ts).
+ */
 export function createPool(url: string, max: number, name: string, overrides: PoolOptions = {}): Sql {
   const { connection, ...rest } = overrides;
+  const target = connectTarget(url);
   const options: PoolOptions & { socket: ReturnType<typeof socketFactory> } = {
+    ...(target.host === undefined ? {} : { host: target.host }),
+    ...(target.port === undefined ? {} : { port: target.port }),
+    ...(target.user === undefined ? {} : { user: target.user }),
+    ...(target.pass === undefined ? {} : { pass: target.pass }),
+    ...(target.database === undefined ? {} : { database: target.database }),
     max,
     onnotice: () => {},
     connection: { application_name: name, ...connection },
@@ -151,7 +161,7 @@ export function createPool(url: string, max: number, name: string, overrides: Po
     socket: socketFactory(),
     ...rest,
   };
-  return postgres(url, options);
+  return postgres(target.url, options);
 }
 
 /**
@@ -201,11 +211,18 @@ const UNAVAILABLE_CODES = new Set([
   "40001",
 ]);
 
+/**
+ * A Unix socket that is not there (src/db/url.ts): the server is down (it removes its
+ * socket) or the directory or port is wrong. Only a connect's ENOENT: a missing file is
+ * no outage.
+ */
+const isMissingSocket = (e: object, code: string) => code === "ENOENT" && (e as { syscall?: unknown }).syscall === "connect";
+
 /** True for connection-level failures, also when wrapped (drizzle wraps driver errors). */
 export function isDatabaseUnavailable(err: unknown): boolean {
   for (let e = err, depth = 0; typeof e === "object" && e !== null && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || code.startsWith("08"))) return true;
+    if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || code.startsWith("08") || isMissingSocket(e, code))) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;

@@ -8,6 +8,7 @@
 import { ConfigError, loadConfig } from "../config.ts";
 import type { Config } from "../config.ts";
 import { isDatabaseUnavailable } from "../db/client.ts";
+import { describeTarget } from "../db/url.ts";
 import type { Logger } from "../logger.ts";
 
 /** sysexits.h EX_CONFIG: the configuration is wrong; restarting the same way cannot help. */
@@ -41,17 +42,13 @@ function findCode(err: unknown, codes: readonly string[]): (Error & { code: stri
   return undefined;
 }
 
-/** `host:port/database` of a postgres URL: enough to tell which database, never the password. */
+/** `host:port/database` (or the socket's path) of a postgres URL: enough to tell which database, never the password. */
 function databaseName(context: StartupContext): string {
   if (context.databaseUrl === undefined) {
     return `the embedded PostgreSQL${context.dataDir ? ` in ${context.dataDir}` : ""}`;
   }
-  try {
-    const u = new URL(context.databaseUrl);
-    return `${u.hostname || "localhost"}:${u.port || "5432"}${u.pathname.length > 1 ? u.pathname : ""} (DATABASE_URL)`;
-  } catch {
-    return "DATABASE_URL";
-  }
+  const where = describeTarget(context.databaseUrl);
+  return where === null ? "DATABASE_URL" : `${where} (DATABASE_URL)`;
 }
 
 function oneLine(text: string): string {
@@ -60,6 +57,7 @@ function oneLine(text: string): string {
 
 const CONNECT_REASONS: Record<string, string> = {
   ECONNREFUSED: "connection refused, nothing listens there",
+  ENOENT: "no socket there: PostgreSQL is not running, or the socket directory or port is wrong",
   ETIMEDOUT: "the connection timed out",
   CONNECT_TIMEOUT: "the connection timed out",
   ENOTFOUND: "the host name does not resolve",

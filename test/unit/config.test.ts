@@ -59,6 +59,16 @@ describe("config", () => {
     assert.match(bad.find((l) => l.startsWith("DB_READ_POOL_MAX"))!, /must be at least 1/);
   });
 
+  it("DATABASE_URL: a Unix socket directory as libpq spells it is taken; a URL the pool cannot read is refused", () => {
+    for (const url of ["postgres://app:pw@/orders?host=/var/run/postgresql", "postgres:///orders?host=/tmp&port=5433", "postgres://app@%2Ftmp/orders"]) {
+      assert.equal(loadConfig({ DATA_DIR: dataDir(), DATABASE_URL: url }).databaseUrl, url);
+    }
+    assert.deepEqual(lines({ DATABASE_URL: "postgres://app:s3cret@/orders?host=/tmp&port=five" }), [
+      `DATABASE_URL: has port=five in its query: a port is a whole number from 1 to 65535; e.g. DATABASE_URL=${ENV_DOCS.DATABASE_URL!.example}`,
+    ]);
+    assert.match(lines({ DATABASE_URL: "postgres://app:s3cret@[db/orders" })[0]!, /^DATABASE_URL: is not a valid URL; e\.g\. /);
+  });
+
   it("generates the API token and callback secret once, keeps them under the data dir (0600), and reuses them", () => {
     const dir = dataDir();
     const first = loadConfig({ DATA_DIR: dir });
@@ -301,6 +311,9 @@ describe("settingsShown (the console's system page)", () => {
     assert.equal(byName.get("CALLBACK_SECRET")!.value, "(hidden)");
     assert.equal(byName.get("DATABASE_URL")!.value, "postgres://tracklane:***@db.internal:5432/tracklane");
     assert.equal(byName.get("DATABASE_READ_URL")!.value, "postgres://tracklane_ro:***@db-replica.internal:5432/tracklane");
+    // A socket directory stays shown (src/db/url.ts); other settings go.
+    const socket = settingsShown({ DATABASE_URL: "postgres://app:pw@/orders?host=/var/run/postgresql&sslkey=/k&port=5433" });
+    assert.equal(socket.find((s) => s.name === "DATABASE_URL")!.value, "postgres://app:***@localhost/orders?host=%2Fvar%2Frun%2Fpostgresql&port=5433");
     assert.equal(byName.get("PORT")!.value, "8080");
     assert.equal(byName.get("STUCK_AFTER_MIN")!.value, null, "blank is unset");
     assert.equal(byName.get("STUCK_AFTER_MIN")!.default, "45");

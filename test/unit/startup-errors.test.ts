@@ -1,9 +1,13 @@
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import { describe, it } from "node:test";
 import postgres from "postgres";
 import { ConfigError } from "../../src/config.ts";
+import { createPool, isDatabaseUnavailable } from "../../src/db/client.ts";
 import { freePort } from "../../src/db/embedded.ts";
 import { EX_CONFIG, MigrationsMissingError, describeStartupError } from "../../src/runtime/startup-errors.ts";
 
@@ -46,6 +50,19 @@ describe("startup errors", () => {
     assert.equal(failure.exitCode, 1);
     assert.deepEqual(failure.lines, [
       `tracklane: could not connect to the database at 127.0.0.1:${port}/orders (DATABASE_URL): connection refused, nothing listens there; check that PostgreSQL runs there and that DATABASE_URL is right`,
+    ]);
+  });
+
+  it("a socket directory with no server: the socket's path, and why", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tracklane-no-server-"));
+    const url = `postgres://app:hunter2@/orders?host=${encodeURIComponent(dir)}&port=5439`;
+    const sql = createPool(url, 1, "startup-errors-test", { connect_timeout: 2 });
+    const err = await sql`select 1`.then(() => assert.fail("connected where no server is"), (e: unknown) => e);
+    await sql.end();
+    rmSync(dir, { recursive: true });
+    assert.ok(isDatabaseUnavailable(err), "a missing socket is an outage (503), not a bug");
+    assert.deepEqual(describeStartupError(err, { ...context, databaseUrl: url }).lines, [
+      `tracklane: could not connect to the database at socket ${dir}/.s.PGSQL.5439/orders (DATABASE_URL): no socket there: PostgreSQL is not running, or the socket directory or port is wrong; check that PostgreSQL runs there and that DATABASE_URL is right`,
     ]);
   });
 
