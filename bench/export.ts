@@ -13,12 +13,12 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import postgres from "postgres";
+import type postgres from "postgres";
 import type { Sql } from "postgres";
 import { createLogger } from "../src/logger.ts";
 import { SERVICE_NODE_ARGS, procMemMiB, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
-import { onScratchDatabase } from "./lib/scratch.ts";
+import { benchSql, onScratchDatabase } from "./lib/scratch.ts";
 
 const API_TOKEN = "bench-api-token-0123456789abcdef";
 const CALLBACK_SECRET = "bench-callback-secret-0123456789";
@@ -104,7 +104,7 @@ async function download(url: string, format: "ndjson" | "csv", pid: number): Pro
 async function main() {
   const name = `bench_export_${new Date().toISOString().slice(0, 19).replace(/[-:T]/g, "")}_${process.pid}`;
   await onScratchDatabase(name, log, async (url, server) => {
-    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    const sql = benchSql(url, { max: 1 });
     let web: ServiceProcess | undefined;
     try {
       await run(url, sql, name, server.description, (started) => (web = started));

@@ -27,8 +27,8 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import postgres from "postgres";
 import { loadConfig } from "../src/config.ts";
+import { describeTarget } from "../src/db/url.ts";
 import { createLogger } from "../src/logger.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { CALLBACK_SECRET, ROOT, echoBaseline, insertBaseline, tracklanePhase } from "./lib/phases.ts";
@@ -37,7 +37,7 @@ import type { BenchOptions, HttpPhase, TracklanePhase } from "./lib/phases.ts";
 import { formatProfile, summariseProfile } from "./lib/profile.ts";
 import type { ProfileSummary } from "./lib/profile.ts";
 import { formatReport } from "./lib/report.ts";
-import { benchServer, scratchDatabase, withDatabase } from "./lib/scratch.ts";
+import { benchServer, benchSql, scratchDatabase, withDatabase } from "./lib/scratch.ts";
 import type { RunResult } from "./lib/report.ts";
 import type { InsertResult } from "./insert-baseline.ts";
 
@@ -118,7 +118,7 @@ function serviceSettings(): Record<string, unknown> {
 
 async function main() {
   const server = await benchServer(log);
-  const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
+  const admin = benchSql(withDatabase(server.url, "postgres"), { max: 1 });
   const results: RunResult[] = [];
   const profiles: ProfileSummary[] = [];
   try {
@@ -135,7 +135,8 @@ async function main() {
       dupEvery: options.dupEvery,
       runs,
       phases: [...(baselines ? ["a", "b"] : []), backlog ? "c-e" : "c-e without the backlog", ...(notify ? ["f"] : [])].join(", "),
-      database: process.env.DATABASE_URL ? "DATABASE_URL" : server.description,
+      // Where it connects (a host and port, or a Unix socket), never the password.
+      database: process.env.DATABASE_URL ? `DATABASE_URL: ${describeTarget(process.env.DATABASE_URL) ?? "?"}` : server.description,
     };
     console.log(`tracklane bench ${stamp}: ${JSON.stringify(settings)}`);
     for (let run = 1; run <= runs; run++) {

@@ -25,7 +25,6 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import postgres from "postgres";
 import type { Sql } from "postgres";
 import { runMigrations } from "../src/db/migrate.ts";
 import { createLogger } from "../src/logger.ts";
@@ -33,7 +32,7 @@ import type { LoadConfig, LoadResult } from "./load.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, runForked, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
-import { benchServer, partitionsSince, withDatabase } from "./lib/scratch.ts";
+import { benchServer, benchSql, partitionsSince, withDatabase } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
 const { values: args } = parseArgs({
@@ -185,10 +184,10 @@ async function main(): Promise<void> {
   const embedded = !process.env.DATABASE_URL;
   let server = await benchServer(log);
   const name = `bench_scale_${Date.now()}`;
-  let admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
+  let admin = benchSql(withDatabase(server.url, "postgres"), { max: 1 });
   await admin.unsafe(`create database ${name}`);
   const url = () => withDatabase(server.url, name);
-  let sql = postgres(url(), { max: 2, onnotice: () => {} });
+  let sql = benchSql(url(), { max: 2 });
   const dataDir = mkdtempSync(join(tmpdir(), "tracklane-bench-scale-"));
   const services: ServiceProcess[] = [];
   const env = () => ({
@@ -229,7 +228,7 @@ async function main(): Promise<void> {
     }
     for (let i = 0; i < 60; i++) {
       try {
-        admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
+        admin = benchSql(withDatabase(server.url, "postgres"), { max: 1 });
         await admin`select 1`;
         break;
       } catch {
@@ -237,7 +236,7 @@ async function main(): Promise<void> {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
-    sql = postgres(url(), { max: 2, onnotice: () => {} });
+    sql = benchSql(url(), { max: 2 });
     return missing;
   };
 

@@ -6,15 +6,27 @@
 import { resolve } from "node:path";
 import postgres from "postgres";
 import { runMigrations } from "../../src/db/migrate.ts";
+import { connectTarget, parseUrl } from "../../src/db/url.ts";
 import type { Logger } from "../../src/logger.ts";
 import { resolveDatabase } from "../../src/runtime/database.ts";
 import { ROOT } from "./processes.ts";
 
-/** `url` with its database replaced by `database`. */
+/** `url` with its database replaced by `database` (a socket directory's URL too, src/db/url.ts). */
 export function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
+  const u = parseUrl(url);
+  if (u === null) throw new Error("DATABASE_URL is not a valid URL");
   u.pathname = `/${database}`;
+  u.searchParams.delete("dbname");
   return u.toString();
+}
+
+/**
+ * postgres.js on a URL as tracklane's pools read it (src/db/url.ts): DATABASE_URL may name
+ * a Unix socket directory, and the bench's own connections then take the socket too.
+ */
+export function benchSql(url: string, options: postgres.Options<Record<string, postgres.PostgresType>> = {}): postgres.Sql {
+  const { url: plain, ...target } = connectTarget(url);
+  return postgres(plain, { ...target, onnotice: () => {}, ...options });
 }
 
 /** The bench's PostgreSQL server. */
@@ -38,7 +50,7 @@ export async function scratchDatabase<T>(admin: postgres.Sql, serverUrl: string,
 /** The server, one scratch database on it for `body`, then everything released. */
 export async function onScratchDatabase<T>(name: string, log: Logger, body: (url: string, server: { description: string }) => Promise<T>): Promise<T> {
   const server = await benchServer(log);
-  const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
+  const admin = benchSql(withDatabase(server.url, "postgres"), { max: 1 });
   try {
     return await scratchDatabase(admin, server.url, name, log, (url) => body(url, server));
   } finally {
