@@ -9,7 +9,7 @@ import { rebuild } from "./projection/rebuild.ts";
 import type { RebuildScope } from "./projection/rebuild.ts";
 import { resolveDatabase } from "./runtime/database.ts";
 import { fatal } from "./runtime/lifecycle.ts";
-import { loadConfigOrExit } from "./runtime/startup-errors.ts";
+import { loadConfigOrExit, requireMigrations } from "./runtime/startup-errors.ts";
 
 const USAGE = "usage: npm run rebuild [-- --orders FROM-TO | --since 2026-11-01T00:00:00Z]";
 
@@ -45,6 +45,13 @@ async function main(): Promise<void> {
   const log = createLogger({ level: config.logLevel, format: config.logFormat });
   const run = async () => {
     const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
+    try {
+      await requireMigrations(db.url);
+    } catch (err) {
+      // An embedded PostgreSQL this process started would otherwise outlive it.
+      await db.release().catch(() => {});
+      throw err;
+    }
     const database = createDatabase(db.url, { max: 4, name: "tracklane-rebuild" });
     const started = Date.now();
     let lastReport = 0;

@@ -3,30 +3,13 @@
  * DATABASE_URL or the embedded server. Run any number of each (README, "Running many
  * processes").
  */
-import { createPool } from "../db/client.ts";
-import { migrationsApplied } from "../db/ready.ts";
 import { createLogger } from "../logger.ts";
 import { resolveDatabase } from "./database.ts";
 import { configuredProvider } from "./provider.ts";
 import { fatal, stopOnSignal } from "./lifecycle.ts";
 import { startServices } from "./services.ts";
 import type { Services } from "./services.ts";
-import { MigrationsMissingError, loadConfigOrExit } from "./startup-errors.ts";
-
-/**
- * These roles never migrate (`npm run migrate` does, once per release). Without the schema
- * a web process would answer 503 and a worker fail every job, for as long as they run:
- * refuse to start instead, saying what to run. Also the first contact with the database,
- * so a wrong DATABASE_URL stops the start here rather than failing every request.
- */
-async function requireMigrations(url: string): Promise<void> {
-  const sql = createPool(url, 1, "tracklane-startup-check");
-  try {
-    if (!(await migrationsApplied(sql))) throw new MigrationsMissingError();
-  } finally {
-    await sql.end({ timeout: 1 });
-  }
-}
+import { loadConfigOrExit, requireMigrations } from "./startup-errors.ts";
 
 export function runRole(role: "web" | "worker"): void {
   const config = loadConfigOrExit();

@@ -7,7 +7,8 @@
  */
 import { ConfigError, loadConfig } from "../config.ts";
 import type { Config } from "../config.ts";
-import { isDatabaseUnavailable } from "../db/client.ts";
+import { createPool, isDatabaseUnavailable } from "../db/client.ts";
+import { migrationsApplied } from "../db/ready.ts";
 import { describeTarget } from "../db/url.ts";
 import type { Logger } from "../logger.ts";
 
@@ -20,6 +21,22 @@ export class MigrationsMissingError extends Error {
   constructor() {
     super("the database has no tracklane tables");
     this.name = "MigrationsMissingError";
+  }
+}
+
+/**
+ * `npm run web`, `npm run worker` and `npm run rebuild` never migrate (`npm run migrate`
+ * does, once per release). Without the schema a web process would answer 503, a worker
+ * fail every job for as long as it runs, and a rebuild fail on its first query: refuse to
+ * start instead, saying what to run. Also the first contact with the database, so a wrong
+ * DATABASE_URL stops the start here rather than failing every request.
+ */
+export async function requireMigrations(url: string): Promise<void> {
+  const sql = createPool(url, 1, "tracklane-startup-check");
+  try {
+    if (!(await migrationsApplied(sql))) throw new MigrationsMissingError();
+  } finally {
+    await sql.end({ timeout: 1 });
   }
 }
 

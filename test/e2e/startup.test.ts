@@ -139,7 +139,7 @@ describe("a failed start", () => {
     }
   });
 
-  it("web and worker on a database without migrations: exit 1, one line saying to run npm run migrate", async () => {
+  it("web, worker and rebuild on a database without migrations: exit 1, one line saying to run npm run migrate", async () => {
     const name = `tracklane_empty_${randomBytes(4).toString("hex")}`;
     const admin = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
     await admin.unsafe(`create database ${name}`);
@@ -149,7 +149,7 @@ describe("a failed start", () => {
     });
     const url = new URL(serverUrl(name));
     const env = { DATABASE_URL: url.toString(), HOST: "127.0.0.1", PORT: String(await freePort()) };
-    for (const entry of ["web", "worker"] as const) {
+    for (const entry of ["web", "worker", "rebuild"] as const) {
       const out = await run(entry, env);
       assert.equal(out.code, 1, `${entry}: ${out.stderr}`);
       assert.deepEqual(out.lines, [
