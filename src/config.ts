@@ -76,7 +76,7 @@ const postgresUrl = z.string().superRefine((value, ctx) => {
   try {
     connectTarget(value);
   } catch (err) {
-    ctx.addIssue({ code: "custom", message: `${(err as Error).message}` });
+    ctx.addIssue({ code: "custom", message: (err as Error).message });
   }
 });
 

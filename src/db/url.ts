@@ -16,7 +16,7 @@
  */
 
 export interface ConnectTarget {
-  /** What postgres.js parses: no `host` or `port` in its query, never an empty or encoded host. */
+  /** What postgres.js parses: no host, port, user, password or dbname in its query, never an empty or encoded host. */
   url: string;
   /** From the query's `host` or an encoded host: a socket directory (a slash in it) or a host name. */
   host?: string;
@@ -42,8 +42,9 @@ export function parseUrl(raw: string): URL | null {
 }
 
 /**
- * Parses a postgres URL as libpq reads its host, port, user, password and database. Throws an Error naming the
- * problem (never the URL, which may hold a password) when it cannot be parsed.
+ * Parses a postgres URL as libpq reads its host, port, user, password and database.
+ * Throws an Error naming the problem (never the URL, which may hold a password) when it
+ * cannot be parsed.
  */
 export function connectTarget(raw: string): ConnectTarget {
   const url = parseUrl(raw);
