@@ -117,7 +117,7 @@ async function main() {
 
 /** Seeds, starts the web, downloads each format while sampling its memory. */
 async function run(url: string, sql: Sql, name: string, serverDescription: string, started: (web: ServiceProcess) => void): Promise<void> {
-  console.log(`bench:export: seeding ${orders} orders into ${name} (${process.env.DATABASE_URL ? "DATABASE_URL" : serverDescription}) ...`);
+  console.log(`bench:export: seeding ${orders} orders into ${name} (${serverDescription}) ...`);
   const seedS = await seed(sql, orders);
   const [size] = await sql<{ size: string }[]>`select pg_size_pretty(pg_total_relation_size('orders')) as size`;
   console.log(`seeded in ${seedS.toFixed(1)} s; orders table ${size!.size}`);

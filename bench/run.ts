@@ -28,7 +28,6 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../src/config.ts";
-import { describeTarget } from "../src/db/url.ts";
 import { createLogger } from "../src/logger.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { CALLBACK_SECRET, ROOT, echoBaseline, insertBaseline, tracklanePhase } from "./lib/phases.ts";
@@ -135,8 +134,8 @@ async function main() {
       dupEvery: options.dupEvery,
       runs,
       phases: [...(baselines ? ["a", "b"] : []), backlog ? "c-e" : "c-e without the backlog", ...(notify ? ["f"] : [])].join(", "),
-      // Where it connects (a host and port, or a Unix socket), never the password.
-      database: process.env.DATABASE_URL ? `DATABASE_URL: ${describeTarget(process.env.DATABASE_URL) ?? "?"}` : server.description,
+      // DATABASE_URL with where it connects (a host and port, or a Unix socket), or the embedded server.
+      database: server.description,
     };
     console.log(`tracklane bench ${stamp}: ${JSON.stringify(settings)}`);
     for (let run = 1; run <= runs; run++) {

@@ -8,6 +8,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 import { embeddedUrl, startEmbeddedPostgres } from "../db/embedded.ts";
+import { describeTarget } from "../db/url.ts";
 import type { Logger } from "../logger.ts";
 
 export interface ResolvedDatabase {
@@ -62,7 +63,9 @@ export async function resolveDatabase(options: {
   avoidPorts?: readonly number[];
 }): Promise<ResolvedDatabase> {
   if (options.databaseUrl) {
-    return { url: options.databaseUrl, release: async () => {}, description: "DATABASE_URL" };
+    // Where it connects (host and port, or a Unix socket), never who or with what password.
+    const where = describeTarget(options.databaseUrl);
+    return { url: options.databaseUrl, release: async () => {}, description: where === null ? "DATABASE_URL" : `DATABASE_URL (${where})` };
   }
   const dataDir = join(options.dataDir, "pg");
   const ownerFile = join(options.dataDir, "pg-owner.pid");

@@ -179,6 +179,9 @@ describe("a start on every interface (HOST=0.0.0.0), pretty logs", () => {
     assert.match(banner, new RegExp(`listening on:\\s+every interface \\(HOST=0\\.0\\.0\\.0\\), port ${port}:\\n\\s+http://127\\.0\\.0\\.1:${port}\\n`));
     assert.match(banner, new RegExp(`service:\\s+http://127\\.0\\.0\\.1:${port}\\n`));
     assert.match(banner, new RegExp(`metrics:\\s+http://127\\.0\\.0\\.1:${port}/metrics\\s+\\(open`));
+    // Where DATABASE_URL connects (host, port, database), not the whole URL with its login.
+    const dbUrl = new URL(db.url);
+    assert.ok(banner.includes(`database:      DATABASE_URL (${dbUrl.hostname}:${dbUrl.port || "5432"}/${db.name})\n`), banner);
     assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
     const running = banner.split("\n").find((l) => l.includes("tracklane running"));
     assert.ok(running, banner);
