@@ -431,12 +431,13 @@ export async function redactOrderEvents(
     return redacted === null ? [] : [{ id: r.id, payload: redacted }];
   });
   if (changed.length === 0) return 0;
+  const ids = changed.map((c) => c.id);
   await tx`set local tracklane.redacting = 'on'`;
   await tx`
     update order_events e set payload = v.payload
-    from unnest(${changed.map((c) => c.id)}::bigint[], string_to_array(${jsonLines(changed.map((c) => JSON.stringify(c.payload)))}::text, E'\n')::jsonb[])
+    from unnest(${ids}::bigint[], string_to_array(${jsonLines(changed.map((c) => JSON.stringify(c.payload)))}::text, E'\n')::jsonb[])
       as v(id, payload)
-    where e.id = v.id and e.id = any(${changed.map((c) => c.id)}::bigint[])`;
+    where e.id = v.id and e.id = any(${ids}::bigint[])`;
   await tx`set local tracklane.redacting = 'off'`;
   return changed.length;
 }
