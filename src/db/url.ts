@@ -28,6 +28,9 @@ export interface ConnectTarget {
   database?: string;
 }
 
+/** User info followed by no host: `postgres://user@/db`. */
+const NO_HOST_AFTER_LOGIN = /^(postgres(?:ql)?:\/\/[^/?#]*@)(?=[/?#]|$)/i;
+
 /**
  * A URL as WHATWG's parser reads it, which needs a host after user info:
  * `postgres://user@/db` is read as `postgres://user@localhost/db`. Null if it cannot be
@@ -35,7 +38,7 @@ export interface ConnectTarget {
  */
 export function parseUrl(raw: string): URL | null {
   try {
-    return new URL(raw.replace(/^(postgres(?:ql)?:\/\/[^/?#]*@)(?=[/?#]|$)/i, "$1localhost"));
+    return new URL(raw.replace(NO_HOST_AFTER_LOGIN, "$1localhost"));
   } catch {
     return null;
   }
@@ -71,13 +74,22 @@ export function connectTarget(raw: string): ConnectTarget {
     if (!/^\d+$/.test(port) || n < 1 || n > 65_535) throw new Error(`has port=${port} in its query: a port is a whole number from 1 to 65535`);
     target.port = n;
   }
+  if (target.host === undefined && (url.hostname === "" || NO_HOST_AFTER_LOGIN.test(raw))) {
+    // No host at all: PGHOST, else localhost, as node-postgres reads it. postgres.js does
+    // the same for a URL without an authority, so the login moves to the options.
+    if (target.user === undefined && url.username !== "") target.user = decodeURIComponent(url.username);
+    if (target.pass === undefined && url.password !== "") target.pass = decodeURIComponent(url.password);
+    target.url = `${url.protocol}//${url.pathname}${url.search}`;
+    return target;
+  }
   target.url = url.toString();
   return target;
 }
 
 /**
  * Where a URL connects, for messages: `host:port/db`, or `socket <dir>/.s.PGSQL.<port>/db`;
- * never the user or password. Null when it cannot be parsed.
+ * never the user or password (a URL with no host at all says localhost, though PGHOST
+ * would win). Null when it cannot be parsed.
  */
 export function describeTarget(raw: string): string | null {
   let target: ConnectTarget;
@@ -89,6 +101,6 @@ export function describeTarget(raw: string): string | null {
   const url = new URL(target.url);
   const port = target.port ?? (url.port === "" ? 5432 : Number(url.port));
   const db = target.database === undefined ? (url.pathname.length > 1 ? url.pathname : "") : `/${target.database}`;
-  const host = target.host ?? url.hostname;
+  const host = target.host ?? (url.hostname || "localhost");
   return host.includes("/") ? `socket ${host.replace(/\/$/, "")}/.s.PGSQL.${port}${db}` : `${host}:${port}${db}`;
 }

@@ -21,6 +21,8 @@ describe("DATABASE_URL through a Unix socket", () => {
   let db: TestDatabase;
   /** The database's URL in each libpq spelling of a socket directory. */
   let spellings: Record<string, string>;
+  /** The same without a host, and the PGHOST and PGPORT that name the socket instead. */
+  let hostless: { url: string; env: { PGHOST: string; PGPORT: string } };
 
   before(async () => {
     db = await createTestDatabase();
@@ -38,6 +40,7 @@ describe("DATABASE_URL through a Unix socket", () => {
       "no authority": `postgres://${u.pathname}?host=${encodeURIComponent(dir)}&port=${server!.port}&user=${u.username}&password=${encodeURIComponent(decodeURIComponent(u.password))}`,
       "the directory as the host": `postgres://${login}@${encodeURIComponent(dir)}:${server!.port}${u.pathname}`,
     };
+    hostless = { url: `postgres://${login}@${u.pathname}`, env: { PGHOST: dir, PGPORT: server!.port } };
   });
   after(async () => {
     await db?.drop();
@@ -51,6 +54,22 @@ describe("DATABASE_URL through a Unix socket", () => {
         assert.deepEqual(row, { overSocket: true, db: db.name }, spelling);
       } finally {
         await sql.end();
+      }
+    }
+  });
+
+  it("a URL with no host at all goes where PGHOST and PGPORT say", async () => {
+    const saved = { PGHOST: process.env.PGHOST, PGPORT: process.env.PGPORT };
+    Object.assign(process.env, hostless.env);
+    const sql = createPool(hostless.url, 1, "socket-test");
+    try {
+      const [row] = await sql<{ overSocket: boolean; db: string }[]>`select inet_server_addr() is null as "overSocket", current_database() as db`;
+      assert.deepEqual(row, { overSocket: true, db: db.name });
+    } finally {
+      await sql.end();
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
       }
     }
   });

@@ -17,6 +17,12 @@ describe("postgres URLs", () => {
     assert.deepEqual(connectTarget("postgresql://u:p@localhost:5433/app?host=%2Ftmp"), { url: "postgresql://u:p@localhost:5433/app", host: "/tmp" });
   });
 
+  it("leaves a URL with no host at all to PGHOST, else localhost, as node-postgres does", () => {
+    assert.deepEqual(connectTarget("postgres://app:s%40cret@/orders?sslmode=disable"), { url: "postgres:///orders?sslmode=disable", user: "app", pass: "s@cret" });
+    assert.deepEqual(connectTarget("postgres:///orders"), { url: "postgres:///orders" });
+    assert.equal(describeTarget("postgres://app@/orders"), "localhost:5432/orders");
+  });
+
   it("reads a percent-encoded host as a socket directory", () => {
     assert.deepEqual(connectTarget("postgres://u@%2Fvar%2Frun%2Fpostgresql:5434/app"), {
       url: "postgres://u@localhost:5434/app",
