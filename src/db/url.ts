@@ -11,12 +11,15 @@
  * settings, which refuses them, and the WHATWG URL parser it uses refuses an empty host
  * after user info. So the pool takes them out of the URL and passes them as options; a
  * host with a slash is a socket directory (postgres.js connects to
- * `<dir>/.s.PGSQL.<port>`). Other query settings (sslmode, application_name, …) stay.
- * Pure: no I/O.
+ * `<dir>/.s.PGSQL.<port>`). Other query settings (sslmode, application_name, …) stay. A
+ * URL with no host at all goes to PGHOST, else localhost, in both drivers. Pure: no I/O.
  */
 
 export interface ConnectTarget {
-  /** What postgres.js parses: no host, port, user, password or dbname in its query, never an empty or encoded host. */
+  /**
+   * What postgres.js parses: no host, port, user, password or dbname in its query, never an
+   * encoded host, and no authority at all when the URL named no host (then PGHOST decides).
+   */
   url: string;
   /** From the query's `host` or an encoded host: a socket directory (a slash in it) or a host name. */
   host?: string;
