@@ -69,10 +69,6 @@ function retrySchedule(raw: string, ctx: z.core.$RefinementCtx<string>): number[
  * directory as libpq spells it. The message never repeats the URL (it may hold a password).
  */
 const postgresUrl = z.string().superRefine((value, ctx) => {
-  if (!/^postgres(ql)?:\/\//i.test(value)) {
-    ctx.addIssue({ code: "custom", message: "must be a postgres:// or postgresql:// URL" });
-    return;
-  }
   try {
     connectTarget(value);
   } catch (err) {

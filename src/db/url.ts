@@ -53,9 +53,9 @@ export function parseUrl(raw: string): URL | null {
  * cannot be parsed.
  */
 export function connectTarget(raw: string): ConnectTarget {
+  if (!/^postgres(ql)?:\/\//i.test(raw)) throw new Error("must be a postgres:// or postgresql:// URL");
   const url = parseUrl(raw);
   if (url === null) throw new Error("is not a valid URL");
-  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") throw new Error("must be a postgres:// or postgresql:// URL");
   const target: ConnectTarget = { url: "" };
   const take = (key: string): string | null => {
     const value = url.searchParams.get(key);
