@@ -19,7 +19,8 @@ import { createLogger } from "../src/logger.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
-import { benchSql, onScratchDatabase, partitionsSince } from "./lib/scratch.ts";
+import { driverSql } from "../src/db/client.ts";
+import { onScratchDatabase, partitionsSince } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
 const { values: args } = parseArgs({ options: { orders: { type: "string" }, requests: { type: "string" } } });
@@ -139,7 +140,7 @@ async function main(): Promise<void> {
   stopChildrenOnSignal("bench:console");
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
   await onScratchDatabase(`bench_console_${Date.now()}`, log, async (url) => {
-    const sql = benchSql(url, { max: 2 });
+    const sql = driverSql(url, { max: 2 });
     let web: ServiceProcess | undefined;
     try {
       await run(url, sql, stamp, (started) => (web = started));

@@ -18,7 +18,8 @@ import type { Sql } from "postgres";
 import { createLogger } from "../src/logger.ts";
 import { SERVICE_NODE_ARGS, procMemMiB, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
-import { benchSql, onScratchDatabase } from "./lib/scratch.ts";
+import { driverSql } from "../src/db/client.ts";
+import { onScratchDatabase } from "./lib/scratch.ts";
 
 const API_TOKEN = "bench-api-token-0123456789abcdef";
 const CALLBACK_SECRET = "bench-callback-secret-0123456789";
@@ -104,7 +105,7 @@ async function download(url: string, format: "ndjson" | "csv", pid: number): Pro
 async function main() {
   const name = `bench_export_${new Date().toISOString().slice(0, 19).replace(/[-:T]/g, "")}_${process.pid}`;
   await onScratchDatabase(name, log, async (url, server) => {
-    const sql = benchSql(url, { max: 1 });
+    const sql = driverSql(url, { max: 1 });
     let web: ServiceProcess | undefined;
     try {
       await run(url, sql, name, server.description, (started) => (web = started));

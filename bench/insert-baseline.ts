@@ -7,7 +7,7 @@
  * CONFLICT and RETURNING as the real insert.
  */
 import { createHash } from "node:crypto";
-import { benchSql } from "./lib/scratch.ts";
+import { driverSql } from "../src/db/client.ts";
 import { RequestSequence, scenarioEvent } from "./lib/scenario.ts";
 import type { Scenario } from "./lib/scenario.ts";
 import { percentile } from "./lib/stats.ts";
@@ -29,7 +29,7 @@ export interface InsertResult {
 }
 
 async function runInserts(config: InsertConfig): Promise<InsertResult> {
-  const sql = benchSql(config.url, { max: config.connections, connection: { application_name: "bench-insert" } });
+  const sql = driverSql(config.url, { max: config.connections, connection: { application_name: "bench-insert" } });
   // No duplicates here: every insert is a new row.
   const sequence = new RequestSequence({ ...config.scenario, dupEvery: 0 });
   const table = sql(config.table);

@@ -28,6 +28,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../src/config.ts";
+import { driverSql } from "../src/db/client.ts";
+import { withDatabase } from "../src/db/url.ts";
 import { createLogger } from "../src/logger.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { CALLBACK_SECRET, ROOT, echoBaseline, insertBaseline, tracklanePhase } from "./lib/phases.ts";
@@ -36,7 +38,7 @@ import type { BenchOptions, HttpPhase, TracklanePhase } from "./lib/phases.ts";
 import { formatProfile, summariseProfile } from "./lib/profile.ts";
 import type { ProfileSummary } from "./lib/profile.ts";
 import { formatReport } from "./lib/report.ts";
-import { benchServer, benchSql, scratchDatabase, withDatabase } from "./lib/scratch.ts";
+import { benchServer, scratchDatabase } from "./lib/scratch.ts";
 import type { RunResult } from "./lib/report.ts";
 import type { InsertResult } from "./insert-baseline.ts";
 
@@ -117,7 +119,7 @@ function serviceSettings(): Record<string, unknown> {
 
 async function main() {
   const server = await benchServer(log);
-  const admin = benchSql(withDatabase(server.url, "postgres"), { max: 1 });
+  const admin = driverSql(withDatabase(server.url, "postgres"), { max: 1 });
   const results: RunResult[] = [];
   const profiles: ProfileSummary[] = [];
   try {

@@ -32,7 +32,9 @@ import type { LoadConfig, LoadResult } from "./load.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, runForked, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
-import { benchServer, benchSql, partitionsSince, withDatabase } from "./lib/scratch.ts";
+import { driverSql } from "../src/db/client.ts";
+import { withDatabase } from "../src/db/url.ts";
+import { benchServer, partitionsSince } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
 const { values: args } = parseArgs({
@@ -184,10 +186,10 @@ async function main(): Promise<void> {
   const embedded = !process.env.DATABASE_URL;
   let server = await benchServer(log);
   const name = `bench_scale_${Date.now()}`;
-  let admin = benchSql(withDatabase(server.url, "postgres"), { max: 1 });
+  let admin = driverSql(withDatabase(server.url, "postgres"), { max: 1 });
   await admin.unsafe(`create database ${name}`);
   const url = () => withDatabase(server.url, name);
-  let sql = benchSql(url(), { max: 2 });
+  let sql = driverSql(url(), { max: 2 });
   const dataDir = mkdtempSync(join(tmpdir(), "tracklane-bench-scale-"));
   const services: ServiceProcess[] = [];
   const env = () => ({
@@ -228,7 +230,7 @@ async function main(): Promise<void> {
     }
     for (let i = 0; i < 60; i++) {
       try {
-        admin = benchSql(withDatabase(server.url, "postgres"), { max: 1 });
+        admin = driverSql(withDatabase(server.url, "postgres"), { max: 1 });
         await admin`select 1`;
         break;
       } catch {
@@ -236,7 +238,7 @@ async function main(): Promise<void> {
         await new Promise((r) => setTimeout(r, 500));
       }
     }
-    sql = benchSql(url(), { max: 2 });
+    sql = driverSql(url(), { max: 2 });
     return missing;
   };
 

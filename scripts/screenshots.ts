@@ -17,10 +17,11 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
-import postgres from "postgres";
 import type { Page } from "playwright-core";
 import { loadConfig } from "../src/config.ts";
+import { driverSql } from "../src/db/client.ts";
 import { runMigrations } from "../src/db/migrate.ts";
+import { withDatabase } from "../src/db/url.ts";
 import { createLogger } from "../src/logger.ts";
 import { resolveDatabase } from "../src/runtime/database.ts";
 import { startBuiltInEmulator } from "../src/runtime/provider.ts";
@@ -32,12 +33,6 @@ const outDir = join(root, "docs/screenshots");
 const WIDTHS = [390, 1280] as const;
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
 
 /** A local webhook receiver: /ok answers 204, /broken 503 (so the notifications page has both). */
 async function startReceiver(): Promise<{ url: string; close(): Promise<void> }> {
@@ -66,7 +61,7 @@ async function main(): Promise<number> {
     log,
   });
   const scratch = `tracklane_screenshots_${randomBytes(4).toString("hex")}`;
-  const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
+  const admin = driverSql(withDatabase(server.url, "postgres"), { max: 1 });
   const dataDir = mkdtempSync(join(tmpdir(), "tracklane-screenshots-"));
   const cleanups: (() => Promise<unknown>)[] = [];
   try {

@@ -7,19 +7,14 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
-import postgres from "postgres";
+import { driverSql } from "../src/db/client.ts";
 import { runMigrations } from "../src/db/migrate.ts";
+import { withDatabase } from "../src/db/url.ts";
 import { createLogger } from "../src/logger.ts";
 import { resolveDatabase } from "../src/runtime/database.ts";
 
 const log = createLogger({ level: process.env.TEST_LOG_LEVEL ?? "warn" });
 const root = resolve(import.meta.dirname, "..");
-
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
 
 async function main(): Promise<number> {
   const server = await resolveDatabase({
@@ -29,7 +24,7 @@ async function main(): Promise<number> {
   });
   console.log(`tests use ${process.env.TEST_DATABASE_URL ? "TEST_DATABASE_URL" : server.description}`);
   const template = `tracklane_tpl_${randomBytes(4).toString("hex")}`;
-  const admin = postgres(withDatabase(server.url, "postgres"), { max: 1, onnotice: () => {} });
+  const admin = driverSql(withDatabase(server.url, "postgres"), { max: 1 });
   try {
     await admin.unsafe(`create database ${template}`);
     await runMigrations(withDatabase(server.url, template), log);

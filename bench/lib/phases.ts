@@ -14,7 +14,8 @@ import { ROOT, SERVICE_NODE_ARGS, cpuSeconds, interruption, procMemMiB, procPssM
 import type { ForkedServer, ServiceProcess } from "./processes.ts";
 import type { ReceiverReport } from "../receiver.ts";
 import { clientOrderId, expectedStatus, totalRequests } from "./scenario.ts";
-import { benchSql, partitionsSince } from "./scratch.ts";
+import { driverSql } from "../../src/db/client.ts";
+import { partitionsSince } from "./scratch.ts";
 import type { Scenario } from "./scenario.ts";
 import { percentile } from "./stats.ts";
 
@@ -60,7 +61,7 @@ export interface HttpPhase {
 
 /** (a): single-row INSERT + commit per row, `connections` at once, through postgres.js. */
 export async function insertBaseline(url: string, o: BenchOptions): Promise<InsertResult> {
-  const sql = benchSql(url, { max: 1 });
+  const sql = driverSql(url, { max: 1 });
   try {
     await sql`drop table if exists bench_raw_events`;
     await sql`create table bench_raw_events (like order_events including all)`;
@@ -567,7 +568,7 @@ export interface TracklaneVariant {
  * `variant.notify`, phase (f): the same with one subscribed endpoint.
  */
 export async function tracklanePhase(url: string, o: BenchOptions, run: number, variant: TracklaneVariant): Promise<TracklanePhase> {
-  const sql = benchSql(url, { max: 2, connection: { application_name: BENCH_APP } });
+  const sql = driverSql(url, { max: 2, connection: { application_name: BENCH_APP } });
   const services: ServiceProcess[] = [];
   let receiver: ForkedServer | undefined;
   // The services' data directory and logs (info level, as deployed: one line per job).

@@ -4,30 +4,13 @@
  * run and dropped afterwards (kept with BENCH_KEEP_DB=1, for a look inside).
  */
 import { resolve } from "node:path";
-import postgres from "postgres";
+import type postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
-import { connectTarget, parseUrl } from "../../src/db/url.ts";
+import { withDatabase } from "../../src/db/url.ts";
 import type { Logger } from "../../src/logger.ts";
 import { resolveDatabase } from "../../src/runtime/database.ts";
 import { ROOT } from "./processes.ts";
-
-/** `url` with its database replaced by `database` (a socket directory's URL too, src/db/url.ts). */
-export function withDatabase(url: string, database: string): string {
-  const u = parseUrl(url);
-  if (u === null) throw new Error("DATABASE_URL is not a valid URL");
-  u.pathname = `/${database}`;
-  u.searchParams.delete("dbname");
-  return u.toString();
-}
-
-/**
- * postgres.js on a URL as tracklane's pools read it (src/db/url.ts): DATABASE_URL may name
- * a Unix socket directory, and the bench's own connections then take the socket too.
- */
-export function benchSql(url: string, options: postgres.Options<Record<string, postgres.PostgresType>> = {}): postgres.Sql {
-  const { url: plain, ...target } = connectTarget(url);
-  return postgres(plain, { ...target, onnotice: () => {}, ...options });
-}
 
 /** The bench's PostgreSQL server. */
 export async function benchServer(log: Logger) {
@@ -50,7 +33,7 @@ export async function scratchDatabase<T>(admin: postgres.Sql, serverUrl: string,
 /** The server, one scratch database on it for `body`, then everything released. */
 export async function onScratchDatabase<T>(name: string, log: Logger, body: (url: string, server: { description: string }) => Promise<T>): Promise<T> {
   const server = await benchServer(log);
-  const admin = benchSql(withDatabase(server.url, "postgres"), { max: 1 });
+  const admin = driverSql(withDatabase(server.url, "postgres"), { max: 1 });
   try {
     return await scratchDatabase(admin, server.url, name, log, (url) => body(url, server));
   } finally {

@@ -140,13 +140,10 @@ const TIMESTAMPS = {
  */
 export function createPool(url: string, max: number, name: string, overrides: PoolOptions = {}): Sql {
   const { connection, ...rest } = overrides;
-  const target = connectTarget(url);
+  // What the URL's query or encoded host held (a socket directory, say) goes as options.
+  const { url: plain, ...where } = connectTarget(url);
   const options: PoolOptions & { socket: ReturnType<typeof socketFactory> } = {
-    ...(target.host === undefined ? {} : { host: target.host }),
-    ...(target.port === undefined ? {} : { port: target.port }),
-    ...(target.user === undefined ? {} : { user: target.user }),
-    ...(target.pass === undefined ? {} : { pass: target.pass }),
-    ...(target.database === undefined ? {} : { database: target.database }),
+    ...where,
     max,
     onnotice: () => {},
     connection: { application_name: name, ...connection },
@@ -161,7 +158,17 @@ export function createPool(url: string, max: number, name: string, overrides: Po
     socket: socketFactory(),
     ...rest,
   };
-  return postgres(target.url, options);
+  return postgres(plain, options);
+}
+
+/**
+ * postgres.js itself on a URL as tracklane reads it (a socket directory too), with none of
+ * the pool's settings: for tools' own connections (the tests, the benches, scripts), which
+ * make and drop databases and read what the driver returns by default.
+ */
+export function driverSql(url: string, options: postgres.Options<Record<string, postgres.PostgresType>> = {}): Sql {
+  const { url: plain, ...where } = connectTarget(url);
+  return postgres(plain, { ...where, onnotice: () => {}, ...options });
 }
 
 /**

@@ -90,6 +90,22 @@ export function connectTarget(raw: string): ConnectTarget {
 }
 
 /**
+ * The same server, reached the same way (socket or host, login, settings), but another
+ * database: what tools that make and drop scratch databases (the tests, the benches)
+ * connect to. A `dbname` in the query would win over the path, so it goes. Throws like
+ * connectTarget when the URL cannot be parsed.
+ */
+export function withDatabase(raw: string, database: string): string {
+  const url = parseUrl(raw);
+  if (url === null) throw new Error("is not a valid URL");
+  url.pathname = `/${encodeURIComponent(database)}`;
+  if (url.searchParams.has("dbname")) url.searchParams.delete("dbname");
+  const out = url.toString();
+  // parseUrl read `user@/db` as `user@localhost/db`: give the host back to PGHOST.
+  return NO_HOST_AFTER_LOGIN.test(raw) ? out.replace(/^(postgres(?:ql)?:\/\/[^/?#]*@)localhost(?=[/?#]|$)/i, "$1") : out;
+}
+
+/**
  * Where a URL connects, for messages: `host:port/db`, or `socket <dir>/.s.PGSQL.<port>/db`;
  * never the user or password (a URL with no host at all says localhost, though PGHOST
  * would win). Null when it cannot be parsed.

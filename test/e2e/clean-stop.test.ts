@@ -10,7 +10,7 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { freePort } from "../../src/db/embedded.ts";
 import { createLogger } from "../../src/logger.ts";
 import { resolveDatabase } from "../../src/runtime/database.ts";
@@ -86,7 +86,7 @@ describe("Ctrl-C during a callback burst", () => {
     const log = createLogger({ level: "silent" });
     const db = await resolveDatabase({ databaseUrl: undefined, dataDir, log });
     try {
-      const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+      const sql = driverSql(db.url, { max: 1 });
       const rows = await sql<{ id: string; client_order_id: string }[]>`
         select id::text, client_order_id from order_events where id = any(${[...acked.keys()]}::bigint[])`;
       await sql.end();

@@ -3,7 +3,7 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { freePort } from "../../src/db/embedded.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
 import { createLogger } from "../../src/logger.ts";
@@ -93,7 +93,7 @@ describe("kill -9 right after acknowledgements", () => {
       await Promise.all(senders);
     }
     assert.ok(acked.size >= 150, `only ${acked.size} acknowledged`);
-    const sql = postgres(db.url, { max: 1 });
+    const sql = driverSql(db.url, { max: 1 });
     const rows = await sql<{ id: string; client_order_id: string }[]>`
       select id::text, client_order_id from order_events where id = any(${[...acked.keys()]}::bigint[])`;
     await sql.end();

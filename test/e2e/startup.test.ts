@@ -12,8 +12,9 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, describe, it } from "node:test";
-import postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { freePort } from "../../src/db/embedded.ts";
+import { describeTarget } from "../../src/db/url.ts";
 import { createTestDatabase, serverUrl } from "../helpers/db.ts";
 import { startProcess } from "../helpers/process.ts";
 
@@ -141,19 +142,19 @@ describe("a failed start", () => {
 
   it("web, worker and rebuild on a database without migrations: exit 1, one line saying to run npm run migrate", async () => {
     const name = `tracklane_empty_${randomBytes(4).toString("hex")}`;
-    const admin = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
+    const admin = driverSql(serverUrl("postgres"), { max: 1 });
     await admin.unsafe(`create database ${name}`);
     cleanups.push(async () => {
       await admin.unsafe(`drop database if exists ${name} with (force)`);
       await admin.end();
     });
-    const url = new URL(serverUrl(name));
-    const env = { DATABASE_URL: url.toString(), HOST: "127.0.0.1", PORT: String(await freePort()) };
+    const url = serverUrl(name);
+    const env = { DATABASE_URL: url, HOST: "127.0.0.1", PORT: String(await freePort()) };
     for (const entry of ["web", "worker", "rebuild"] as const) {
       const out = await run(entry, env);
       assert.equal(out.code, 1, `${entry}: ${out.stderr}`);
       assert.deepEqual(out.lines, [
-        `tracklane: ${url.hostname}:${url.port || "5432"}/${name} (DATABASE_URL) has no tracklane tables yet: run \`npm run migrate\` against it first (Procfile: release), then start again`,
+        `tracklane: ${describeTarget(url)} (DATABASE_URL) has no tracklane tables yet: run \`npm run migrate\` against it first (Procfile: release), then start again`,
       ], entry);
       assertNoStack(entry, out);
     }
@@ -180,8 +181,7 @@ describe("a start on every interface (HOST=0.0.0.0), pretty logs", () => {
     assert.match(banner, new RegExp(`service:\\s+http://127\\.0\\.0\\.1:${port}\\n`));
     assert.match(banner, new RegExp(`metrics:\\s+http://127\\.0\\.0\\.1:${port}/metrics\\s+\\(open`));
     // Where DATABASE_URL connects (host, port, database), not the whole URL with its login.
-    const dbUrl = new URL(db.url);
-    assert.ok(banner.includes(`database:      DATABASE_URL (${dbUrl.hostname}:${dbUrl.port || "5432"}/${db.name})\n`), banner);
+    assert.ok(banner.includes(`database:      DATABASE_URL (${describeTarget(db.url)})\n`), banner);
     assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
     const running = banner.split("\n").find((l) => l.includes("tracklane running"));
     assert.ok(running, banner);

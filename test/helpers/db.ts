@@ -3,7 +3,8 @@
  * built (CREATE DATABASE ... TEMPLATE is a file copy: milliseconds, not a migration run).
  */
 import { randomBytes } from "node:crypto";
-import postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
+import { withDatabase } from "../../src/db/url.ts";
 
 export interface TestDatabase {
   url: string;
@@ -17,16 +18,15 @@ function env(name: string): string {
   return value;
 }
 
+/** A database of the test server, in TEST_SERVER_URL's spelling (a socket directory's too). */
 export function serverUrl(database: string): string {
-  const u = new URL(env("TEST_SERVER_URL"));
-  u.pathname = `/${database}`;
-  return u.toString();
+  return withDatabase(env("TEST_SERVER_URL"), database);
 }
 
 export async function createTestDatabase(): Promise<TestDatabase> {
   const template = env("TEST_TEMPLATE_DB");
   const name = `${template}_${randomBytes(4).toString("hex")}`;
-  const admin = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
+  const admin = driverSql(serverUrl("postgres"), { max: 1 });
   try {
     // Cloning needs the template to have no other sessions; parallel files may collide.
     for (let attempt = 0; ; attempt++) {
@@ -45,7 +45,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     url: serverUrl(name),
     name,
     async drop() {
-      const a = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
+      const a = driverSql(serverUrl("postgres"), { max: 1 });
       await a.unsafe(`drop database if exists ${name} with (force)`);
       await a.end();
     },

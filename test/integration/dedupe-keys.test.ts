@@ -9,7 +9,8 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import postgres from "postgres";
+import type postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { drizzle, migrate } from "../../src/db/drizzle.ts";
 import { MIGRATIONS_FOLDER, runMigrations } from "../../src/db/migrate.ts";
 import { normaliseCallback } from "../../src/domain/normalise.ts";
@@ -23,7 +24,7 @@ let testDb: TestDatabase;
 let sql: postgres.Sql;
 before(async () => {
   testDb = await createTestDatabase();
-  sql = postgres(testDb.url, { max: 1, onnotice: () => {} });
+  sql = driverSql(testDb.url, { max: 1 });
 });
 after(async () => {
   await sql.end();
@@ -101,9 +102,9 @@ describe("dedupe keys", () => {
     // The migrations before this change, from a copy of the folder whose journal ends there.
     const folder = mkdtempSync(join(tmpdir(), "tracklane-migrations-"));
     const name = `${testDb.name}_upgrade`;
-    const admin = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
+    const admin = driverSql(serverUrl("postgres"), { max: 1 });
     await admin.unsafe(`create database ${name}`);
-    const db = postgres(serverUrl(name), { max: 1, onnotice: () => {} });
+    const db = driverSql(serverUrl(name), { max: 1 });
     try {
       cpSync(MIGRATIONS_FOLDER, folder, { recursive: true });
       const journalPath = join(folder, "meta", "_journal.json");

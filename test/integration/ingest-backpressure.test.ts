@@ -9,10 +9,10 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import postgres from "postgres";
 import { loadConfig } from "../../src/config.ts";
 import { createDatabase } from "../../src/db/client.ts";
 import type { Database } from "../../src/db/client.ts";
+import { driverSql } from "../../src/db/client.ts";
 import { createApp } from "../../src/http/app.ts";
 import { createIngestor } from "../../src/ingest/batcher.ts";
 import type { BatcherOptions } from "../../src/ingest/batcher.ts";
@@ -43,7 +43,7 @@ function appWith(limits: Pick<BatcherOptions, "maxPending" | "maxPendingBytes">)
 
 /** Another session holds a lock that makes every insert into order_events wait. */
 async function blockInserts() {
-  const other = postgres(testDb.url, { max: 1, onnotice: () => {} });
+  const other = driverSql(testDb.url, { max: 1 });
   const reserved = await other.reserve();
   await reserved`begin`;
   await reserved`lock table order_events in share mode`;

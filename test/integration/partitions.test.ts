@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { normaliseCallback } from "../../src/domain/normalise.ts";
 import type { JsonObject } from "../../src/domain/normalise.ts";
 import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
@@ -142,7 +142,7 @@ describe("the partitioned event log", () => {
     };
     const allotted = { sfx_order_id: 8800100, client_order_id: "RACE-1", order_status: "ALLOTTED", event_time: "2026-11-23T08:00:00Z" };
     const arrived = { sfx_order_id: 8800100, client_order_id: "RACE-1", order_status: "ARRIVED", event_time: "2026-11-23T08:10:00Z" };
-    const other = postgres(t.testDb.url, { max: 1, onnotice: () => {} });
+    const other = driverSql(t.testDb.url, { max: 1 });
     try {
       let second: Promise<Awaited<ReturnType<typeof appendEvents>>> | undefined;
       const first = await t.database.sql.begin(async (tx) => {

@@ -9,7 +9,8 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import postgres from "postgres";
+import type postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { normaliseCallback } from "../../src/domain/normalise.ts";
 import { appendEvents, payloadsOf } from "../../src/events/log.ts";
 import { withQueueProbes } from "../../src/projection/backlog.ts";
@@ -21,7 +22,7 @@ let testDb: TestDatabase;
 let sql: postgres.Sql;
 before(async () => {
   testDb = await createTestDatabase();
-  sql = postgres(testDb.url, { max: 1, onnotice: () => {} });
+  sql = driverSql(testDb.url, { max: 1 });
   await twoYearsOfPartitions();
 });
 after(async () => {

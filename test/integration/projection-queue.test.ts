@@ -5,9 +5,10 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
+import { driverSql } from "../../src/db/client.ts";
 import { DRAIN_GATE, DRAIN_TASK } from "../../src/projection/backlog.ts";
 import { createDrainer } from "../../src/projection/queue.ts";
 
@@ -41,7 +42,7 @@ const untaken = async () =>
 
 /** A second connection that holds row locks in an open transaction until released. */
 function holdLocks(query: (tx: postgres.TransactionSql) => Promise<unknown>) {
-  const other = postgres(t.testDb.url, { max: 1, onnotice: () => {} });
+  const other = driverSql(t.testDb.url, { max: 1 });
   let release!: (outcome: "commit" | "rollback") => void;
   const released = new Promise<"commit" | "rollback">((r) => (release = r));
   let held!: () => void;

@@ -6,7 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import postgres from "postgres";
+import type postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { createQueueVacuum } from "../../src/db/vacuum.ts";
 import { normaliseCallback } from "../../src/domain/normalise.ts";
 import type { JsonObject } from "../../src/domain/normalise.ts";
@@ -19,7 +20,7 @@ let testDb: TestDatabase;
 let sql: postgres.Sql;
 before(async () => {
   testDb = await createTestDatabase();
-  sql = postgres(testDb.url, { max: 2, onnotice: () => {} });
+  sql = driverSql(testDb.url, { max: 2 });
 });
 after(async () => {
   await sql.end();

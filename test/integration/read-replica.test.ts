@@ -10,9 +10,9 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import postgres from "postgres";
 import { loadConfig } from "../../src/config.ts";
 import { POOL_NAMES } from "../../src/db/client.ts";
+import { driverSql } from "../../src/db/client.ts";
 import { createLogger } from "../../src/logger.ts";
 import { listEndpoints } from "../../src/notify/endpoints.ts";
 import { findOrder } from "../../src/orders/read.ts";
@@ -38,7 +38,7 @@ const status = (client: string, svc: number, s: string, minute: number, rider = 
 
 /** Connections to `database` with this application_name, as the server counts them. */
 async function connections(database: string, application: string): Promise<number> {
-  const admin = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
+  const admin = driverSql(serverUrl("postgres"), { max: 1 });
   try {
     const [row] = await admin<{ n: number }[]>`
       select count(*)::int as n from pg_stat_activity where datname = ${database} and application_name = ${application}`;
@@ -199,7 +199,7 @@ describe("DATABASE_READ_URL set: GETs and pages read the read database, writes g
   it("every GET route, API and console, reads only the read pool (the primary's tables hidden)", async () => {
     // What the primary must still answer for pages: the sessions and marks. Everything else
     // moves out of reach, so a GET that read it on the primary would fail with a 500.
-    const admin = postgres(p.testDb.url, { max: 1, onnotice: () => {} });
+    const admin = driverSql(p.testDb.url, { max: 1 });
     try {
       await admin.unsafe(`
         alter schema public rename to hidden_from_pages;

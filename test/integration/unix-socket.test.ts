@@ -7,9 +7,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { runOnce } from "graphile-worker";
-import postgres from "postgres";
 import { createPool } from "../../src/db/client.ts";
+import { driverSql } from "../../src/db/client.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
+import { connectTarget, parseUrl } from "../../src/db/url.ts";
 import { createLogger } from "../../src/logger.ts";
 import { graphileLogger } from "../../src/worker/logger.ts";
 import { createTestDatabase } from "../helpers/db.ts";
@@ -26,21 +27,26 @@ describe("DATABASE_URL through a Unix socket", () => {
 
   before(async () => {
     db = await createTestDatabase();
-    const tcp = postgres(db.url, { max: 1, onnotice: () => {} });
+    const tcp = driverSql(db.url, { max: 1 });
     const [server] = await tcp<{ dirs: string; port: string }[]>`
       select current_setting('unix_socket_directories') as dirs, current_setting('port') as port`;
     await tcp.end();
     // The first directory on the file system (an entry starting with @ is an abstract socket).
     const dir = server!.dirs.split(",").map((d) => d.trim()).find((d) => d.startsWith("/"));
     assert.ok(dir, `the test server listens on no socket directory (unix_socket_directories = '${server!.dirs}')`);
-    const u = new URL(db.url);
-    const login = `${u.username}${u.password ? `:${u.password}` : ""}`;
+    // The login as the test URL gives it, in whichever spelling (TEST_DATABASE_URL may name a socket itself).
+    const target = connectTarget(db.url);
+    const parsed = parseUrl(db.url)!;
+    const user = target.user ?? decodeURIComponent(parsed.username);
+    const password = target.pass ?? decodeURIComponent(parsed.password);
+    const login = `${encodeURIComponent(user)}${password ? `:${encodeURIComponent(password)}` : ""}`;
+    const path = `/${db.name}`;
     spellings = {
-      "host and port in the query": `postgres://${login}@${u.pathname}?host=${encodeURIComponent(dir)}&port=${server!.port}`,
-      "no authority": `postgres://${u.pathname}?host=${encodeURIComponent(dir)}&port=${server!.port}&user=${u.username}&password=${encodeURIComponent(decodeURIComponent(u.password))}`,
-      "the directory as the host": `postgres://${login}@${encodeURIComponent(dir)}:${server!.port}${u.pathname}`,
+      "host and port in the query": `postgres://${login}@${path}?host=${encodeURIComponent(dir)}&port=${server!.port}`,
+      "no authority": `postgres://${path}?host=${encodeURIComponent(dir)}&port=${server!.port}&user=${encodeURIComponent(user)}&password=${encodeURIComponent(password)}`,
+      "the directory as the host": `postgres://${login}@${encodeURIComponent(dir)}:${server!.port}${path}`,
     };
-    hostless = { url: `postgres://${login}@${u.pathname}`, env: { PGHOST: dir, PGPORT: server!.port } };
+    hostless = { url: `postgres://${login}@${path}`, env: { PGHOST: dir, PGPORT: server!.port } };
   });
   after(async () => {
     await db?.drop();

@@ -10,7 +10,8 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import postgres from "postgres";
+import type postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { freePort, startEmbeddedPostgres } from "../../src/db/embedded.ts";
 import type { EmbeddedServer } from "../../src/db/embedded.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
@@ -57,7 +58,7 @@ describe("kill -9 under callback load", () => {
     const started = Date.now();
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
-    const sql = postgres(db.url, { max: 2, onnotice: () => {} });
+    const sql = driverSql(db.url, { max: 2 });
     cleanups.push(() => sql.end());
     // Web processes take turns on two ports, as behind a load balancer: the next one is up
     // before the current one is killed, so the load keeps going while each dies mid-burst.
@@ -126,7 +127,7 @@ describe("SIGTERM under callback load", () => {
   it("web and worker (DATABASE_URL set) finish in-flight work and exit 0, leaving no job locked", async () => {
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
-    const sql = postgres(db.url, { max: 2, onnotice: () => {} });
+    const sql = driverSql(db.url, { max: 2 });
     cleanups.push(() => sql.end());
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
@@ -141,7 +142,7 @@ describe("SIGTERM under callback load", () => {
 
     // Hold the projection lock of one order, so that the drain job projecting it is
     // certainly running (blocked) when the worker is told to stop.
-    const blocker = postgres(db.url, { max: 1, onnotice: () => {} });
+    const blocker = driverSql(db.url, { max: 1 });
     cleanups.push(() => blocker.end());
     await blocker`select pg_advisory_lock(hashtextextended('coid:TERM-BLOCKED', 0))`;
     const res = await fetch(`${base}/callbacks/${CALLBACK_SECRET}`, {
@@ -198,7 +199,7 @@ describe("PostgreSQL stopped and started mid-load", () => {
     const log = createLogger({ level: "silent" });
     let server: EmbeddedServer = await startEmbeddedPostgres(join(dir, "pg"), log);
     cleanups.push(() => server.stop());
-    const admin = postgres(server.url("postgres"), { max: 1, onnotice: () => {} });
+    const admin = driverSql(server.url("postgres"), { max: 1 });
     await admin`create database tracklane`;
     await admin.end();
     const url = server.url("tracklane");
@@ -236,7 +237,7 @@ describe("PostgreSQL stopped and started mid-load", () => {
     assert.equal(load.stats.connectionErrors, 0, "the web process never went away");
 
     // The same worker process projects again: no restart in between.
-    const sql = postgres(url, { max: 2, onnotice: () => {} });
+    const sql = driverSql(url, { max: 2 });
     cleanups.push(() => sql.end());
     await waitProjectionsDrained(sql, 30_000, () => `worker exit code ${worker.child.exitCode}, output:\n${worker.output().split("\n").filter((l) => /"level":(40|50|60)|Error|error:/.test(l)).slice(-15).join("\n").slice(-6000)}`);
     const [projectedAfter] = await sql<{ n: number }[]>`select count(*)::int as n from orders where updated_at > ${restartedAt}`;

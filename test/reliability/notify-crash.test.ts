@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { freePort } from "../../src/db/embedded.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { waitReady, waitUntil } from "../helpers/load.ts";
@@ -43,7 +43,7 @@ describe("kill -9 of a worker delivering notifications", () => {
     const started = Date.now();
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
-    const sql = postgres(db.url, { max: 2, onnotice: () => {} });
+    const sql = driverSql(db.url, { max: 2 });
     cleanups.push(() => sql.end());
     const receiver = await startReceiver({ otherwise: () => ({ status: 200, delayMs: 1000 + Math.floor(Math.random() * 500) }) });
     cleanups.push(() => receiver.close());

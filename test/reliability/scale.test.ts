@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import postgres from "postgres";
+import { driverSql } from "../../src/db/client.ts";
 import { freePort } from "../../src/db/embedded.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { assertAcknowledgedStored, assertProjected, planCallbacks, readEvents, readOrders, startLoad, waitProjectionsDrained, waitReady } from "../helpers/load.ts";
@@ -37,7 +37,7 @@ interface RunResult {
 async function run(plan: LoadPlan, webs: number, workers: number): Promise<RunResult> {
   const db = await createTestDatabase();
   cleanups.push(() => db.drop());
-  const sql = postgres(db.url, { max: 2, onnotice: () => {} });
+  const sql = driverSql(db.url, { max: 2 });
   cleanups.push(() => sql.end());
   const dataDir = mkdtempSync(join(tmpdir(), "tracklane-scale-"));
   cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));

@@ -1,7 +1,7 @@
 /** Postgres URLs as libpq reads their host and port (src/db/url.ts). */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { connectTarget, describeTarget } from "../../src/db/url.ts";
+import { connectTarget, describeTarget, withDatabase } from "../../src/db/url.ts";
 
 describe("postgres URLs", () => {
   it("leaves a TCP URL as it is, other query settings included", () => {
@@ -57,5 +57,18 @@ describe("postgres URLs", () => {
     assert.equal(describeTarget("postgres://u:secret@/app?host=/var/run/postgresql/&port=5433"), "socket /var/run/postgresql/.s.PGSQL.5433/app");
     assert.equal(describeTarget("postgres://u@%2Ftmp/app"), "socket /tmp/.s.PGSQL.5432/app");
     assert.equal(describeTarget("not a url"), null);
+  });
+
+  it("names another database on the same server, reached the same way", () => {
+    assert.equal(withDatabase("postgres://u:p@db.example:5433/app?sslmode=require", "scratch"), "postgres://u:p@db.example:5433/scratch?sslmode=require");
+    // A socket directory stays where it was spelt; a hostless URL stays hostless (PGHOST).
+    assert.equal(withDatabase("postgres://u@/app?host=/var/run/postgresql&port=5433", "scratch"), "postgres://u@/scratch?host=/var/run/postgresql&port=5433");
+    assert.equal(withDatabase("postgres:///app?host=/tmp", "scratch"), "postgres:///scratch?host=/tmp");
+    assert.equal(withDatabase("postgres://u@%2Ftmp:5434/app", "scratch"), "postgres://u@%2Ftmp:5434/scratch");
+    assert.equal(withDatabase("postgres://u@/app", "scratch"), "postgres://u@/scratch");
+    // libpq's dbname would win over the path: it goes.
+    assert.deepEqual(connectTarget(withDatabase("postgres:///?host=/tmp&dbname=app&user=u", "scratch")), { url: "postgres:///scratch", host: "/tmp", user: "u" });
+    assert.equal(describeTarget(withDatabase("postgres://u@localhost/app?host=%2Ftmp", "scratch")), "socket /tmp/.s.PGSQL.5432/scratch");
+    assert.throws(() => withDatabase("postgres://u:secret@[bad/app", "x"), (err: Error) => err.message === "is not a valid URL");
   });
 });
