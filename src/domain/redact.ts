@@ -6,6 +6,7 @@
  */
 import { isJsonObject } from "./normalise.ts";
 import type { JsonObject } from "./normalise.ts";
+import type { FoldState, Winner } from "./projection.ts";
 
 export const REDACTED = "[redacted]";
 
@@ -41,4 +42,16 @@ export function redactCommandRequest(request: JsonObject): JsonObject | null {
   const customer = request["customer_details"];
   const redacted = isJsonObject(customer) ? redactKeys(customer, CUSTOMER_KEYS) : null;
   return redacted === null ? null : { ...request, customer_details: redacted };
+}
+
+const redactedWinner = (w: Winner<string> | null): Winner<string> | null => (w === null || w.value === REDACTED ? w : { ...w, value: REDACTED });
+
+/**
+ * A stored fold state without the rider's name and contact, each stamp kept. A derivation
+ * whose order lost events to retention takes what those events told from the stored state
+ * (projection.ts withShed), and a rider's name last seen in a dropped location event would
+ * otherwise outlive the redaction of the events that are left.
+ */
+export function redactState(state: FoldState): FoldState {
+  return { ...state, riderName: redactedWinner(state.riderName), riderContact: redactedWinner(state.riderContact) };
 }

@@ -267,6 +267,9 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
       event_count = v.count, last_event_at = v.last_event_at, projection_state = v.state,
       placement_state = case when o.placement_state in ('unconfirmed', 'failed') and v.svc is not null then 'placed' else o.placement_state end,
       placement_error = case when o.placement_state in ('unconfirmed', 'failed') and v.svc is not null then null else o.placement_error end,
+      -- An event arriving after the redaction may bring personal data again: the order is
+      -- due once more (src/retention/redact.ts), and its status_at keeps it at the front.
+      redacted_at = case when v.count > o.event_count then null else o.redacted_at end,
       updated_at = now()
     from (
       select id, fresh, state, svc, svcs::text[] as svcs, coid, status, provider_status, to_timestamp(status_ms / 1000) as status_at,

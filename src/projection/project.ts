@@ -9,6 +9,7 @@ import { DETAIL_SOURCES, foldState, latestFirst, mergeStates, payloadsNeeded, pr
 import type { FoldState, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../domain/normalise.ts";
+import { redactState } from "../domain/redact.ts";
 import { succeedFailedPlaces } from "../commands/store.ts";
 import { foldColumns, payloadsOf, roundBranches, shedOrderKeys } from "../events/log.ts";
 import type { EventColumns, FoldEvent } from "../events/log.ts";
@@ -282,18 +283,30 @@ async function readOrders(tx: Tx, starts: readonly OrderIds[]): Promise<{ links:
   return { links, work, shed };
 }
 
+export interface DeriveOptions {
+  /**
+   * The derivation of a redaction (src/retention/redact.ts): what the stored state keeps of
+   * events retention dropped comes without the rider's name and contact.
+   */
+  redacting?: boolean;
+}
+
 /**
  * Projects the orders of `starts` in the caller's transaction; one result per start
  * (null when the order has neither events nor a row). Starts that are the same order
  * share one projection.
  */
-export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[]): Promise<(ProjectResult | null)[]> {
+export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[], options: DeriveOptions = {}): Promise<(ProjectResult | null)[]> {
   const { links, work, shed } = await withQueueProbes(tx, () => readOrders(tx, starts));
+  const kept = (rows: readonly ProjectionRow[]) => {
+    const state = keptState(rows);
+    return state !== null && options.redacting ? redactState(state) : state;
+  };
 
   const inserts: { w: OrderWork; state: FoldState; createdAt: Date; firstEventId: number }[] = [];
   for (const [root, w] of work) {
     if (w.events.length === 0 && w.rows.length === 0) continue;
-    w.state = withShed(foldState(w.events), keptState(w.rows), shed.has(root));
+    w.state = withShed(foldState(w.events), kept(w.rows), shed.has(root));
     const [survivor, ...merged] = w.rows;
     if (survivor === undefined) {
       let firstEventId = Number.POSITIVE_INFINITY;

@@ -33,7 +33,7 @@ export async function redactDue(sql: Sql, piiDays: number, now = new Date()): Pr
         const svcOrderIds = identities.flatMap((i) => (i.svcOrderId === null ? [] : [i.svcOrderId]));
         done.events += await redactOrderEvents(tx, { svcOrderIds, clientOrderId: order.client_order_id }, redactEventPayload);
         done.commands += await redactCommands(tx, order.id, redactCommandRequest);
-        await projectOrdersIn(tx, identities);
+        await projectOrdersIn(tx, identities, { redacting: true });
         await markRedacted(tx, order.id);
       });
       done.orders++;

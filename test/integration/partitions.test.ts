@@ -12,9 +12,11 @@ import { driverSql } from "../../src/db/client.ts";
 import { normaliseCallback } from "../../src/domain/normalise.ts";
 import type { JsonObject } from "../../src/domain/normalise.ts";
 import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
+import { REDACTED } from "../../src/domain/redact.ts";
 import { appendEvents } from "../../src/events/log.ts";
 import { dropExpiredPartitions, ensurePartitions, listPartitions } from "../../src/events/partitions.ts";
 import { rebuild } from "../../src/projection/rebuild.ts";
+import { redactDue } from "../../src/retention/redact.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 
@@ -256,5 +258,41 @@ describe("the partitioned event log", () => {
     assert.deepEqual(await dropExpiredPartitions(sql, { locationDays: 0, statusDays: 0 }), { dropped: [part], held: [] });
     const [gone] = await sql<{ exists: boolean }[]>`select to_regclass(${part}) is not null as exists`;
     assert.equal(gone!.exists, false);
+  });
+
+  it("a redaction after location retention leaves no rider name that only a dropped event told; a later event makes the order due again", async () => {
+    const sql = t.database.sql;
+    await attachOldMonth();
+    await sql`insert into order_periods (order_key, period) values ('8800020', ${addDays(oldMonth, 3)}::date)`;
+    const at = (min: number) => new Date(Date.parse(`${oldMonth}T09:00:00Z`) + 3 * 86_400_000 + min * 60_000).toISOString();
+    const send = async (body: Record<string, unknown>) => assert.equal((await t.callback({ client_order_id: "RT-PII", svc_order_id: "8800020", ...body })).status, 200);
+    const ping = { rider_latitude: 12.9, rider_longitude: 77.6, rider_name: "Asha Rao", rider_contact: "9800000006" };
+    await send({ order_status: "ALLOTTED", timestamp: at(0), rider_id: "R-5", rider_name: "Asha", rider_contact: "9800000005" });
+    // The rider's name is last told by a ping; the delivery does not repeat it.
+    await send({ ...ping, timestamp: at(5) });
+    await send({ order_status: "DELIVERED", timestamp: at(30) });
+    await t.runJobs();
+    assert.equal((await orderOf("RT-PII")).rider?.name, "Asha Rao");
+    await dropExpiredPartitions(sql, { locationDays: 30, statusDays: 0 });
+    assert.equal(await count("location", "8800020"), 0, "the ping went with its month");
+
+    const personal = async () => {
+      const [row] = await sql<{ state: string; redacted: boolean }[]>`
+        select projection_state as state, redacted_at is not null as redacted from orders where client_order_id = 'RT-PII'`;
+      const order = await orderOf("RT-PII");
+      const timeline = await t.request("/v1/orders/RT-PII/events?limit=500").then((r) => r.text());
+      return { shown: [order.rider?.id, order.rider?.name, order.rider?.contact], redacted: row!.redacted, leaks: /Asha|98000000/.test(row!.state + timeline) };
+    };
+    assert.ok((await redactDue(sql, 30)).orders >= 1);
+    // The name the dropped ping told lived on in the stored state: it is redacted there too.
+    assert.deepEqual(await personal(), { shown: ["R-5", REDACTED, REDACTED], redacted: true, leaks: false });
+
+    // A ping arriving after the redaction shows its rider again, and makes the order due once more.
+    await send({ ...ping, rider_latitude: 12.91, timestamp: at(40) });
+    await t.runJobs();
+    assert.deepEqual(await personal(), { shown: ["R-5", "Asha Rao", "9800000006"], redacted: false, leaks: true });
+    assert.deepEqual(await redactDue(sql, 30), { orders: 1, events: 1, commands: 0 });
+    assert.deepEqual(await personal(), { shown: ["R-5", REDACTED, REDACTED], redacted: true, leaks: false });
+    assert.deepEqual(await redactDue(sql, 30), { orders: 0, events: 0, commands: 0 }, "done");
   });
 });
