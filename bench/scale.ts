@@ -137,6 +137,7 @@ const LIST_FILTERS: Record<string, string> = {
   "store_code (none match)": "store_code=NO-SUCH-STORE",
   "status (none match)": "status=RETURNED_TO_SELLER",
   "placement=unconfirmed (none)": "placement=unconfirmed",
+  "placement=placed (none)": "placement=placed",
   "updated_after=1h ago": `updated_after=${encodeURIComponent(new Date(Date.now() - 3_600_000).toISOString())}`,
 };
 

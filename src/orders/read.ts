@@ -97,7 +97,7 @@ export async function exportPage(sql: Tx, f: ExportFilter, page: { afterId: numb
     limit ${page.limit}`;
 }
 
-/** Placements that need a person, counted for /metrics (orders_placement_attention_idx holds only these). */
+/** Placements that need a person, counted for /metrics (orders_placement_idx serves the count). */
 export async function placementCounts(sql: Tx): Promise<Record<"pending" | "unconfirmed" | "failed", number>> {
   const rows = await sql<{ state: string; n: number }[]>`
     select placement_state as state, count(*)::int as n from orders

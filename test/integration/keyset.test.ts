@@ -93,9 +93,10 @@ describe("an order's timeline", () => {
 
 describe("the order lists", () => {
   it("each filter's index is read in the list's order (id DESC, NULLS FIRST): no sort", async () => {
-    for (const where of ["status = 'RETURNED_TO_SELLER'", "store_code = 'NO-SUCH-STORE'"]) {
+    const filters = ["status = 'RETURNED_TO_SELLER'", "store_code = 'NO-SUCH-STORE'", ...["pending", "unconfirmed", "failed", "placed", "external"].map((p) => `placement_state = '${p}'`)];
+    for (const where of filters) {
       const text = await plan(`select * from orders where ${where} order by id desc limit 51`);
-      assert.match(text, /Index Scan using orders_(status|store_code)_idx/, text);
+      assert.match(text, /Index Scan using orders_(status|store_code|placement)_idx/, text);
       assert.doesNotMatch(text, /Sort/, text);
     }
   });
