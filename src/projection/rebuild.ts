@@ -10,6 +10,8 @@ const MAX_ATTEMPTS = 10;
 const ORDER_PAGE = 500;
 /** Events read per slice of the log (since): the most a rebuild holds in memory at once. */
 const LOG_SLICE = 50_000;
+/** Orders a `since` rebuild remembers as done (some 100 bytes each) before it forgets them all. */
+const DONE_MAX = 500_000;
 /** Order keys read per page (every order). */
 const KEY_PAGE = 5_000;
 /**
@@ -123,10 +125,13 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
 
   const { last } = await eventIdRange(sql);
   const start = ((await firstEventReceivedSince(sql, since)) ?? last + 1) - 1;
-  // Orders already re-derived in this run: an order's events span slices.
+  // Orders already re-derived in this run: an order's events span slices. Forgotten in
+  // bulk past DONE_MAX, so memory stays bounded over any range: an order derived twice
+  // is only derived again (a row already right is left untouched).
   const done = new Set<string>();
   for (let afterId = start; afterId < last; afterId += LOG_SLICE) {
     const upTo = Math.min(last, afterId + LOG_SLICE);
+    if (done.size > DONE_MAX) done.clear();
     const fresh = (await identitiesIn(sql, afterId, upTo)).filter((i) => !done.has(key(i)));
     for (const i of fresh) done.add(key(i));
     for (let i = 0; i < fresh.length; i += ORDER_PAGE) {
