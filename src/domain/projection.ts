@@ -324,16 +324,6 @@ export const DETAIL_NAMES = Object.keys(DETAIL_SOURCES) as DetailName[];
 /** Bit of a detail in a `DetailMask` (bit i = DETAIL_NAMES[i]). */
 export const detailBit = (name: DetailName): number => 1 << DETAIL_NAMES.indexOf(name);
 
-/** Which details a payload may carry, by its keys alone (a superset of what it does carry). */
-export function detailMask(payload: JsonObject): number {
-  let mask = 0;
-  for (const name of DETAIL_NAMES) {
-    const groups: readonly (readonly string[])[] = DETAIL_SOURCES[name];
-    if (groups.every((keys) => keys.some((k) => Object.hasOwn(payload, k)))) mask |= detailBit(name);
-  }
-  return mask;
-}
-
 function hasDetail(d: EventDetails, name: DetailName): boolean {
   if (name === "location") return d.latitude !== null && d.longitude !== null;
   return d[name] !== null;

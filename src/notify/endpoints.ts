@@ -121,14 +121,6 @@ export async function disableEndpoint(sql: Tx, id: string, reason: string): Prom
     where id = ${id}`;
 }
 
-/** Enabled endpoints that want `type` (an empty list of events: every type). */
-export async function endpointsFor(tx: Tx, type: NotificationType): Promise<EndpointRow[]> {
-  return await tx<EndpointRow[]>`
-    select * from notification_endpoints
-    where enabled and (cardinality(events) = 0 or ${type} = any(events))
-    order by id`;
-}
-
 /** How many endpoints are enabled and disabled, for /metrics. */
 export async function endpointCounts(sql: Tx): Promise<{ enabled: number; disabled: number }> {
   const [row] = await sql<{ enabled: number; disabled: number }[]>`

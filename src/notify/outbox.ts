@@ -31,7 +31,8 @@ interface Endpoint {
   events: string[];
 }
 
-const subscribes = (e: Endpoint, type: string) => e.events.length === 0 || e.events.includes(type);
+/** Does the endpoint want messages of this type? (An empty list of events: every type.) */
+export const subscribes = (e: Endpoint, type: string) => e.events.length === 0 || e.events.includes(type);
 
 /** A message to write: its type, the order it is about (if any), and its `data`. */
 export interface Draft {

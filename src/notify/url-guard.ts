@@ -114,10 +114,6 @@ export function forbiddenKind(ip: string): string | null {
   return (groups[0]! & 0xe000) === 0x2000 ? null : "reserved";
 }
 
-export function isForbiddenAddress(ip: string): boolean {
-  return forbiddenKind(ip) !== null;
-}
-
 /** "10.0.0.7, a private address" / "::ffff:7f00:1 (127.0.0.1), a loopback address" */
 function describe(ip: string, kind: string): string {
   if (isIP(ip) === 0) return `${JSON.stringify(ip)}, not an IP address`;
