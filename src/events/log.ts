@@ -318,8 +318,8 @@ export async function eventIdRange(sql: Tx): Promise<{ first: number; last: numb
 
 /**
  * The first event id received at or after `since` (null when none): a binary search over
- * the primary key, since ids are handed out as events are received. Some twenty index
- * lookups, however long the log.
+ * the id index (order_events_id_idx), since ids are handed out as events are received.
+ * Some twenty index lookups, however long the log.
  */
 export async function firstEventReceivedSince(sql: Tx, since: Date): Promise<number | null> {
   const { first, last } = await eventIdRange(sql);

@@ -7,7 +7,7 @@ import { redactDue } from "./redact.ts";
 
 const PURGE_TASK = "retention__purge";
 
-/** Daily at 03:17 (the server's time), one run at a time; a missed day is made up by the next. */
+/** Daily at 03:17 UTC (graphile-worker's cron reads UTC), one run at a time; a missed day is made up by the next. */
 export const RETENTION_CRONTAB = `17 3 * * * ${PURGE_TASK} ?id=retention_purge&jobKey=retention_purge&queue=retention&max=3`;
 
 const retentionPurge = defineTask(PURGE_TASK, z.unknown(), async (_payload, { deps, log }) => {
