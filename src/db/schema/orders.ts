@@ -52,12 +52,15 @@ export const orders = pgTable(
     created_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
     updated_at: timestamp({ withTimezone: true }).notNull().defaultNow(),
     /**
+     * When the order's personal data was redacted (PII_RETENTION_DAYS after it finished);
+     * null: not yet, or due again (a projection write that added events to it).
+     */
+    redacted_at: timestamp({ withTimezone: true }),
+    /**
      * updated_at to the hour (UTC), for `?updated_after=`. Indexed instead of updated_at:
      * within an hour an order's writes leave it as it is, so they can be HOT updates (no
      * new index entries), which a column that changes on every write would prevent.
      */
-    /** When the order's personal data was redacted (PII_RETENTION_DAYS after it finished); null: not yet. */
-    redacted_at: timestamp({ withTimezone: true }),
     updated_hour: timestamp({ withTimezone: false })
       .notNull()
       .generatedAlwaysAs(sql`date_trunc('hour', updated_at at time zone 'UTC')`),
