@@ -126,8 +126,9 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
   const { last } = await eventIdRange(sql);
   const start = ((await firstEventReceivedSince(sql, since)) ?? last + 1) - 1;
   // Orders already re-derived in this run: an order's events span slices. Forgotten in
-  // bulk past DONE_MAX, so memory stays bounded over any range: an order derived twice
-  // is only derived again (a row already right is left untouched).
+  // bulk past DONE_MAX, so memory stays bounded over any range; an order met again after
+  // that is derived a second time, which costs time only (a row already right is left
+  // untouched).
   const done = new Set<string>();
   for (let afterId = start; afterId < last; afterId += LOG_SLICE) {
     const upTo = Math.min(last, afterId + LOG_SLICE);
