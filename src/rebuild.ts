@@ -60,7 +60,8 @@ async function main(): Promise<void> {
         // One line every few seconds, not one per page.
         if (Date.now() - lastReport < 5000) return;
         lastReport = Date.now();
-        const share = p.phase !== "orders" && p.total > 0 ? ` (${Math.round((100 * p.read) / p.total)} % of the log's ${p.phase === "keys" ? "orders" : "events"} read)` : "";
+        const of = { orders: "of the order rows", keys: "of the log's orders read", log: "of the log's events read" }[p.phase];
+        const share = p.total > 0 ? ` (${Math.round((100 * p.read) / p.total)} % ${of})` : "";
         log.info({ ...p, seconds: Math.round((Date.now() - started) / 1000) }, `rebuild: ${p.phase}, ${p.orders} orders${share}`);
       });
       log.info({ ...result, scope, seconds: (Date.now() - started) / 1000 }, "rebuild finished");

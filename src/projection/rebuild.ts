@@ -1,6 +1,6 @@
 import type { Sql } from "postgres";
 import { eventIdRange, firstEventReceivedSince, identitiesIn, orderKeyCount, orderKeyPage } from "../events/log.ts";
-import { orderIdentityPage, withoutOrder } from "../orders/read.ts";
+import { maxOrderId, orderIdentityPage, withoutOrder } from "../orders/read.ts";
 import { identitiesOfRow, isConflict, projectOrders } from "./project.ts";
 import type { OrderIds, ProjectResult } from "./project.ts";
 
@@ -36,7 +36,10 @@ export interface RebuildProgress {
   /** Orders re-derived so far, and changed. */
   orders: number;
   changed: number;
-  /** Of the keys and log phases: keys or events read so far, and of how many. */
+  /**
+   * How far the phase is: of the orders phase, the order ids covered so far of its id
+   * range; of the keys and log phases, keys or events read so far, and of how many.
+   */
   read: number;
   total: number;
 }
@@ -64,7 +67,7 @@ export interface RebuildResult {
  */
 export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p: RebuildProgress) => void): Promise<RebuildResult> {
   const state = { orders: 0, changed: 0, read: 0 };
-  const report = (phase: RebuildProgress["phase"], total = 0) => progress?.({ phase, ...state, total });
+  const report = (phase: RebuildProgress["phase"], total = 0, read = state.read) => progress?.({ phase, ...state, read, total });
   // Pages in flight, and the first failure among them: it fails the rebuild.
   const running = new Set<Promise<void>>();
   let failure: { error: unknown } | null = null;
@@ -92,12 +95,15 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
 
   const since = scope.since;
   if (since === undefined) {
-    for (let afterId = (scope.fromOrderId ?? 1) - 1; ; ) {
+    const first = (scope.fromOrderId ?? 1) - 1;
+    // The id range to cover, for progress: rows made meanwhile may go past it.
+    const span = Math.max(0, Math.min(scope.toOrderId ?? Number.POSITIVE_INFINITY, await maxOrderId(sql)) - first);
+    for (let afterId = first; ; ) {
       const page = await orderIdentityPage(sql, { afterId, upToId: scope.toOrderId, limit: ORDER_PAGE });
       if (page.length === 0) break;
       afterId = page[page.length - 1]!.id;
       await project(page.flatMap(identitiesOfRow));
-      report("orders");
+      report("orders", span, Math.min(span, afterId - first));
     }
     // The keys phase below asks which orders have rows: every page's rows first.
     await settled(0);

@@ -67,6 +67,12 @@ describe("rebuild's scopes", () => {
     assert.ok(result.changed >= 6, JSON.stringify(result));
     assert.deepEqual(await statuses(), { "RB-2": "DELIVERED", "RB-3": "DELIVERED", "RB-5": "DELIVERED", "RB-6": "DELIVERED", "RB-1": "DELIVERED", "RB-4": "DELIVERED" });
     assert.ok(seen.some((p) => p.phase === "orders") && seen.some((p) => p.phase === "keys"), "both phases reported");
+    // The order rows' phase says how far it is through their ids, and ends at all of them.
+    const orders = seen.filter((p) => p.phase === "orders");
+    const [maxId] = await t.database.sql<{ id: number }[]>`select max(id)::int as id from orders where client_order_id not in ('RB-1', 'RB-4')`;
+    assert.ok(orders.every((p, i) => p.total > 0 && p.read <= p.total && (i === 0 || p.read >= orders[i - 1]!.read)), JSON.stringify(orders));
+    assert.equal(orders[orders.length - 1]!.read, orders[orders.length - 1]!.total, JSON.stringify(orders));
+    assert.ok(orders[0]!.total >= maxId!.id, "the range runs to the last order row's id");
     const last = seen[seen.length - 1]!;
     assert.equal(last.read, last.total, "every order key of the log read");
     assert.equal((await rebuild(t.database.sql)).changed, 0, "a second run changes nothing");
