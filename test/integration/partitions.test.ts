@@ -58,12 +58,21 @@ async function attachOldMonth(): Promise<void> {
   }
 }
 
-/** An order first seen in the old month: allotted, three pings, delivered. */
-async function oldDelivery(coid: string, svc: string): Promise<void> {
+/**
+ * An order first seen in the old month (its key's period recorded there): `at(min)` is a
+ * time that day, `send` posts a callback naming both its ids and expects 200.
+ */
+async function oldOrder(coid: string, svc: string) {
   await t.database.sql`insert into order_periods (order_key, period) values (${svc}, ${addDays(oldMonth, 3)}::date)`;
   const at = (min: number) => new Date(Date.parse(`${oldMonth}T09:00:00Z`) + 3 * 86_400_000 + min * 60_000).toISOString();
-  const rider = { rider_id: "R-9", rider_name: "Meena", rider_contact: "9800000009" };
   const send = async (body: Record<string, unknown>) => assert.equal((await t.callback({ client_order_id: coid, svc_order_id: svc, ...body })).status, 200);
+  return { at, send };
+}
+
+/** An order first seen in the old month: allotted, three pings, delivered. */
+async function oldDelivery(coid: string, svc: string): Promise<void> {
+  const { at, send } = await oldOrder(coid, svc);
+  const rider = { rider_id: "R-9", rider_name: "Meena", rider_contact: "9800000009" };
   await send({ order_status: "ALLOTTED", timestamp: at(0), ...rider });
   for (const [i, lat] of [12.91, 12.93, 12.95].entries()) await send({ rider_latitude: lat, rider_longitude: 77.6, timestamp: at(5 + i), ...rider });
   await send({ order_status: "DELIVERED", timestamp: at(30), ...rider });
@@ -263,9 +272,7 @@ describe("the partitioned event log", () => {
   it("a redaction after location retention leaves no rider name that only a dropped event told; a later event makes the order due again", async () => {
     const sql = t.database.sql;
     await attachOldMonth();
-    await sql`insert into order_periods (order_key, period) values ('8800020', ${addDays(oldMonth, 3)}::date)`;
-    const at = (min: number) => new Date(Date.parse(`${oldMonth}T09:00:00Z`) + 3 * 86_400_000 + min * 60_000).toISOString();
-    const send = async (body: Record<string, unknown>) => assert.equal((await t.callback({ client_order_id: "RT-PII", svc_order_id: "8800020", ...body })).status, 200);
+    const { at, send } = await oldOrder("RT-PII", "8800020");
     const ping = { rider_latitude: 12.9, rider_longitude: 77.6, rider_name: "Asha Rao", rider_contact: "9800000006" };
     await send({ order_status: "ALLOTTED", timestamp: at(0), rider_id: "R-5", rider_name: "Asha", rider_contact: "9800000005" });
     // The rider's name is last told by a ping; the delivery does not repeat it.
