@@ -9,6 +9,28 @@ import type { RejectedRow } from "../ingest/rejected.ts";
 import { PLACEMENT_STATES } from "../orders/json.ts";
 import type { OrderJson } from "../orders/json.ts";
 
+/** The first and last instants an API field takes: years 0001 to 9999 in UTC, as ISO 8601 writes them. */
+const FIRST_INSTANT_MS = Date.parse("0001-01-01T00:00:00Z");
+const LAST_INSTANT_MS = Date.parse("9999-12-31T23:59:59.999Z");
+
+/** Is this time (ms since the epoch) one an API field may name? */
+export const isApiInstant = (ms: number) => Number.isFinite(ms) && ms >= FIRST_INSTANT_MS && ms <= LAST_INSTANT_MS;
+
+/**
+ * An instant in a query or body: ISO 8601 with `Z` or an offset, between years 0001 and
+ * 9999 once in UTC. The format alone lets year 0000 through, and an offset can carry
+ * 9999-12-31 past the year's end; PostgreSQL refuses both, so they are a 400 here.
+ */
+export const instantField = () =>
+  z.iso.datetime({ offset: true }).refine(
+    (s) => {
+      const ms = Date.parse(s);
+      // Not a date at all: the format's own issue names it (one issue per field).
+      return Number.isNaN(ms) || isApiInstant(ms);
+    },
+    { message: "must lie between years 0001 and 9999 (UTC)" },
+  );
+
 export const ErrorSchema = z
   .object({
     error: z.object({

@@ -133,6 +133,36 @@ describe("read API — errors", () => {
     assert.equal((await json<Err>(res)).error.code, "invalid_parameter");
   });
 
+  it("a 4xx naming the field for an instant PostgreSQL cannot hold: year 0000, or past 9999 once in UTC", async () => {
+    for (const [path, init, field, status] of [
+      ["/v1/orders?updated_after=0000-01-01T00:00:00Z", {}, "updated_after", 400],
+      ["/v1/orders?updated_after=9999-12-31T23:59:59-23:59", {}, "updated_after", 400],
+      ["/v1/orders/export?from=0000-01-01T00:00:00Z", {}, "from", 400],
+      ["/v1/orders/export?to=9999-12-31T23:00:00-05:00", {}, "to", 400],
+      // A body (422), checked before the endpoint is looked up.
+      ["/v1/notifications/endpoints/ep_none/recover", { method: "POST", json: { since: "0000-01-01T00:00:00Z" } }, "since", 422],
+    ] as const) {
+      const res = await t.request(path, init);
+      assert.equal(res.status, status, path);
+      const body = await json<Err>(res);
+      assert.deepEqual(body.error.issues!.map((i) => i.path), [field], path);
+      assert.match(body.error.issues![0]!.message, /between years 0001 and 9999/, path);
+    }
+    // The edges themselves are fine.
+    assert.equal((await t.request("/v1/orders?updated_after=9999-12-31T23:59:59Z")).status, 200);
+    assert.equal((await t.request("/v1/orders?updated_after=0001-01-01T00:00:00Z")).status, 200);
+  });
+
+  it("400 for a timeline cursor whose instant is out of range, however it was forged", async () => {
+    const cursor = (m: string) => Buffer.from(JSON.stringify({ m, i: 1 })).toString("base64url");
+    for (const m of ["99999999999999999999", "9223372036854775807", "-9223372036854775808", "253402300800000000"]) {
+      const res = await t.request(`/v1/orders/API-0/events?cursor=${cursor(m)}`);
+      assert.equal(res.status, 400, m);
+      assert.equal((await json<Err>(res)).error.code, "invalid_parameter", m);
+    }
+    assert.equal((await t.request(`/v1/orders/API-0/events?cursor=${cursor("253402300799999999")}`)).status, 200);
+  });
+
   it("404 JSON for unknown routes", async () => {
     const res = await t.request("/v2/whatever");
     assert.equal(res.status, 404);

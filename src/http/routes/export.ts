@@ -14,6 +14,7 @@ import type { Logger } from "../../logger.ts";
 import { ApiError } from "../errors.ts";
 import { orderJson } from "../../orders/json.ts";
 import type { OrderJson } from "../../orders/json.ts";
+import { instantField } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
 import { errors } from "./orders.ts";
@@ -150,8 +151,8 @@ export function exportRoutes(deps: { sql: Sql; log: Logger }) {
       security: [{ Bearer: [] }],
       request: {
         query: z.object({
-          from: z.iso.datetime({ offset: true }).optional().openapi({ description: "created_at at or after", example: "2026-11-01T00:00:00Z" }),
-          to: z.iso.datetime({ offset: true }).optional().openapi({ description: "created_at before", example: "2026-12-01T00:00:00Z" }),
+          from: instantField().optional().openapi({ description: "created_at at or after", example: "2026-11-01T00:00:00Z" }),
+          to: instantField().optional().openapi({ description: "created_at before", example: "2026-12-01T00:00:00Z" }),
           status: z.enum(CANONICAL_STATUSES).optional(),
           format: z.enum(EXPORT_FORMATS).default("ndjson"),
         }),

@@ -12,6 +12,7 @@ import { recordMessage } from "../../notify/outbox.ts";
 import { NOTIFICATION_TYPES } from "../../notify/types.ts";
 import { ApiError } from "../errors.ts";
 import { pageJson, pageQuery, pageSchema, readCursor } from "../pages.ts";
+import { instantField } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
 import { errors } from "./orders.ts";
@@ -216,7 +217,7 @@ export function notificationMessageRoutes(deps: { sql: Sql; readSql: Sql }) {
       security,
       request: {
         params: EndpointIdParams,
-        body: { required: true, content: { "application/json": { schema: z.object({ since: z.iso.datetime({ offset: true }).openapi({ example: "2026-11-23T00:00:00Z" }) }) } } },
+        body: { required: true, content: { "application/json": { schema: z.object({ since: instantField().openapi({ example: "2026-11-23T00:00:00Z" }) }) } } },
       },
       responses: {
         202: { description: "Queued", content: { "application/json": { schema: z.object({ count: z.number().int() }) } } },

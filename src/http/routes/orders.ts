@@ -16,6 +16,7 @@ import {
   EventSchema,
   OrderSchema,
   eventJson,
+  instantField,
 } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
@@ -42,7 +43,21 @@ export function refFrom(by: "client" | "svc", params: Record<string, string>, pa
   return { by, id: params[param]! };
 }
 
-const EventCursor = z.object({ m: z.string().regex(/^-?\d+$/), i: z.number().int() });
+/** The microseconds of years 0001 and 9999's ends, as a timeline cursor's instant may name them. */
+const CURSOR_MICROS = { first: -62_135_596_800_000_000n, last: 253_402_300_799_999_999n };
+
+/**
+ * A timeline page's cursor: its last event's time in microseconds since the epoch (`m`,
+ * as text: exact beyond 2^53) and id. A time outside what the API's instants take is a
+ * 400, not a database error.
+ */
+const EventCursor = z.object({
+  m: z
+    .string()
+    .regex(/^-?\d{1,19}$/)
+    .refine((m) => BigInt(m) >= CURSOR_MICROS.first && BigInt(m) <= CURSOR_MICROS.last),
+  i: z.number().int(),
+});
 
 export function orderReadRoutes(sql: Sql) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
@@ -110,7 +125,7 @@ export function orderReadRoutes(sql: Sql) {
           status: z.enum(CANONICAL_STATUSES).optional(),
           store_code: z.string().min(1).max(128).optional(),
           placement: z.enum(PLACEMENT_STATES).optional(),
-          updated_after: z.iso.datetime({ offset: true }).optional().openapi({ example: "2026-11-01T00:00:00Z" }),
+          updated_after: instantField().optional().openapi({ example: "2026-11-01T00:00:00Z" }),
           ...pageQuery(500, 50),
         }),
       },
