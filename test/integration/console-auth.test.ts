@@ -9,6 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { API_TOKEN, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { consoleSignIn } from "../helpers/console.ts";
+import { CONSOLE_FORM_MAX_BYTES } from "../../src/http/console/index.ts";
 
 let t: TestApp;
 let base: string;
@@ -154,6 +155,77 @@ describe("forms", () => {
     });
     assert.equal(res.status, 409);
     assert.match(await res.text(), /class="error" role="alert">order is already DELIVERED</);
+  });
+});
+
+describe("what a form or query may hold", () => {
+  it("a form larger than the console takes is 413 before anything reads it, signed in or not", async () => {
+    const big = "x".repeat(CONSOLE_FORM_MAX_BYTES + 1);
+    // No Origin either: the size is refused first, and the body never parsed.
+    const anonymous = await fetch(`${base}/sign-in`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${big}` });
+    assert.equal(anonymous.status, 413);
+    assert.match(await anonymous.text(), /at most 16384 bytes/);
+    const { cookie, csrf } = await signIn();
+    const id = await newOrder();
+    const res = await fetch(`${base}/orders/${id}/cancel`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", cookie, origin: base },
+      body: new URLSearchParams({ _csrf: csrf, reason: big, user: "Seller" }),
+    });
+    assert.equal(res.status, 413);
+    const [none] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from commands where order_id = ${id}`;
+    assert.equal(none!.n, 0);
+  });
+
+  it("a sign-in from another site is refused before its form is read", async () => {
+    // Not form-encoded: a handler that parsed first would still answer 403, so the order is
+    // shown by a body the parser would reject (a multipart body without its boundary).
+    const res = await fetch(`${base}/sign-in`, { method: "POST", headers: { "content-type": "multipart/form-data", origin: "https://evil.example" }, body: "--x" });
+    assert.equal(res.status, 403);
+    // From this site, the same body is a 400 that says why, not a 500.
+    const own = await fetch(`${base}/sign-in`, { method: "POST", headers: { "content-type": "multipart/form-data", origin: base }, body: "--x" });
+    assert.equal(own.status, 400);
+    assert.match(await own.text(), /the form could not be read/);
+  });
+
+  it("a NUL in a query or a form field is 400 naming the field, never a database error", async () => {
+    const { cookie, csrf } = await signIn();
+    const id = await newOrder();
+    const logged = t.logLines.length;
+    for (const path of ["/orders?q=%00", "/orders?store=a%00b", "/orders/rows?store=%00"]) {
+      const res = await fetch(`${base}${path}`, { headers: { cookie } });
+      assert.equal(res.status, 400, path);
+      assert.match(await res.text(), /field (q|store) holds a character that cannot be stored/, path);
+    }
+    const headers = { "content-type": "application/x-www-form-urlencoded", cookie, origin: base };
+    for (const [action, fields] of [
+      ["cancel", { reason: "a\u0000b", user: "Seller" }],
+      ["confirm-placement", { svc_order_id: "1\u00002" }],
+    ] as const) {
+      const res = await fetch(`${base}/orders/${id}/${action}`, { method: "POST", headers, body: new URLSearchParams({ _csrf: csrf, ...fields }) });
+      assert.equal(res.status, 400, action);
+      assert.match(await res.text(), /field (reason|svc_order_id) holds a character/, action);
+    }
+    const errors = t.logLines.slice(logged).filter((l) => l.includes('"level":50'));
+    assert.deepEqual(errors, [], "no error logged");
+  });
+
+  it("the provider's track_url is a link only when it is http or https", async () => {
+    const { cookie } = await signIn();
+    orderNo++;
+    for (const [n, url] of [[1, "javascript:alert(document.domain)"], [2, "https://track.example.com/t/1"]] as const) {
+      const res = await t.callback({ client_order_id: `CT-${orderNo}-${n}`, svc_order_id: String(880_000 + orderNo * 10 + n), order_status: "ALLOTTED", track_url: url, timestamp: "2026-11-23T10:00:00Z" });
+      assert.equal(res.status, 200);
+    }
+    await t.runJobs();
+    const page = async (n: number) => {
+      const [row] = await t.database.sql<{ id: number }[]>`select id from orders where client_order_id = ${`CT-${orderNo}-${n}`}`;
+      return await (await fetch(`${base}/orders/${row!.id}`, { headers: { cookie } })).text();
+    };
+    const unsafe = await page(1);
+    assert.doesNotMatch(unsafe, /href="javascript:/);
+    assert.match(unsafe, /<dt>Tracking<\/dt><dd>javascript:alert\(document.domain\)<\/dd>/);
+    assert.match(await page(2), /<a href="https:\/\/track.example.com\/t\/1" rel="noreferrer noopener">/);
   });
 });
 

@@ -5,11 +5,13 @@
  * loaded from anywhere but tracklane itself (the Content-Security-Policy says so too).
  */
 import { Hono } from "hono";
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { getCookie } from "hono/cookie";
 import { secureHeaders } from "hono/secure-headers";
 import type { Sql } from "postgres";
 import type { Config } from "../../config.ts";
+import { findUnstorable } from "../../domain/normalise.ts";
 import { secretMatcher } from "../../domain/secrets.ts";
 import type { Logger } from "../../logger.ts";
 import type { ProviderClient } from "../../provider/client.ts";
@@ -44,6 +46,36 @@ export interface ConsoleDeps {
  */
 export const CONSOLE_PATHS = ["/", "/orders/*", "/commands/*", "/attention/*", "/awb/*", "/notifications/*", "/system/*"];
 
+/** The most bytes a console form may send: its fields are ids, a reason, a count. */
+export const CONSOLE_FORM_MAX_BYTES = 16 * 1024;
+
+/**
+ * What every console request goes through before a page reads its input. A post must come
+ * from this site's pages (Origin; the CSRF token is checked with the session, auth.ts), and
+ * its form must parse: neither costs a look at the form's content first. Query strings and
+ * posted forms may hold no text PostgreSQL cannot store (a NUL, an unpaired surrogate): a
+ * 400 that names the field, as the API's validation gives. The form is parsed once here;
+ * the pages' parseBody reads Hono's copy.
+ */
+const formInput =
+  (publicUrl: string): MiddlewareHandler =>
+  async (c, next) => {
+    const fields: [string, unknown][] = Object.entries(c.req.queries());
+    if (c.req.method === "POST") {
+      if (!sameOrigin(c, publicUrl)) return c.text("Forbidden: this form was not sent from tracklane's own pages (Origin)", 403);
+      try {
+        fields.push(...Object.entries(await c.req.parseBody({ all: true })));
+      } catch (err) {
+        return c.text(`Bad request: the form could not be read (${(err as Error).message})`, 400);
+      }
+    }
+    for (const [name, value] of fields) {
+      const bad = findUnstorable({ [name]: value });
+      if (bad !== null) return c.text(`Bad request: ${bad.kind === "key" ? "a field's name" : `field ${name}`} holds a character that cannot be stored (NUL or an unpaired surrogate)`, 400);
+    }
+    await next();
+  };
+
 /** Only where a page may come back to after signing in: a path of this site. */
 const safeNext = (next: string | undefined) => (next !== undefined && /^\/(?!\/)[^\\\s]*$/.test(next) ? next : "/");
 
@@ -75,6 +107,11 @@ export function consoleRoutes(deps: ConsoleDeps) {
   });
   for (const path of [...CONSOLE_PATHS, "/sign-in", "/sign-out", "/assets/*"]) app.use(path, headers);
   app.route("/", assetRoutes());
+  // Before anything reads a form: its size, then what it holds (formInput).
+  for (const path of [...CONSOLE_PATHS, "/sign-in", "/sign-out"]) {
+    app.use(path, bodyLimit({ maxSize: CONSOLE_FORM_MAX_BYTES, onError: (c) => c.text(`Payload too large: a form of the console holds at most ${CONSOLE_FORM_MAX_BYTES} bytes`, 413) }));
+    app.use(path, formInput(config.publicUrl));
+  }
 
   const signInPage = (c: Context, o: { next: string; error?: string | undefined; notice?: string | undefined; status?: 200 | 403 | 429 }) =>
     renderPage(c, {
@@ -100,10 +137,10 @@ export function consoleRoutes(deps: ConsoleDeps) {
     return signInPage(c, { next, notice: c.req.query("signed-out") === "1" ? "Signed out." : undefined });
   });
 
+  // formInput refused a post from elsewhere before its form was read.
   app.post("/sign-in", async (c) => {
     const form = await c.req.parseBody();
     const next = safeNext(typeof form["next"] === "string" ? form["next"] : undefined);
-    if (!sameOrigin(c, config.publicUrl)) return c.text("Forbidden: sign in from tracklane's own sign-in page (Origin)", 403);
     const who = clientAddress(c);
     const wait = limiter.retryAfterS(who);
     if (wait > 0) {

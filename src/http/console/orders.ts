@@ -52,6 +52,19 @@ type ListQuery = z.infer<typeof ListQuery>;
 const OrderId = z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
 /**
+ * Is this URL one to link to? The provider's track_url is linked only when it is http or
+ * https: any other scheme (`javascript:`, `data:`) shows as text.
+ */
+export function isWebUrl(url: string): boolean {
+  try {
+    const { protocol } = new URL(url);
+    return protocol === "http:" || protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Placements a person may have to act on. On a phone the list has no room for a Placement
  * column: these show under the status instead (a placed order's placement goes unsaid).
  */
@@ -173,7 +186,7 @@ export function orderPages(deps: OrdersDeps) {
       <dt>Provider ids</dt><dd>${o.svc_order_ids.length > 0 ? o.svc_order_ids.join(", ") : (o.svc_order_id ?? "none yet")}</dd>
       <dt>Store</dt><dd>${o.store_code ?? "–"}</dd>
       <dt>AWB</dt><dd>${o.awb_number ?? "–"}</dd>
-      <dt>Tracking</dt><dd>${o.track_url ? html`<a href=${o.track_url} rel="noreferrer noopener">${o.track_url}</a>` : "–"}</dd>
+      <dt>Tracking</dt><dd>${o.track_url === null ? "–" : isWebUrl(o.track_url) ? html`<a href=${o.track_url} rel="noreferrer noopener">${o.track_url}</a>` : o.track_url}</dd>
       <dt>Events</dt><dd>${o.event_count}, last ${at(o.last_event_at)}</dd>
     </dl>`;
 
