@@ -28,7 +28,7 @@ after(async () => {
 });
 
 const json = async <T>(res: Response) => (await res.json()) as T;
-type Err = { error: { code: string; message: string; request_id: string; issues?: { path: string }[] } };
+type Err = { error: { code: string; message: string; request_id: string; issues?: { path: string; message: string }[] } };
 
 describe("GET /v1/orders/{order} — happy", () => {
   it("returns the order with every contract field", async () => {
