@@ -84,8 +84,8 @@ export async function deliverDue(deps: DeliverDeps, endpointId: string): Promise
 
 /**
  * Sends a round PER_ENDPOINT at a time and records every outcome in one statement. After
- * a 410 the rest of the round is not sent: they stay claimed until the lease ends, and
- * the endpoint, disabled by then, fails them. True when the endpoint answered 410.
+ * a 410 the rest of the round is not sent: it is given back, and the next turn finds the
+ * endpoint disabled and fails it. True when the endpoint answered 410.
  */
 async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readonly Claimed[]): Promise<boolean> {
   const records: AttemptRecord[] = [];
@@ -100,13 +100,19 @@ async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readon
     }
   };
   await Promise.all(Array.from({ length: Math.min(PER_ENDPOINT, batch.length) }, lane));
-  await recordAttempts(deps.sql, records);
+  const recorded = new Set(await recordAttempts(deps.sql, records));
+  const superseded = records.filter((r) => !recorded.has(r.deliveryId)).map((r) => r.deliveryId);
+  if (superseded.length > 0) {
+    // Resent, recovered or claimed again while this run sent them: their attempts are
+    // logged, and the delivery's state is what the newer request or run makes of it.
+    deps.log.info({ endpointId: endpoint.id, deliveryIds: superseded }, "notification outcomes not recorded: resent or claimed again meanwhile");
+  }
   if (gone) {
     await disableEndpoint(deps.sql, endpoint.id, `410 Gone at ${new Date().toISOString()}`);
     // The URL is not logged: receivers often carry a token in it.
     deps.log.warn({ endpointId: endpoint.id }, "notification endpoint answered 410 Gone: disabled");
     // What this round claimed but did not send goes back at once, for the disabled endpoint to fail.
-    const unsent = batch.filter((d) => !records.some((r) => r.deliveryId === d.id)).map((d) => d.id);
+    const unsent = batch.filter((d) => !records.some((r) => r.deliveryId === d.id));
     await releaseClaims(deps.sql, unsent);
   }
   return gone;
@@ -122,7 +128,7 @@ async function attempt(deps: DeliverDeps, endpoint: EndpointRow, d: Claimed): Pr
     timeoutMs: deps.settings.timeoutMs,
     allowPrivate: deps.settings.allowPrivateUrls,
   });
-  const base = { deliveryId: d.id, statusCode: result.statusCode, durationMs: result.durationMs, responseExcerpt: result.responseExcerpt, error: result.error };
+  const base = { deliveryId: d.id, lease: d.lease, statusCode: result.statusCode, durationMs: result.durationMs, responseExcerpt: result.responseExcerpt, error: result.error };
   deps.metrics.notifyAttempts.inc({ outcome: result.outcome });
   if (result.outcome === "delivered") {
     deps.metrics.notifyMessages.inc({ type: d.type, outcome: "delivered" });
@@ -135,6 +141,8 @@ async function attempt(deps: DeliverDeps, endpoint: EndpointRow, d: Claimed): Pr
   }
   const log = deps.log.child({ endpointId: endpoint.id, messageId: d.message_id, type: d.type });
   const attempts = d.attempts + 1;
+  // Entry k is the delay before attempt k+1 (entry 0, before the first, the outbox applies):
+  // after attempt n, entry n; after the last entry's attempt, none.
   const delay = deps.settings.retryScheduleS[attempts];
   if (delay === undefined) {
     deps.metrics.notifyMessages.inc({ type: d.type, outcome: "failed" });

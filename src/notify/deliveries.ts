@@ -16,12 +16,20 @@ export type AttemptRow = typeof notificationAttempts.$inferSelect;
 
 export const DELIVERY_STATES = ["pending", "delivered", "failed"] as const;
 
-/** A delivery claimed for an attempt, with what is sent. */
-export type Claimed = Pick<DeliveryRow, "id" | "message_id" | "attempts"> & Pick<MessageRow, "type" | "body" | "created_at">;
+/**
+ * A delivery claimed for an attempt, with what is sent, and the lease it was claimed with:
+ * `leased_until` as PostgreSQL prints it, exact to the microsecond, so the run's writes can
+ * name the very claim they belong to. It goes back as text and is cast in SQL: a Date, or
+ * a parameter PostgreSQL types as timestamptz (postgres.js sends it through a Date), keeps
+ * milliseconds only, and would match no lease.
+ */
+export type Claimed = Pick<DeliveryRow, "id" | "message_id" | "attempts"> & Pick<MessageRow, "type" | "body" | "created_at"> & { lease: string };
 
 /**
  * Up to `limit` due deliveries of the endpoint, leased for `leaseMs`: a run that dies
  * mid-send leaves them to the next run once the lease is over (the same webhook-id again).
+ * The lease is the claim's identity: a resend, a recovery or another run's claim replaces
+ * or clears it, and the run that held it may then no longer change the delivery.
  */
 export async function claimDue(sql: Sql, endpointId: string, limit: number, leaseMs: number): Promise<Claimed[]> {
   return await sql<Claimed[]>`
@@ -38,14 +46,16 @@ export async function claimDue(sql: Sql, endpointId: string, limit: number, leas
     leased as (
       update notification_deliveries d set leased_until = now() + ${leaseMs}::int * interval '1 millisecond'
       from due where d.id = due.id
-      returning d.id, d.message_id, d.attempts
+      returning d.id, d.message_id, d.attempts, d.leased_until::text as lease
     )
-    select l.id, l.message_id, l.attempts, m.type, m.body, m.created_at
+    select l.id, l.message_id, l.attempts, l.lease, m.type, m.body, m.created_at
     from leased l join notification_messages m on m.id = l.message_id`;
 }
 
 export interface AttemptRecord {
   deliveryId: number;
+  /** The lease the delivery was claimed with (Claimed.lease). */
+  lease: string;
   statusCode: number | null;
   durationMs: number;
   responseExcerpt: string | null;
@@ -54,20 +64,27 @@ export interface AttemptRecord {
   next: { state: "delivered" } | { state: "failed" } | { state: "pending"; retryInS: number };
 }
 
-/** Records a round of attempts and each delivery's new state, in one statement. */
-export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]): Promise<void> {
-  if (attempts.length === 0) return;
+/**
+ * Records a round of attempts and each delivery's new state, in one statement. Every
+ * attempt is logged (it happened); a delivery's state changes only while it still holds
+ * the attempt's lease. Once a resend or a recovery cleared it, or the lease ran out and
+ * another run claimed the delivery, the outcome is no longer this run's to record: written
+ * anyway, it would end (or count against) a delivery someone asked to send again, or
+ * overwrite what the newer claim found. Returns the deliveries whose state was recorded.
+ */
+export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]): Promise<number[]> {
+  if (attempts.length === 0) return [];
   const lastError = (a: AttemptRecord) => a.error ?? (a.next.state === "delivered" ? null : a.statusCode === null ? "no answer" : `HTTP ${a.statusCode}`);
   // SQL, not the builder: many rows as column arrays (db/columns.ts), like the other
   // set-based writes, attempts and states together.
   const column = columnOf(attempts);
-  await sql`
+  const rows = await sql<{ id: number }[]>`
     with input as (
-      select * from unnest(${attempts.map((a) => a.deliveryId)}::bigint[], ${column((a) => a.next.state)}::text[],
+      select * from unnest(${attempts.map((a) => a.deliveryId)}::bigint[], ${column((a) => a.lease)}::text[], ${column((a) => a.next.state)}::text[],
         ${column((a) => (a.next.state === "pending" ? a.next.retryInS : null))}::float8[], ${column((a) => a.statusCode)}::int[],
         ${column((a) => Math.round(a.durationMs))}::int[], ${column((a) => a.responseExcerpt)}::text[], ${column((a) => a.error)}::text[],
         ${column(lastError)}::text[])
-        as t(id, state, retry_s, status_code, duration_ms, excerpt, error, last_error)
+        as t(id, lease, state, retry_s, status_code, duration_ms, excerpt, error, last_error)
     ),
     logged as (
       insert into notification_attempts (delivery_id, status_code, duration_ms, response_excerpt, error)
@@ -81,20 +98,36 @@ export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]
     from input i
     -- The array gives the planner the rows' ids (an unnest's rows it can only guess): an index
     -- lookup per row, never a hash join over the whole table.
-    where d.id = i.id and d.id = any(${attempts.map((a) => a.deliveryId)}::bigint[])`;
+    where d.id = i.id and d.id = any(${attempts.map((a) => a.deliveryId)}::bigint[])
+      and d.leased_until = i.lease::timestamptz
+    returning d.id`;
+  return rows.map((r) => r.id);
 }
 
-/** Claimed deliveries given back unsent: due again at once. */
-export async function releaseClaims(sql: Tx, ids: readonly number[]): Promise<void> {
-  if (ids.length === 0) return;
-  await sql`update notification_deliveries set leased_until = null where id = any(${ids as number[]}::bigint[]) and status = 'pending'`;
+/**
+ * Claimed deliveries given back unsent: due again at once. Only those still under the
+ * lease they were claimed with: a delivery resent meanwhile is free already, and one whose
+ * lease ran out may be another run's now (clearing that run's lease would let a third send it).
+ */
+export async function releaseClaims(sql: Tx, claims: readonly Pick<Claimed, "id" | "lease">[]): Promise<void> {
+  if (claims.length === 0) return;
+  const column = columnOf(claims);
+  await sql`
+    update notification_deliveries d set leased_until = null
+    from unnest(${claims.map((c) => c.id)}::bigint[], ${column((c) => c.lease)}::text[]) as c(id, lease)
+    where d.id = c.id and d.id = any(${claims.map((c) => c.id)}::bigint[]) and d.leased_until = c.lease::timestamptz`;
 }
 
-/** Pending deliveries of a disabled endpoint end failed (a recovery re-sends them). */
+/**
+ * Pending deliveries of a disabled endpoint end failed (a recovery re-sends them). Not
+ * those a run is sending (lease not over): that run records what the send did, and then
+ * finds the endpoint disabled and fails what is left; a run that died leaves its lease to
+ * run out, and the sweep's run fails them.
+ */
 export async function failPending(sql: Tx, endpointId: string, error: string): Promise<number> {
   const rows = await sql`
     update notification_deliveries set status = 'failed', last_error = ${error}, leased_until = null
-    where endpoint_id = ${endpointId} and status = 'pending'`;
+    where endpoint_id = ${endpointId} and status = 'pending' and (leased_until is null or leased_until <= now())`;
   return rows.count;
 }
 
@@ -192,7 +225,9 @@ export async function messageDetail(sql: Tx, messageId: string): Promise<Message
 
 /**
  * Deliveries sent again from the start (pending now, attempts counted from 0; their
- * attempts so far stay recorded), with a run per endpoint. Returns how many.
+ * attempts so far stay recorded), with a run per endpoint. Returns how many. Clearing the
+ * lease also takes the delivery from a run still sending it: that send is logged as an
+ * attempt, but its outcome no longer decides the delivery (recordAttempts).
  */
 async function requeue(tx: Tx, rows: readonly { id: number; endpoint_id: string }[]): Promise<number> {
   if (rows.length === 0) return 0;

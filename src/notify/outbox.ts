@@ -19,11 +19,16 @@ import type { NotificationType } from "./types.ts";
 export const DELIVER_TASK = "notify__deliver";
 
 /** Process-wide settings, from the configuration at start (runtime/services.ts). */
-const settings = { locationIntervalS: 30 };
+const settings = { locationIntervalS: 30, firstAttemptDelayS: 0 };
 
-/** NOTIFY_LOCATION_INTERVAL_S: at most one order.rider_location per order per this many seconds; 0: none. */
-export function configureOutbox(options: { locationIntervalS: number }): void {
+/**
+ * NOTIFY_LOCATION_INTERVAL_S: at most one order.rider_location per order per this many
+ * seconds; 0: none. NOTIFY_RETRY_SCHEDULE: its first entry is the delay before a new
+ * message's first attempt (the rest, before each retry, the delivery run applies).
+ */
+export function configureOutbox(options: { locationIntervalS: number; retryScheduleS: readonly number[] }): void {
   settings.locationIntervalS = options.locationIntervalS;
+  settings.firstAttemptDelayS = options.retryScheduleS[0] ?? 0;
 }
 
 interface Endpoint {
@@ -131,6 +136,12 @@ export async function recordMessage(tx: Tx, draft: Draft): Promise<string | null
  * Messages, their deliveries (one per enabled endpoint subscribed to the type, or the one
  * named) and one delivery job per endpoint concerned, in one statement: the job's key per
  * endpoint folds the jobs of many messages into one waiting job.
+ *
+ * A delivery's first attempt waits the schedule's first entry (Svix's schedule, which
+ * NOTIFY_RETRY_SCHEDULE's default follows, starts with it: 0, at once), and its job runs
+ * then, keyed by that second as deliveries.enqueueDelivery keys a timed run: a key shared
+ * with the at-once runs would let a later message put off a run a resend asked for now.
+ * A test ping to one named endpoint goes at once: a person is waiting for it, as for a resend.
  */
 async function insertMessages(tx: Tx, drafts: readonly (Draft & { sequence: number | null })[]): Promise<string[]> {
   if (drafts.length === 0) return [];
@@ -165,15 +176,18 @@ async function insertMessages(tx: Tx, drafts: readonly (Draft & { sequence: numb
       returning id
     ),
     deliveries as (
-      insert into notification_deliveries (message_id, endpoint_id)
-      select i.id, e.id from input i join notification_endpoints e
+      insert into notification_deliveries (message_id, endpoint_id, next_attempt_at)
+      select i.id, e.id, now() + case when i.endpoint is null then ${settings.firstAttemptDelayS}::int else 0 end * interval '1 second'
+      from input i join notification_endpoints e
         on e.enabled and (i.endpoint = e.id or (i.endpoint is null and (cardinality(e.events) = 0 or i.type = any(e.events))))
       where exists (select from messages)
-      returning endpoint_id
+      returning endpoint_id, next_attempt_at
     )
     select graphile_worker.add_job(${DELIVER_TASK}, json_build_object('endpoint_id', endpoint_id),
-      queue_name => 'notify:' || endpoint_id, job_key => 'notify:' || endpoint_id)
-    from (select distinct endpoint_id from deliveries) d`;
+      queue_name => 'notify:' || endpoint_id,
+      job_key => 'notify:' || endpoint_id || case when at > now() then ':' || floor(extract(epoch from at))::bigint else '' end,
+      run_at => at)
+    from (select endpoint_id, min(next_attempt_at) as at from deliveries group by endpoint_id) d`;
   return input.map((i) => i.id);
 }
 

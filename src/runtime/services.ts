@@ -64,7 +64,7 @@ function databaseFor(config: Config, databaseUrl: string, web: boolean): Databas
 export async function startServices(options: ServiceOptions): Promise<Services> {
   const { config, log } = options;
   const metrics = createMetrics();
-  configureOutbox({ locationIntervalS: config.notify.locationIntervalS });
+  configureOutbox({ locationIntervalS: config.notify.locationIntervalS, retryScheduleS: config.notify.retryScheduleS });
   const database = databaseFor(config, options.databaseUrl, options.web);
   let ingestor: Ingestor | undefined;
   let http: HttpServer | undefined;

@@ -71,7 +71,7 @@ export async function createTestApp(env: Record<string, string> = {}, options: T
   });
   const log = createLogger({ level: config.logLevel, destination: sink });
   const metrics = createMetrics();
-  configureOutbox({ locationIntervalS: config.notify.locationIntervalS });
+  configureOutbox({ locationIntervalS: config.notify.locationIntervalS, retryScheduleS: config.notify.retryScheduleS });
   // With DATABASE_READ_URL (the caller's database), a read pool as a web process has one.
   const read = config.databaseReadUrl === undefined ? undefined : { url: config.databaseReadUrl, max: 4, name: TEST_READ_POOL };
   const database = createDatabase(testDb.url, { max: 6, name: "tracklane-test", read });
