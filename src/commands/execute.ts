@@ -3,6 +3,11 @@
  * re-sent only when the provider cannot have acted on the earlier attempt; when it may
  * have, the placement becomes `unconfirmed` for evidence or a person to settle
  * (docs/provider.md). Other commands are harmless to repeat and retry.
+ *
+ * Commands of one order take effect at the provider in the order they were accepted: a
+ * command other than a place waits while an earlier one of its order is pending (a retry
+ * ahead of it), and one that needs the order at the provider waits for a pending place
+ * (docs/reliability.md, "Commands of an order in order").
  */
 import type { Sql, TransactionSql } from "postgres";
 import { z } from "zod";
@@ -23,7 +28,7 @@ import { recordMessage } from "../notify/outbox.ts";
 import { orderJson } from "../orders/json.ts";
 import { findOrderById } from "../orders/read.ts";
 import { commandJson } from "./json.ts";
-import { commandById, commandWithOrder, enqueueCommand, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
+import { commandById, commandWithOrder, earlierPending, enqueueCommand, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
 import type { CommandRow } from "./store.ts";
 
 export interface ExecuteDeps {
@@ -48,6 +53,11 @@ type Outcome =
 
 const MAX_DELAY_MS = 10 * 60_000;
 const WAIT_MS = 5_000;
+/**
+ * The longest Retry-After honoured: a provider asking for more (a day, say) is asked again
+ * after this, rather than leaving the command, and for a place its order, pending that long.
+ */
+export const MAX_RETRY_AFTER_MS = 5 * 60_000;
 
 export function backoffMs(attempt: number, baseMs: number): number {
   const exp = Math.min(MAX_DELAY_MS, baseMs * 2 ** Math.max(0, attempt - 1));
@@ -96,18 +106,41 @@ export function alreadyCancelled(err: unknown, svcOrderId: string): { svc_order_
 }
 
 /**
+ * Why a command cannot be sent yet, or null when it can. Every command but a place acts on
+ * an order the provider must have: edit, cancel and stop-reattempt name it by the
+ * provider's id; dispatch-ready names it by the client's id (provider-api.md §4.2), so it
+ * needs only that the provider has the order. While the order's place is pending they
+ * wait for it. Once the place has ended without the provider naming the order they fail
+ * (not sent) saying why: `failed`, the provider refused it; `unconfirmed`, the provider
+ * may not have it, and a person settles that first, then retries the command.
+ */
+export function notReady(kind: string, order: Pick<OrderState, "svc_order_id" | "placement_state">): Outcome | null {
+  if (kind === "place" || order.svc_order_id !== null) return null;
+  if (kind === "dispatch_ready" && (order.placement_state === "placed" || order.placement_state === "external")) return null;
+  switch (order.placement_state) {
+    case "pending":
+      return { type: "wait", reason: "waiting for the order to be placed" };
+    case "unconfirmed":
+      return {
+        type: "failed",
+        error: "not sent: the order's placement is unconfirmed (the provider may not have the order); confirm or retry the placement, then retry this command",
+      };
+    case "failed":
+      return { type: "failed", error: "not sent: the order was never placed (its place command failed)" };
+    default:
+      return { type: "failed", error: "not sent: the order has no svc_order_id: the provider has not named it" };
+  }
+}
+
+/**
  * `unknownBefore`: an earlier attempt may have reached the provider without our learning
  * what it did: one recorded as ambiguous, or one whose run died during the call (its
  * "sending" mark, `outcome_unknown` set just before the call, was never cleared).
  */
 async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: CommandRow, order: OrderState, unknownBefore: boolean): Promise<Outcome> {
   const svc = order.svc_order_id;
-  const needsSvc = command.kind !== "place" && command.kind !== "dispatch_ready";
-  if (needsSvc && svc === null) {
-    return order.placement_state === "pending"
-      ? { type: "wait", reason: "waiting for the order to be placed" }
-      : { type: "failed", error: "the order has no svc_order_id: the provider never confirmed it" };
-  }
+  const blocked = notReady(command.kind, order);
+  if (blocked) return blocked;
   switch (command.kind) {
     case "place": {
       // The provider already named this order (its callback, or a confirmation by hand):
@@ -163,6 +196,20 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
   if (!loaded || loaded.command.state !== "pending") return;
   const { command, order } = loaded;
   const log = deps.log.child({ commandId, kind: command.kind, orderId: order.id });
+  // In the order accepted: behind the order's earlier commands still pending (a retry's
+  // job waits for its run_at while this one's is due). A place is not held back: the
+  // others wait for it (notReady), and one waiting behind them would never run.
+  if (command.kind !== "place") {
+    const earlier = await earlierPending(deps.sql, order.id, command.id);
+    if (earlier.stranded.length > 0) log.warn({ stranded: earlier.stranded }, "earlier commands are pending without a job; not waiting for them");
+    if (earlier.runAfter !== null) {
+      // Strictly after the last of them: a queue runs its due jobs by run_at.
+      const runAt = new Date(Math.max(earlier.runAfter.getTime(), Date.now()) + 1);
+      log.debug({ behind: earlier.ids, runAt }, "waiting behind the order's earlier commands");
+      await enqueueCommand(deps.sql, command.id, order.id, runAt);
+      return;
+    }
+  }
   if (!deps.provider) {
     await finish(deps.sql, command, order, { type: "failed", error: "no provider configured (PROVIDER_BASE_URL)" });
     return;
@@ -176,17 +223,18 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
   const attempts = command.attempts + 1;
   const outcomeUnknown = unknownBefore || (outcome.type === "retry" && outcome.unknown) || outcome.type === "unconfirmed";
   if (outcome.type === "retry" && attempts < deps.maxAttempts) {
-    const delay = Math.max(outcome.afterMs ?? 0, backoffMs(attempts, deps.retryBaseMs));
+    const delay = Math.max(Math.min(outcome.afterMs ?? 0, MAX_RETRY_AFTER_MS), backoffMs(attempts, deps.retryBaseMs));
     log.warn({ attempts, delayMs: delay, error: outcome.error }, "provider call failed; will retry");
     await deps.sql.begin((tx) => recordRetry(tx, { id: command.id, orderId: order.id, attempts, error: outcome.error, outcomeUnknown, delayMs: delay }));
     return;
   }
-  let final: Outcome = outcome;
-  if (outcome.type === "retry") {
-    const error = `gave up after ${attempts} attempts: ${outcome.error}`;
-    // A place that gave up after an attempt that may have reached the provider may have
-    // created the order all the same.
-    final = command.kind === "place" && outcomeUnknown ? { type: "unconfirmed", error } : { type: "failed", error };
+  let final: Outcome = outcome.type === "retry" ? { type: "failed", error: `gave up after ${attempts} attempts: ${outcome.error}` } : outcome;
+  if (command.kind === "place" && outcomeUnknown && final.type === "failed") {
+    // An attempt may have reached the provider (possible here only with
+    // PROVIDER_DEDUPES_ORDERS): whatever came after it, giving up or a refusal that does
+    // not name the order, the provider may have created the order all the same.
+    const error = outcome.type === "failed" ? `an earlier attempt's outcome is unknown, then refused: ${final.error}` : final.error;
+    final = { type: "unconfirmed", error };
   }
   await finish(deps.sql, { ...command, attempts, outcome_unknown: outcomeUnknown }, order, final);
   if (final.type === "failed") log.warn({ attempts, error: final.error }, "command failed");

@@ -23,18 +23,54 @@ export type CommandListRow = CommandSummary & Pick<CommandRow, "order_id"> & { c
 
 export const COMMAND_TASK = "command__execute";
 
-/** Commands of one order run one at a time, in order: a cancel waits for its place. */
+/**
+ * Commands of one order share one queue, so no two of them run at once. The queue alone
+ * does not keep them in order: a command waiting for its retry has its job's run_at in the
+ * future, and a later command's job would run first. executeCommand keeps the order: a
+ * command other than a place does not run while an earlier one of its order is pending
+ * (earlierPending).
+ */
 export const orderQueue = (orderId: number) => `order:${orderId}`;
+
+const jobKey = (commandId: number) => `command:${commandId}`;
 
 export async function enqueueCommand(tx: Tx, commandId: number, orderId: number, runAt?: Date): Promise<void> {
   await tx`
     select graphile_worker.add_job(${COMMAND_TASK}, json_build_object('command_id', ${commandId}::bigint),
-      queue_name => ${orderQueue(orderId)}, job_key => ${`command:${commandId}`},
+      queue_name => ${orderQueue(orderId)}, job_key => ${jobKey(commandId)},
       run_at => coalesce(${runAt ?? null}::timestamptz, now()))`;
 }
 
 /** sha256 of the canonical request: a repeated place with the same body is the same command. */
 export const requestHash = (request: JsonObject) => sha256Hex(canonicalJson(request));
+
+/**
+ * The order's commands accepted before `commandId` that are still pending (a retry or a
+ * wait ahead of them), and when the last of their jobs runs next: the command that asks
+ * runs after that. A pending command whose job is gone or out of attempts (it threw until
+ * graphile-worker gave up) never runs again, so nothing waits behind it: it is left out
+ * and named in `stranded` for the log. Served by commands_order_id_idx, and the jobs'
+ * unique key.
+ */
+export async function earlierPending(
+  tx: Tx,
+  orderId: number,
+  commandId: number,
+): Promise<{ ids: number[]; runAfter: Date | null; stranded: number[] }> {
+  const rows = await tx<{ id: number; run_at: Date | null }[]>`
+    select c.id, j.run_at
+    from commands c
+    left join graphile_worker.jobs j on j.key = 'command:' || c.id and j.attempts < j.max_attempts -- jobKey
+    where c.order_id = ${orderId} and c.id < ${commandId} and c.state = 'pending'
+    order by c.id`;
+  const waiting = rows.filter((r) => r.run_at !== null);
+  const last = waiting.reduce<Date | null>((max, r) => (max === null || r.run_at! > max ? r.run_at : max), null);
+  return {
+    ids: waiting.map((r) => r.id),
+    runAfter: last,
+    stranded: rows.filter((r) => r.run_at === null).map((r) => r.id),
+  };
+}
 
 /** A new pending command and its job. */
 export async function insertCommand(tx: TransactionSql, orderId: number, kind: CommandKind, request: JsonObject): Promise<number> {

@@ -1,0 +1,162 @@
+/**
+ * Commands of one order take effect at the provider in the order they were accepted, over
+ * real HTTP to the emulator: a command retried after a refusal is not overtaken by a later
+ * one; dispatch-ready waits for a pending place and is not sent for an order the provider
+ * may not have; commands behind a place that ended unconfirmed are not sent.
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { placeOrderBody } from "../helpers/emulator.ts";
+import { settle, startStack } from "../helpers/stack.ts";
+import type { Stack } from "../helpers/stack.ts";
+import type { Command, Order } from "../helpers/api.ts";
+
+const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
+
+async function accept(s: Stack, path: string, init: RequestInit & { json?: unknown }): Promise<Command> {
+  const res = await s.t.request(path, init);
+  assert.equal(res.status, 202, `${path}: ${await res.clone().text()}`);
+  return await json<Command>(res);
+}
+
+async function placed(s: Stack): Promise<Order> {
+  const body = placeOrderBody();
+  await accept(s, "/v1/orders", { method: "POST", json: body });
+  await settle(s.t, s.pair);
+  const order = await json<Order>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}`));
+  assert.equal(order.placement.state, "placed");
+  return order;
+}
+
+const commandsOf = async (s: Stack, coid: string) => (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items;
+
+/** The provider calls the emulator saw, as "METHOD path status", place and order commands only. */
+const calls = async (s: Stack) =>
+  (await s.pair.control.requests()).filter((r) => r.path.startsWith("/api/")).map((r) => `${r.method} ${r.path} ${r.status}`);
+
+describe("commands of one order in the order accepted", () => {
+  it("an edit retried after a 503 is not overtaken by the edit and cancel accepted after it", async () => {
+    // A retry base of 1 s: the later commands' jobs are due long before the retry.
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1000" }, { client: { timeoutMs: 400 } });
+    try {
+      const order = await placed(s);
+      const coid = order.client_order_id!;
+      await s.pair.control.addFault({ method: "PUT", path: "/api/v1/stores/edit-order/", times: 1, action: "status", status: 503 });
+      const first = await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 100 } } });
+      const second = await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 200 } } });
+      const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "changed mind", user: "Seller" } });
+      await settle(s.t, s.pair);
+
+      const provider = s.pair.emulator.state.orders.get(order.svc_order_id!)!;
+      assert.equal(provider.body.order_details.order_value, 200, "the later edit is the one the provider keeps");
+      assert.equal(String(provider.status).toUpperCase(), "CANCELLED");
+      const sent = (await calls(s)).filter((c) => !c.startsWith("POST /api/v2/stores/orders/"));
+      assert.deepEqual(sent, [
+        "PUT /api/v1/stores/edit-order/ 503",
+        "PUT /api/v1/stores/edit-order/ 200",
+        "PUT /api/v1/stores/edit-order/ 200",
+        `PUT /api/v2/orders/${order.svc_order_id}/cancel/ 200`,
+      ]);
+      const commands = await commandsOf(s, coid);
+      const byId = new Map(commands.map((c) => [c.id, c]));
+      assert.deepEqual(
+        [first, second, cancel].map((c) => [byId.get(c.id)!.kind, byId.get(c.id)!.state, byId.get(c.id)!.attempts]),
+        [["edit", "succeeded", 2], ["edit", "succeeded", 1], ["cancel", "succeeded", 1]],
+      );
+      const done = [first, second, cancel].map((c) => Date.parse(byId.get(c.id)!.completed_at!));
+      assert.ok(done[0]! < done[1]! && done[1]! < done[2]!, `completed in the order accepted: ${JSON.stringify(done)}`);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a command that ends failed does not hold back the ones behind it", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 400 } });
+    try {
+      const order = await placed(s);
+      const coid = order.client_order_id!;
+      await s.pair.control.addFault({
+        method: "PUT",
+        path: "/api/v1/stores/edit-order/",
+        times: 1,
+        action: "status",
+        status: 400,
+        body: { message: "Failure", errors: { order_value: ["too large"] } },
+      });
+      await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 100_000 } } });
+      await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 300 } } });
+      await settle(s.t, s.pair);
+      const commands = await commandsOf(s, coid);
+      assert.deepEqual(commands.slice(1).map((c) => [c.kind, c.state]), [["edit", "failed"], ["edit", "succeeded"]]);
+      assert.match(commands[1]!.last_error!, /too large/);
+      assert.equal(s.pair.emulator.state.orders.get(order.svc_order_id!)!.body.order_details.order_value, 300);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("dispatch-ready accepted while the place waits for its retry is sent after the place succeeded", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1500" }, { client: { timeoutMs: 400 } });
+    try {
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 503 });
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      await accept(s, "/v1/orders", { method: "POST", json: body });
+      await s.t.runJobs(); // the place: 503, its retry 1.5 s away
+      await accept(s, `/v1/orders/${coid}/dispatch-ready`, { method: "POST", json: {} });
+      await settle(s.t, s.pair);
+
+      assert.deepEqual(await calls(s), [
+        "POST /api/v2/stores/orders/ 503",
+        "POST /api/v2/stores/orders/ 200",
+        `PUT /api/v2/orders/${coid}/dispatch-ready/ 200`,
+      ]);
+      const commands = await commandsOf(s, coid);
+      assert.deepEqual(commands.map((c) => [c.kind, c.state, c.last_error]), [["place", "succeeded", null], ["dispatch_ready", "succeeded", null]]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("commands behind a place that ended unconfirmed are not sent; a dispatch-ready retried while the place is sent again waits for it", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1000" }, { client: { timeoutMs: 400 } });
+    try {
+      // The place's answer is a 500 (the emulator did not create the order): ambiguous, so
+      // not sent again; the placement is unconfirmed.
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 500 });
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      await accept(s, "/v1/orders", { method: "POST", json: body });
+      const dispatch = await accept(s, `/v1/orders/${coid}/dispatch-ready`, { method: "POST", json: {} });
+      await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 10 } } });
+      await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "not needed", user: "Seller" } });
+      await settle(s.t, s.pair);
+
+      assert.equal((await json<Order>(await s.t.request(`/v1/orders/${coid}`))).placement.state, "unconfirmed");
+      assert.deepEqual(await calls(s), ["POST /api/v2/stores/orders/ 500"], "nothing but the place reached the provider");
+      const behind = (await commandsOf(s, coid)).slice(1);
+      assert.deepEqual(behind.map((c) => [c.kind, c.state, c.attempts]), [["dispatch_ready", "failed", 1], ["edit", "failed", 1], ["cancel", "failed", 1]]);
+      for (const c of behind) assert.match(c.last_error!, /not sent: the order's placement is unconfirmed/);
+
+      // A person finds no order at the provider and sends the place again; its first
+      // attempt is refused (503) and waits 1 s for its retry. The dispatch-ready, retried by
+      // hand meanwhile, was accepted before that place: it waits for the order to be placed.
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 503 });
+      assert.equal((await s.t.request(`/v1/orders/${coid}/placement/retry`, { method: "POST" })).status, 202);
+      await s.t.runJobs();
+      assert.equal((await s.t.request(`/v1/commands/${dispatch.id}/retry`, { method: "POST" })).status, 202);
+      await settle(s.t, s.pair);
+
+      assert.deepEqual((await calls(s)).slice(1), [
+        "POST /api/v2/stores/orders/ 503",
+        "POST /api/v2/stores/orders/ 200",
+        `PUT /api/v2/orders/${coid}/dispatch-ready/ 200`,
+      ]);
+      const after = await commandsOf(s, coid);
+      assert.deepEqual(after.find((c) => c.id === dispatch.id)!.state, "succeeded");
+      assert.equal((await json<Order>(await s.t.request(`/v1/orders/${coid}`))).placement.state, "placed");
+    } finally {
+      await s.close();
+    }
+  });
+});
