@@ -1,6 +1,7 @@
 import pino from "pino";
 import type { Logger } from "pino";
 import pretty from "pino-pretty";
+import { CENSOR, scrubSecrets } from "./domain/secrets.ts";
 
 export type { Logger };
 
@@ -27,7 +28,20 @@ const REDACT = [
   "*.password",
   "*.clientSecret",
   "*.access_token",
+  "refresh_token",
+  "client_secret",
+  "*.refresh_token",
+  "*.client_secret",
 ];
+
+/**
+ * `err` and `error` (graphile-worker's key) carry errors: serialised as pino does (type,
+ * message, stack, causes, own fields), then scrubbed, so a provider's answer kept on an
+ * error (ProviderError.body) cannot bring a token into the log at any depth.
+ */
+function errorSerializer(value: unknown): unknown {
+  return scrubSecrets(value instanceof Error ? pino.stdSerializers.err(value) : value);
+}
 
 export interface LoggerOptions {
   level?: string;
@@ -42,7 +56,8 @@ export function createLogger(options: LoggerOptions = {}): Logger {
   const settings = {
     level: options.level ?? "info",
     base: { service: "tracklane" },
-    redact: { paths: REDACT, censor: "[redacted]" },
+    redact: { paths: REDACT, censor: CENSOR },
+    serializers: { err: errorSerializer, error: errorSerializer },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
   if (options.format === "pretty") {

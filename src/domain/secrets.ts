@@ -1,7 +1,8 @@
 /**
- * Constant-time secret comparison, for the API and metrics tokens, the callback secret and
- * the emulator's credentials: both sides are hashed, so neither the content nor the length
- * of the secret leaks through timing.
+ * Secrets: constant-time comparison, for the API and metrics tokens, the callback secret
+ * and the emulator's credentials (both sides are hashed, so neither the content nor the
+ * length of the secret leaks through timing); and scrubbing them out of values bound for
+ * logs and records (a provider's answers kept on errors, errors in log lines).
  */
 import { hash, timingSafeEqual } from "node:crypto";
 
@@ -20,4 +21,64 @@ export function safeEqual(given: string, expected: string): boolean {
 export function secretMatcher(expected: string): (given: string) => boolean {
   const expectedDigest = digest(expected);
   return (given) => timingSafeEqual(digest(given), expectedDigest) && given.length === expected.length;
+}
+
+/**
+ * Keys whose values are secrets wherever they sit, compared without case, `_` or `-`
+ * (`access_token`, `accessToken`, `Access-Token`). The redact paths above reach one level
+ * down only; errors carry answers and causes nested deeper, so `scrubSecrets` walks them.
+ */
+const SECRET_KEYS: ReadonlySet<string> = new Set([
+  "accesstoken",
+  "refreshtoken",
+  "idtoken",
+  "token",
+  "apitoken",
+  "clientsecret",
+  "secret",
+  "callbacksecret",
+  "xcallbacksecret",
+  "password",
+  "authorization",
+  "cookie",
+]);
+/** What a scrubbed secret reads. */
+export const CENSOR = "[redacted]";
+const MAX_DEPTH = 12;
+
+/** Secrets written into text: a JSON member (`"access_token": "…"`) or a form field (`access_token=…`). */
+const SECRET_JSON_MEMBER = /("(?:access_token|refresh_token|id_token|token|api_token|client_secret|password)"\s*:\s*")[^"]*(")/gi;
+const SECRET_FORM_FIELD = /\b((?:access_token|refresh_token|id_token|client_secret|password)=)[^&\s"']+/gi;
+
+export function scrubSecretText(text: string): string {
+  return text.replace(SECRET_JSON_MEMBER, `$1${CENSOR}$2`).replace(SECRET_FORM_FIELD, `$1${CENSOR}`);
+}
+
+/**
+ * A copy of JSON-like `value` with the value of every secret key (SECRET_KEYS, at any
+ * depth) replaced by "[redacted]", and secrets written into strings too. For answers kept
+ * on errors and for errors on their way into a log line.
+ */
+export function scrubSecrets(value: unknown): unknown {
+  return scrub(value, 0, new WeakSet());
+}
+
+function scrub(value: unknown, depth: number, seen: WeakSet<object>): unknown {
+  if (typeof value === "string") return scrubSecretText(value);
+  if (value === null || typeof value !== "object") return value;
+  if (seen.has(value) || depth >= MAX_DEPTH) return "[…]";
+  // Dates, URLs, Buffers: as JSON.stringify would write them.
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === "function") return scrub(toJSON.call(value), depth + 1, seen);
+  seen.add(value);
+  try {
+    if (Array.isArray(value)) return value.map((v) => scrub(v, depth + 1, seen));
+    const copy: Record<string, unknown> = {};
+    for (const [key, v] of Object.entries(value)) {
+      copy[key] = SECRET_KEYS.has(key.toLowerCase().replace(/[-_]/g, "")) && v !== null && v !== undefined ? CENSOR : scrub(v, depth + 1, seen);
+    }
+    return copy;
+  } finally {
+    seen.delete(value);
+  }
 }

@@ -10,6 +10,7 @@ import { isTimeZone, wallClock } from "../domain/time-zones.ts";
  */
 
 export const PLACE_ANSWERS = ["spec", "sfx"] as const;
+export const EDIT_ANSWERS = ["spec", "sfx"] as const;
 export const CALLBACK_SHAPES = ["spec", "nested", "unified"] as const;
 
 export interface Behaviour {
@@ -17,6 +18,8 @@ export interface Behaviour {
   accept_duplicate_orders: boolean;
   /** spec: `{message, data: {svc_order_id, track_url, ...}}`. sfx: `{message: "Success", data: {sfx_order_id}}` only. */
   place_answer: (typeof PLACE_ANSWERS)[number];
+  /** spec: `{store_code, status, svc_order_id, track_url, order_details}`. sfx: `{message: "Success", data: {sfx_order_id}}` only. */
+  edit_answer: (typeof EDIT_ANSWERS)[number];
   /** Field layout of callbacks (payloads.ts). */
   callback_shape: (typeof CALLBACK_SHAPES)[number];
   /** null: times as ISO-8601 with zone. An IANA name: zone-less wall-clock times in that zone. */
@@ -28,6 +31,7 @@ export interface Behaviour {
 const DEFAULT_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
   accept_duplicate_orders: false,
   place_answer: "spec",
+  edit_answer: "spec",
   callback_shape: "spec",
   callback_timezone: null,
   status_endpoint: true,
@@ -38,6 +42,7 @@ const REALISTIC_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
   ...DEFAULT_BEHAVIOUR,
   accept_duplicate_orders: true,
   place_answer: "sfx",
+  edit_answer: "sfx",
   callback_shape: "nested",
   callback_timezone: "Asia/Kolkata",
 });
@@ -50,6 +55,7 @@ export const BehaviourPatchSchema = z.strictObject({
   realistic: z.boolean().optional(),
   accept_duplicate_orders: z.boolean().optional(),
   place_answer: z.enum(PLACE_ANSWERS).optional(),
+  edit_answer: z.enum(EDIT_ANSWERS).optional(),
   callback_shape: z.enum(CALLBACK_SHAPES).optional(),
   callback_timezone: z
     .string()

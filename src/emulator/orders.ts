@@ -92,6 +92,10 @@ export function registerOrderRoutes(app: EmulatorApp, ctx: EmulatorContext): voi
     if (edit.order_details?.order_value !== undefined) details.order_value = edit.order_details.order_value;
     if (edit.product_details) order.body.product_details = edit.product_details;
     order.updatedAt = clock.now();
+    if (ctx.behaviour.edit_answer === "sfx") {
+      // Like the real provider's place answer: its own id key, no track_url, no store_code.
+      return c.json({ message: "Success", data: { sfx_order_id: Number(order.svcOrderId) } });
+    }
     return c.json({
       store_code: order.storeCode,
       status: order.status,

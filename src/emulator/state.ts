@@ -3,7 +3,7 @@ import { z } from "zod";
 import { PlaceOrderBodySchema } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
 import { isTimeZone } from "../domain/time-zones.ts";
-import { CALLBACK_SHAPES, PLACE_ANSWERS } from "./behaviour.ts";
+import { CALLBACK_SHAPES, EDIT_ANSWERS, PLACE_ANSWERS } from "./behaviour.ts";
 import type { Behaviour } from "./behaviour.ts";
 
 /** Who is calling: one per accepted token or OAuth client (ids never contain secrets). */
@@ -167,6 +167,8 @@ const time = z.number().finite();
 const BehaviourSchema = z.strictObject({
   accept_duplicate_orders: z.boolean(),
   place_answer: z.enum(PLACE_ANSWERS),
+  // Absent from files saved before the switch existed: those read as the spec's answer.
+  edit_answer: z.enum(EDIT_ANSWERS).default("spec"),
   callback_shape: z.enum(CALLBACK_SHAPES),
   callback_timezone: z.string().refine(isTimeZone, { error: "unknown time zone" }).nullable(),
   status_endpoint: z.boolean(),

@@ -9,9 +9,10 @@ import type { OAuthTokenResponse } from "./schemas.ts";
 /**
  * Authorization for provider calls (provider-api.md §5, PRODUCT.md §3).
  *
- * `header()` gives the Authorization value for the next call. After a 401 the client calls
- * `invalidate(header)` with the value it used and, when `renewable`, retries once with a
- * fresh `header()`.
+ * `header()` gives the Authorization value for the next call, or rejects with a
+ * ProviderError of stage "token" when no token can be had (the call is then never sent).
+ * After a 401 the client calls `invalidate(header)` with the value it used and, when
+ * `renewable`, retries once with a fresh `header()`.
  */
 export interface ProviderAuth {
   readonly method: "token" | "oauth";
@@ -47,8 +48,7 @@ function basicCredentials(clientId: string, clientSecret: string): string {
 
 /**
  * One client-credentials exchange: POST {gateway_url}/oauth/token/ with Basic credentials
- * and `grant_type=client_credentials`. A refusal (4xx) is an "auth" error: wrong
- * credentials or a product without OAuth do not get better by retrying.
+ * and `grant_type=client_credentials`. Every failure is a `tokenFailure`.
  */
 async function exchangeClientCredentials(options: OAuthOptions): Promise<OAuthTokenResponse> {
   const req = {
@@ -58,22 +58,34 @@ async function exchangeClientCredentials(options: OAuthOptions): Promise<OAuthTo
     headers: { authorization: basicCredentials(options.clientId, options.clientSecret) },
     form: { grant_type: "client_credentials" },
   };
-  const res = await send(options.http, req);
   try {
+    const res = await send(options.http, req);
     return interpret(options.http, req, res, OAuthTokenResponseSchema);
   } catch (err) {
-    if (err instanceof ProviderError && err.kind === "client") {
-      throw new ProviderError({
-        kind: "auth",
-        operation: err.operation,
-        status: err.status,
-        providerMessage: err.providerMessage,
-        body: err.body,
-        cause: err,
-      });
-    }
-    throw err;
+    throw err instanceof ProviderError ? tokenFailure(err) : err;
   }
+}
+
+/**
+ * A failed exchange, as the error of the call that needed the token:
+ * - stage "token": that call was never sent (deliveryOf), whatever happened here, so a
+ *   place is retried like any unsent call, and its error says `token request failed`;
+ * - a refusal (4xx) is an "auth" error: wrong credentials or a product without OAuth do
+ *   not get better by retrying; otherwise the kind (and retryability) stays;
+ * - no body: a token answer that failed its schema may hold the token itself, and errors
+ *   reach logs and job records. The provider's words stay in providerMessage.
+ */
+function tokenFailure(err: ProviderError): ProviderError {
+  return new ProviderError({
+    kind: err.kind === "client" ? "auth" : err.kind,
+    stage: "token",
+    operation: err.operation,
+    status: err.status,
+    retryAfterMs: err.retryAfterMs,
+    providerMessage: err.providerMessage,
+    // The socket's error, for a network failure; the first ProviderError would add only the body.
+    cause: err.cause,
+  });
 }
 
 interface CachedToken {

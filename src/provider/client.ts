@@ -159,6 +159,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     };
     let authRetried = false;
     for (;;) {
+      // Rejects with a stage "token" error (never sent) when the OAuth exchange fails.
       const header = await auth.header();
       const res = await send(http, { ...req, headers: { authorization: header } });
       // An OAuth token can expire early on the provider's clock: renew once and retry once.

@@ -1,3 +1,4 @@
+import { scrubSecretText, scrubSecrets } from "../domain/secrets.ts";
 import { DuplicateOrderErrorSchema, NotCancellableErrorSchema } from "./schemas.ts";
 
 /**
@@ -24,6 +25,12 @@ export type ProviderErrorKind =
   | "invalid_request";
 
 /**
+ * Which request failed: the call itself, or the OAuth token exchange it needed first
+ * (auth.ts). A call whose token could not be had was never sent.
+ */
+export type ProviderErrorStage = "call" | "token";
+
+/**
  * The one place that decides whether a failed call may succeed when sent again (STYLE.md
  * example 5). Whether it is SAFE to send again is the other question, answered by
  * `deliveryOf`: for a place it is not when the provider may already have acted.
@@ -47,7 +54,8 @@ export function isRetryable(kind: ProviderErrorKind): boolean {
 /**
  * What a failed call may have done at the provider (PRODUCT.md §10):
  * - not_sent: the request never reached it (connection refused, DNS, TLS, refused by
- *   our own schema);
+ *   our own schema, or no OAuth token could be had for it, however the token endpoint
+ *   failed: the call itself was never sent);
  * - refused: it answered that it did not act (429, 503, any other 4xx, a 2xx that names
  *   no order or says "Failure");
  * - ambiguous: it may have acted and the answer was lost (timeout, connection closed
@@ -94,7 +102,9 @@ function errorCodes(err: unknown): string[] {
   return codes;
 }
 
-export function deliveryOf(kind: ProviderErrorKind, status: number | undefined, cause: unknown): Delivery {
+export function deliveryOf(kind: ProviderErrorKind, status: number | undefined, cause: unknown, stage: ProviderErrorStage = "call"): Delivery {
+  // A timeout or a 502 at the token endpoint says nothing about the call: it was not sent.
+  if (stage === "token") return "not_sent";
   switch (kind) {
     case "invalid_request":
       return "not_sent";
@@ -128,6 +138,8 @@ const MAX_MESSAGE_LENGTH = 500;
 
 export interface ProviderErrorInit {
   kind: ProviderErrorKind;
+  /** Default "call"; "token" when the OAuth exchange made for the call failed. */
+  stage?: ProviderErrorStage;
   /** Method and path of the call, e.g. `PUT /api/v2/orders/1/cancel/`; never a URL with secrets. */
   operation: string;
   status?: number;
@@ -140,6 +152,8 @@ export interface ProviderErrorInit {
 export class ProviderError extends Error {
   override readonly name = "ProviderError";
   readonly kind: ProviderErrorKind;
+  /** "token": the OAuth exchange failed, so the call it was for was never sent. */
+  readonly stage: ProviderErrorStage;
   readonly retryable: boolean;
   readonly operation: string;
   readonly status?: number;
@@ -147,49 +161,63 @@ export class ProviderError extends Error {
   readonly retryAfterMs?: number;
   /** The provider's own words (message/errors/detail), truncated; "" when it said nothing. */
   readonly providerMessage: string;
-  /** Parsed JSON body (or the raw text when not JSON) of the failed answer. */
+  /**
+   * Parsed JSON body (or the raw text when not JSON) of the failed answer, with secrets
+   * (access_token, client_secret, … at any depth) replaced: errors reach logs and job
+   * records. The token endpoint's errors carry none (auth.ts).
+   */
   readonly body?: unknown;
   /** Whether the provider may have acted on the call (see `deliveryOf`). */
   readonly delivery: Delivery;
 
   constructor(init: ProviderErrorInit) {
-    const providerMessage = truncate(init.providerMessage ?? "");
+    const providerMessage = truncate(scrubSecretText(init.providerMessage ?? ""));
     const statusPart = init.status === undefined ? "" : ` -> ${init.status}`;
     super(`provider ${init.kind}: ${init.operation}${statusPart}${providerMessage ? `: ${providerMessage}` : ""}`, {
       cause: init.cause,
     });
     this.kind = init.kind;
+    this.stage = init.stage ?? "call";
     this.retryable = isRetryable(init.kind);
-    this.delivery = deliveryOf(init.kind, init.status, init.cause);
+    this.delivery = deliveryOf(init.kind, init.status, init.cause, this.stage);
     this.operation = init.operation;
     this.status = init.status;
     this.retryAfterMs = init.retryAfterMs;
     this.providerMessage = providerMessage;
-    this.body = init.body;
+    this.body = init.body === undefined ? undefined : scrubSecrets(init.body);
   }
 }
 
 /**
  * A failure in a few words for a command's, a top-up's or an API error's message: kind,
  * status when there was one, and the provider's own words (or, without them, the error's
- * message), e.g. `client 422: store_code: unknown store`.
+ * message), e.g. `client 422: store_code: unknown store`; a failed OAuth exchange says so
+ * first: `token request failed: server 502: 502 Bad Gateway`.
  */
 export function describeProviderError(err: ProviderError): string {
-  return `${err.kind}${err.status ? ` ${err.status}` : ""}: ${err.providerMessage || err.message}`;
+  const stage = err.stage === "token" ? "token request failed: " : "";
+  return `${stage}${err.kind}${err.status ? ` ${err.status}` : ""}: ${err.providerMessage || err.message}`;
 }
 
 /**
- * Retry-After as milliseconds from `now`: delta-seconds or an HTTP date (RFC 9110 §10.2.3).
- * Undefined when absent or unparsable; never negative.
+ * The longest Retry-After read: an hour. Whoever waits may wait less (commands, 5 minutes:
+ * commands/execute.ts); none waits longer, and a year's worth would overflow the
+ * millisecond counts the waits are scheduled with.
+ */
+export const RETRY_AFTER_MAX_MS = 3_600_000;
+
+/**
+ * Retry-After as milliseconds from `now`: delta-seconds or an HTTP date (RFC 9110 §10.2.3),
+ * at most RETRY_AFTER_MAX_MS. Undefined when absent or unparsable; never negative.
  */
 export function parseRetryAfter(value: string | null | undefined, now: number): number | undefined {
   if (value === null || value === undefined) return undefined;
   const trimmed = value.trim();
   if (trimmed === "") return undefined;
-  if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.round(Number(trimmed) * 1000);
+  if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.min(RETRY_AFTER_MAX_MS, Math.round(Number(trimmed) * 1000));
   const at = Date.parse(trimmed);
   if (Number.isNaN(at)) return undefined;
-  return Math.max(0, at - now);
+  return Math.min(RETRY_AFTER_MAX_MS, Math.max(0, at - now));
 }
 
 /** Keys the provider's own words come under, in the order they are quoted. */

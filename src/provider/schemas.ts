@@ -110,7 +110,9 @@ const ORDER_ID_KEYS = ["svc_order_id", "sfx_order_id", "id"] as const;
  * no id is there, so a 2xx that names no order never passes for a placed one.
  */
 export type NamedOrder = Record<string, unknown> & { svc_order_id: string; track_url: string | null };
-const NamedOrderSchema = z.looseObject({}).transform((data, ctx): NamedOrder => {
+
+/** `data` with the order it names read as NamedOrder says; null when it names none. */
+function namedOrder(data: Record<string, unknown>): NamedOrder | null {
   for (const key of ORDER_ID_KEYS) {
     const id = ProviderIdSchema.safeParse(data[key]);
     if (id.success) {
@@ -118,6 +120,12 @@ const NamedOrderSchema = z.looseObject({}).transform((data, ctx): NamedOrder => 
       return { ...data, svc_order_id: id.data, track_url: typeof track === "string" && track.trim() !== "" ? track : null };
     }
   }
+  return null;
+}
+
+const NamedOrderSchema = z.looseObject({}).transform((data, ctx): NamedOrder => {
+  const named = namedOrder(data);
+  if (named) return named;
   ctx.addIssue({ code: "custom", message: `names no order: expected one of ${ORDER_ID_KEYS.join(", ")}` });
   return z.NEVER;
 });
@@ -146,14 +154,31 @@ export const EditOrderBodySchema = z.looseObject({
 });
 export type EditOrderBody = z.input<typeof EditOrderBodySchema>;
 
-export const EditOrderResponseSchema = z.looseObject({
-  store_code: z.string(),
-  status: z.string(),
-  svc_order_id: ProviderIdSchema,
-  track_url: z.string(),
-  order_details: z.array(z.looseObject({})),
-});
-export type EditOrderResponse = z.output<typeof EditOrderResponseSchema>;
+/**
+ * The edit answer, read as tolerantly as the place answer (PRODUCT.md §10). The spec shows
+ * `{store_code, status, svc_order_id, track_url, order_details}`; the real provider leaves
+ * track_url out of its place answer and names the order `sfx_order_id` under `data`, and
+ * its edit answer may do the same (the emulator's realistic `edit_answer` does). So every
+ * field is optional but the order's id, found as in the place answer, at the top or under
+ * `data`; it comes out as `svc_order_id` (a string) beside `track_url` (or null). A 2xx
+ * that names no order is not taken for a done edit: `interpret` reads it by its words.
+ */
+export type EditOrderResponse = Record<string, unknown> & {
+  message?: string | undefined;
+  store_code?: string | undefined;
+  status?: string | undefined;
+  svc_order_id: string;
+  track_url: string | null;
+};
+export const EditOrderResponseSchema = z
+  .looseObject({ message: z.string().optional(), store_code: z.string().optional(), status: z.string().optional() })
+  .transform((answer, ctx): EditOrderResponse => {
+    const data = answer["data"];
+    const named = namedOrder(answer) ?? (typeof data === "object" && data !== null && !Array.isArray(data) ? namedOrder(data as Record<string, unknown>) : null);
+    if (named) return { ...answer, svc_order_id: named.svc_order_id, track_url: named.track_url };
+    ctx.addIssue({ code: "custom", message: `names no order: expected one of ${ORDER_ID_KEYS.join(", ")}, at the top or under data` });
+    return z.NEVER;
+  });
 
 // ---------------------------------------------------------------- cancel, dispatch-ready, stop re-attempt
 

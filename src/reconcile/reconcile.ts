@@ -54,13 +54,13 @@ const ACTIVE = CANONICAL_STATUSES.filter((s) => !isTerminal(s));
 
 
 /**
- * A 404 with an HTML page: the path itself is unknown to the provider (a web server's
- * "Not Found" page). An order the provider does not know is a JSON 404 (`{"detail": …}`),
+ * A 404 with an HTML page from the status call itself (not its token exchange): the path
+ * is unknown to the provider (a web server's "Not Found" page). An order the provider does not know is a JSON 404 (`{"detail": …}`),
  * and an empty or plain 404 is read as that too: a missing endpoint must be shown, not
  * guessed, since it turns polling off.
  */
 function endpointIsMissing(err: unknown): boolean {
-  return err instanceof ProviderError && err.status === 404 && typeof err.body === "string" && /<html|<!doctype|<h1/i.test(err.body);
+  return err instanceof ProviderError && err.stage === "call" && err.status === 404 && typeof err.body === "string" && /<html|<!doctype|<h1/i.test(err.body);
 }
 
 /**

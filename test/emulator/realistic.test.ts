@@ -15,6 +15,7 @@ import type { CallbackReceiver, EmulatorPair } from "../helpers/emulator.ts";
 const DEFAULTS = {
   accept_duplicate_orders: false,
   place_answer: "spec",
+  edit_answer: "spec",
   callback_shape: "spec",
   callback_timezone: null,
   status_endpoint: true,
@@ -22,6 +23,7 @@ const DEFAULTS = {
 const REALISTIC = {
   accept_duplicate_orders: true,
   place_answer: "sfx",
+  edit_answer: "sfx",
   callback_shape: "nested",
   callback_timezone: "Asia/Kolkata",
   status_endpoint: true,

@@ -54,8 +54,10 @@ describe("provider client against the emulator: every endpoint", () => {
     assert.equal(res.svc_order_id, svc);
     assert.equal(res.status, "CREATED");
     assert.equal(res.store_code, "STORE-1");
-    assert.equal(res.order_details[0]?.["payment_mode"], "PREPAID");
-    assert.equal(res.order_details[0]?.["order_value"], 300);
+    // Passed through as the provider sent it (the spec shows an array of one).
+    const details = res["order_details"] as Record<string, unknown>[];
+    assert.equal(details[0]?.["payment_mode"], "PREPAID");
+    assert.equal(details[0]?.["order_value"], 300);
   });
 
   it("cancels an order", async () => {

@@ -49,6 +49,12 @@ describe("parseRetryAfter", () => {
     assert.equal(parseRetryAfter("Thu, 01 Jan 2026 00:00:30 GMT", now), 30_000);
     assert.equal(parseRetryAfter("Wed, 31 Dec 2025 23:59:00 GMT", now), 0);
   });
+  it("reads at most an hour, however far off the provider says (a day, a year, a number too large to schedule)", () => {
+    assert.equal(parseRetryAfter("86400", now), 3_600_000);
+    assert.equal(parseRetryAfter("99999999999999999999", now), 3_600_000);
+    assert.equal(parseRetryAfter("Fri, 01 Jan 2027 00:00:00 GMT", now), 3_600_000);
+    assert.equal(parseRetryAfter("3599", now), 3_599_000);
+  });
   it("ignores absent or garbage values", () => {
     assert.equal(parseRetryAfter(null, now), undefined);
     assert.equal(parseRetryAfter("soon", now), undefined);

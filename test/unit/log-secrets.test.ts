@@ -1,0 +1,98 @@
+/**
+ * Secrets at any depth of an error: ProviderError keeps no secret from the answer it was
+ * made of, and a log line scrubs whatever error it is given under `err` or `error`
+ * (pino's redact paths reach one level down only).
+ */
+import assert from "node:assert/strict";
+import { Writable } from "node:stream";
+import { describe, it } from "node:test";
+import { scrubSecrets } from "../../src/domain/secrets.ts";
+import { createLogger } from "../../src/logger.ts";
+import { ProviderError, existingOrderFromError } from "../../src/provider/errors.ts";
+
+const SECRET = "s3cret-token-value-9d2e";
+
+async function logged(format: "json" | "pretty", write: (log: ReturnType<typeof createLogger>) => void): Promise<string> {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
+      done();
+    },
+  });
+  const log = createLogger({ level: "info", format, destination: sink });
+  write(log);
+  log.flush();
+  for (let i = 0; i < 100 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  return lines.join("\n");
+}
+
+describe("ProviderError keeps no secret of the answer", () => {
+  it("secret keys at any depth, in any spelling, and secrets written into text are replaced; the rest is kept", () => {
+    const err = new ProviderError({
+      kind: "invalid_response",
+      operation: "POST /oauth/token/",
+      status: 200,
+      providerMessage: `response is not JSON: access_token=${SECRET}&token_type=bearer`,
+      body: {
+        access_token: SECRET,
+        data: { svc_order_id: 7, track_url: "https://t/7", nested: [{ accessToken: SECRET, "Client-Secret": SECRET }] },
+        raw: `{"refresh_token": "${SECRET}", "ok": true}`,
+      },
+    });
+    assert.ok(!JSON.stringify(err.body).includes(SECRET), JSON.stringify(err.body));
+    assert.ok(!err.providerMessage.includes(SECRET) && !err.message.includes(SECRET), err.message);
+    assert.deepEqual(err.body, {
+      access_token: "[redacted]",
+      data: { svc_order_id: 7, track_url: "https://t/7", nested: [{ accessToken: "[redacted]", "Client-Secret": "[redacted]" }] },
+      raw: '{"refresh_token": "[redacted]", "ok": true}',
+    });
+    assert.match(err.providerMessage, /access_token=\[redacted\]&token_type=bearer/);
+  });
+
+  it("what the client reads from a refusal survives the scrubbing", () => {
+    const err = new ProviderError({
+      kind: "client",
+      operation: "POST /api/v2/stores/orders/",
+      status: 400,
+      body: { message: "Failure", errors: { client_order_id: ["exists"] }, data: { svc_order_id: 31, track_url: "https://t/31" } },
+    });
+    assert.deepEqual(existingOrderFromError(err), { svc_order_id: "31", track_url: "https://t/31" });
+  });
+});
+
+describe("errors in log lines", () => {
+  function leakyErrors() {
+    const cause = Object.assign(new Error("socket"), { response: { headers: { authorization: `Bearer ${SECRET}` } } });
+    const err = Object.assign(new Error("token exchange went wrong", { cause }), { body: { deep: { deeper: { access_token: SECRET } } } });
+    const provider = new ProviderError({ kind: "invalid_response", operation: "POST /oauth/token/", status: 200, body: { access_token: SECRET, expires_in: 3600 } });
+    return { err, provider };
+  }
+
+  for (const format of ["json", "pretty"] as const) {
+    it(`${format}: no secret under err or error at any depth; the error's message and fields stay`, async () => {
+      const text = await logged(format, (log) => {
+        const { err, provider } = leakyErrors();
+        log.warn({ err, count: 10 }, "awb top-up failed");
+        log.error({ error: err, job: { id: 1 } }, "Failed task 1");
+        log.warn({ err: provider }, "provider error");
+        log.warn({ error: `said {"access_token": "${SECRET}"}` }, "provider call failed");
+        log.warn({ err: { response: { data: { client_secret: SECRET } } } }, "not an Error");
+      });
+      assert.ok(!text.includes(SECRET), text);
+      assert.match(text, /token exchange went wrong/);
+      assert.match(text, /invalid_response/);
+      assert.match(text, /expires_in/);
+    });
+  }
+
+  it("scrubSecrets copies, never changes what it is given, and survives cycles", () => {
+    const value: Record<string, unknown> = { token: SECRET, keep: { n: 1 } };
+    value["self"] = value;
+    const copy = scrubSecrets(value) as Record<string, unknown>;
+    assert.equal(value["token"], SECRET);
+    assert.equal(copy["token"], "[redacted]");
+    assert.deepEqual(copy["keep"], { n: 1 });
+    assert.equal(copy["self"], "[…]");
+  });
+});
