@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { placeOrderBody } from "../helpers/emulator.ts";
 import type { PairOptions } from "../helpers/emulator.ts";
-import { settle, startStack } from "../helpers/stack.ts";
+import { placeAndSettle, settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
 import type { Command, Order } from "../helpers/api.ts";
 
@@ -15,13 +15,6 @@ const setup = (env: Record<string, string> = {}, pairOptions: PairOptions = {}) 
   startStack({ COMMAND_MAX_ATTEMPTS: "4", ...env }, { client: { timeoutMs: 400 }, ...pairOptions });
 
 const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
-
-async function placeAndSettle(s: Stack, body = placeOrderBody()): Promise<Order> {
-  const res = await s.t.request("/v1/orders", { method: "POST", json: body });
-  assert.equal(res.status, 202, await res.clone().text());
-  await settle(s.t, s.pair);
-  return json<Order>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}`));
-}
 
 const sandbox = (s: Stack, coid: string, action: string, body?: unknown) =>
   s.t.request(`/v1/sandbox/orders/${coid}/${action}`, { method: "POST", json: body ?? {} });

@@ -6,22 +6,15 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
 import { placeOrderBody } from "../helpers/emulator.ts";
-import { settle, startStack } from "../helpers/stack.ts";
+import { placeAndSettle, settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
-import type { Command, Order } from "../helpers/api.ts";
+import type { Command } from "../helpers/api.ts";
 
 const HOUR = 3_600_000;
 const PLACE_PATH = "/api/v2/stores/orders/";
 const TOKEN_PATH = "/oauth/token/";
 
 const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
-
-async function placeAndSettle(s: Stack, body = placeOrderBody()): Promise<Order> {
-  const res = await s.t.request("/v1/orders", { method: "POST", json: body });
-  assert.equal(res.status, 202, await res.clone().text());
-  await settle(s.t, s.pair);
-  return json<Order>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}`));
-}
 
 async function commandsOf(s: Stack, coid: string): Promise<Command[]> {
   return (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items;

@@ -5,7 +5,9 @@
  */
 import { CALLBACK_SECRET, createTestApp } from "./app.ts";
 import type { TestApp } from "./app.ts";
-import { startEmulatorPair } from "./emulator.ts";
+import assert from "node:assert/strict";
+import type { Order } from "./api.ts";
+import { placeOrderBody, startEmulatorPair } from "./emulator.ts";
 import type { EmulatorPair, PairOptions } from "./emulator.ts";
 
 export interface Stack {
@@ -46,4 +48,12 @@ export async function settle(t: TestApp, pair: EmulatorPair, maxMs = 15_000): Pr
     await new Promise((r) => setTimeout(r, 20));
   }
   throw new Error("jobs did not settle");
+}
+
+/** Places an order through the API (202), lets its command and callbacks settle, and reads the order back. */
+export async function placeAndSettle(s: Stack, body = placeOrderBody()): Promise<Order> {
+  const res = await s.t.request("/v1/orders", { method: "POST", json: body });
+  assert.equal(res.status, 202, await res.clone().text());
+  await settle(s.t, s.pair);
+  return (await (await s.t.request(`/v1/orders/${body.order_details.client_order_id}`)).json()) as Order;
 }

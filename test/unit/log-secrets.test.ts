@@ -4,28 +4,12 @@
  * (pino's redact paths reach one level down only).
  */
 import assert from "node:assert/strict";
-import { Writable } from "node:stream";
 import { describe, it } from "node:test";
 import { scrubSecrets } from "../../src/domain/secrets.ts";
-import { createLogger } from "../../src/logger.ts";
+import { captureLog } from "../helpers/log.ts";
 import { ProviderError, existingOrderFromError } from "../../src/provider/errors.ts";
 
 const SECRET = "s3cret-token-value-9d2e";
-
-async function logged(format: "json" | "pretty", write: (log: ReturnType<typeof createLogger>) => void): Promise<string> {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
-      done();
-    },
-  });
-  const log = createLogger({ level: "info", format, destination: sink });
-  write(log);
-  log.flush();
-  for (let i = 0; i < 100 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
-  return lines.join("\n");
-}
 
 describe("ProviderError keeps no secret of the answer", () => {
   it("secret keys at any depth, in any spelling, and secrets written into text are replaced; the rest is kept", () => {
@@ -71,14 +55,14 @@ describe("errors in log lines", () => {
 
   for (const format of ["json", "pretty"] as const) {
     it(`${format}: no secret under err or error at any depth; the error's message and fields stay`, async () => {
-      const text = await logged(format, (log) => {
+      const text = (await captureLog(format, (log) => {
         const { err, provider } = leakyErrors();
         log.warn({ err, count: 10 }, "awb top-up failed");
         log.error({ error: err, job: { id: 1 } }, "Failed task 1");
         log.warn({ err: provider }, "provider error");
         log.warn({ error: `said {"access_token": "${SECRET}"}` }, "provider call failed");
         log.warn({ err: { response: { data: { client_secret: SECRET } } } }, "not an Error");
-      });
+      })).join("\n");
       assert.ok(!text.includes(SECRET), text);
       assert.match(text, /token exchange went wrong/);
       assert.match(text, /invalid_response/);

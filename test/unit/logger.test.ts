@@ -1,26 +1,12 @@
 import assert from "node:assert/strict";
-import { Writable } from "node:stream";
 import { describe, it } from "node:test";
-import { createLogger } from "../../src/logger.ts";
+import { captureLog } from "../helpers/log.ts";
 
 const SECRET = "s3cret-value-that-must-not-appear";
 
 /** Logs one line with secrets in it and returns what reached the destination. */
-async function logWith(format: "json" | "pretty"): Promise<string[]> {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
-      done();
-    },
-  });
-  const log = createLogger({ level: "info", format, destination: sink });
-  log.info({ apiToken: SECRET, headers: { authorization: `Bearer ${SECRET}` }, order: "A-1" }, "order received");
-  log.flush();
-  // pino-pretty is a stream pipeline: its line arrives a tick or two later.
-  for (let i = 0; i < 100 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
-  return lines;
-}
+const logWith = (format: "json" | "pretty") =>
+  captureLog(format, (log) => log.info({ apiToken: SECRET, headers: { authorization: `Bearer ${SECRET}` }, order: "A-1" }, "order received"));
 
 describe("log formats", () => {
   it("json: one JSON object a line, secrets redacted", async () => {
