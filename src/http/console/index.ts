@@ -159,7 +159,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
     return c.redirect(next, 303);
   });
 
-  app.post("/sign-out", sessionRequired(sql), csrfRequired(config.publicUrl), async (c) => {
+  app.post("/sign-out", sessionRequired(sql), csrfRequired(), async (c) => {
     await endSession(sql, c.get("session").id);
     clearSessionCookie(c, cookies);
     return c.redirect("/sign-in?signed-out=1", 303);
@@ -167,7 +167,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
 
   for (const path of CONSOLE_PATHS) {
     app.use(path, sessionRequired(sql));
-    app.use(path, csrfRequired(config.publicUrl));
+    app.use(path, csrfRequired());
     // Pages hold order data: neither proxies nor the back button should keep them. The
     // time from here to the response (queries and rendering) goes out in Server-Timing,
     // which the console bench reads.
