@@ -20,6 +20,7 @@ import {
   insertCommand,
   insertSucceeded,
   lastPlacement,
+  laterSucceeded,
   lockCommand,
   placeOf,
   requestHash,
@@ -241,6 +242,14 @@ export async function retryCommand(sql: Sql, id: number): Promise<number> {
       const order = await findOrderById(tx, orderId);
       if (!order) throw new DomainError("order_not_found", "order not found");
       checkCommandAllowed(command.kind as OrderCommandKind, order);
+      if (command.kind === "edit") {
+        // Commands take effect in the order accepted (executeCommand): sent again now, an
+        // old edit would land after, and undo, one accepted later that already succeeded.
+        const later = await laterSucceeded(tx, orderId, id, "edit");
+        if (later !== null) {
+          throw new DomainError("conflict", `command ${id} is an edit that a later one (command ${later}) already replaced at the provider: send a new edit instead`);
+        }
+      }
     }
     await requeue(tx, id, orderId);
     return id;

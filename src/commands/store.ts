@@ -122,6 +122,18 @@ export async function commandById(tx: Tx, id: number): Promise<CommandRow | unde
   return row;
 }
 
+/**
+ * The latest command of this kind on the order, accepted after `commandId`, that
+ * succeeded: an edit sent again after it would undo it at the provider. Null when none.
+ */
+export async function laterSucceeded(tx: Tx, orderId: number, commandId: number, kind: string): Promise<number | null> {
+  const [row] = await tx<{ id: number }[]>`
+    select id from commands
+    where order_id = ${orderId} and id > ${commandId} and kind = ${kind} and state = 'succeeded'
+    order by id desc limit 1`;
+  return row?.id ?? null;
+}
+
 /** The command, locked for the rest of the transaction. */
 export async function lockCommand(tx: TransactionSql, id: number): Promise<CommandRow | undefined> {
   const [row] = await tx<CommandRow[]>`select * from commands where id = ${id} for update`;

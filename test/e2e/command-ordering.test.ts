@@ -70,7 +70,7 @@ describe("commands of one order in the order accepted", () => {
     }
   });
 
-  it("a command that ends failed does not hold back the ones behind it", async () => {
+  it("a command that ends failed does not hold back the ones behind it, and is not sent again over a later edit", async () => {
     const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 400 } });
     try {
       const order = await placed(s);
@@ -90,6 +90,14 @@ describe("commands of one order in the order accepted", () => {
       assert.deepEqual(commands.slice(1).map((c) => [c.kind, c.state]), [["edit", "failed"], ["edit", "succeeded"]]);
       assert.match(commands[1]!.last_error!, /too large/);
       assert.equal(s.pair.emulator.state.orders.get(order.svc_order_id!)!.body.order_details.order_value, 300);
+
+      // The failed edit sent again would land after, and undo, the later one: refused.
+      const retry = await s.t.request(`/v1/commands/${commands[1]!.id}/retry`, { method: "POST" });
+      assert.equal(retry.status, 409);
+      assert.match(await retry.text(), new RegExp(`a later one \\(command ${commands[2]!.id}\\) already replaced`));
+      await settle(s.t, s.pair);
+      assert.equal(s.pair.emulator.state.orders.get(order.svc_order_id!)!.body.order_details.order_value, 300);
+      assert.equal((await commandsOf(s, coid))[1]!.state, "failed");
     } finally {
       await s.close();
     }
