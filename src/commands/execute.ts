@@ -150,6 +150,13 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
         return { type: "unconfirmed", error: "outcome unknown, not re-sent: an earlier attempt ended without an answer" };
       }
       const body = PlaceOrderBodySchema.parse(command.request);
+      // The token first: a run that dies while exchanging one has sent nothing, and must
+      // not leave the mark below (a failed exchange is a "not sent" error, retried).
+      try {
+        await provider.authorize();
+      } catch (err) {
+        return classifyPlace(err, deps.dedupesOrders);
+      }
       // Durable before the call: a run that dies during it leaves the mark, and the next
       // run knows the provider may have acted. A definite outcome clears it (below).
       await markSending(deps.sql, command.id);

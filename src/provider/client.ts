@@ -81,6 +81,13 @@ export interface ProviderClientOptions {
  */
 export interface ProviderClient {
   readonly authMethod: "token" | "oauth";
+  /**
+   * Has the next call's authorization at hand: with OAuth, exchanges a token unless one is
+   * cached. Rejects as a call would when none can be had (a ProviderError of stage
+   * "token"): a caller that must record "sending" before a call (a place) asks first, so
+   * that a failed exchange is never taken for a call that may have been sent.
+   */
+  authorize(): Promise<void>;
   placeOrder(body: PlaceOrderBody): Promise<PlaceOrderResponse>;
   editOrder(body: EditOrderBody): Promise<EditOrderResponse>;
   cancelOrder(svcOrderId: string, body: CancelOrderBody): Promise<CancelOrderResponse>;
@@ -196,6 +203,9 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
 
   return {
     authMethod: auth.method,
+    authorize: async () => {
+      await auth.header();
+    },
     placeOrder: async (b) =>
       call({ method: "POST", path: "placeOrder", body: { schema: PlaceOrderBodySchema, value: b }, schema: PlaceOrderResponseSchema }),
     editOrder: async (b) => call({ method: "PUT", path: "editOrder", body: { schema: EditOrderBodySchema, value: b }, schema: EditOrderResponseSchema }),

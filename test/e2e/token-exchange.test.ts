@@ -78,6 +78,32 @@ describe("a failed token exchange: the call was never sent", () => {
     });
   }
 
+  it("while the token is being exchanged the place is not yet marked as possibly sent: a run dying then sent nothing", async () => {
+    expireClientToken(s);
+    const rule = await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, action: "delay", delay_ms: 300 });
+    const body = placeOrderBody();
+    const coid = body.order_details.client_order_id;
+    assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+    const marked = async () => {
+      const [row] = await s.t.database.sql<{ outcome_unknown: boolean }[]>`
+        select outcome_unknown from commands where kind = 'place' and request->'order_details'->>'client_order_id' = ${coid}`;
+      return row!.outcome_unknown;
+    };
+    const settled = settle(s.t, s.pair);
+    // The exchange is under way: its request reached the emulator, which holds it 300 ms.
+    const held = async () => {
+      const { rules } = (await s.pair.control.get<{ rules: { id: number; applied: number }[] }>("/faults")).body;
+      return (rules.find((r) => r.id === rule["id"])?.applied ?? 0) > 0;
+    };
+    for (let i = 0; i < 200 && !(await held()); i++) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(await held(), "the exchange started");
+    assert.equal(await marked(), false, "not marked while only the token is asked for");
+    await settled;
+    const order = await json<{ placement: { state: string } }>(await s.t.request(`/v1/orders/${coid}`));
+    assert.equal(order.placement.state, "placed");
+    assert.equal(await marked(), false, "a definite outcome clears the mark");
+  });
+
   it("an exchange that keeps failing: the place ends failed (not unconfirmed), nothing sent, the error names the token request", async () => {
     expireClientToken(s);
     const placesBefore = (await requestsTo(s, PLACE_PATH, "POST")).length;
