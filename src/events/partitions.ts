@@ -87,7 +87,10 @@ export interface Dropped {
 
 /**
  * Drops the partitions past their kind's retention, oldest first, never a partition that
- * still holds an event waiting for projection (it goes on a later run). Per partition:
+ * still holds an event waiting for projection (it goes on a later run), nor a younger one
+ * of the same kind behind it: appends send a late event to the oldest partition its kind
+ * has left when its own period's is gone, and a held partition below a dropped one would
+ * leave the dropped range with nowhere to go (the insert would fail). Per partition:
  * its event_partitions row goes first (appends stop routing late events to it), then it is
  * detached CONCURRENTLY (no lock that stops appends or reads), then dropped. A run cut
  * off half way is finished by the next one.
@@ -102,9 +105,16 @@ export async function dropExpiredPartitions(sql: Sql, retention: Retention, now 
     select c.relname as name from pg_class c
     where c.relname ~ '^order_events_(location|status)_[0-9]{8}$' and c.relkind = 'r'
       and not exists (select from event_partitions p where p.name = c.relname)`;
-  for (const p of [...orphans.map((o) => o.name), ...due.map((p) => p.name)]) {
+  const heldKinds = new Set<EventKind>();
+  const candidates = [...orphans.map((o) => ({ name: o.name, kind: null })), ...due.map((p) => ({ name: p.name, kind: p.kind }))];
+  for (const { name: p, kind } of candidates) {
+    if (kind !== null && heldKinds.has(kind)) {
+      result.held.push(p);
+      continue;
+    }
     if (await holdsQueuedEvents(sql, p)) {
       result.held.push(p);
+      if (kind !== null) heldKinds.add(kind);
       continue;
     }
     await sql`delete from event_partitions where name = ${p}`;
