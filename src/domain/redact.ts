@@ -15,17 +15,20 @@ const RIDER_KEYS = new Set(["rider_name", "rider_contact", "rider_contact_number
 /** Keys of the customer's personal data under a request's customer_details. */
 const CUSTOMER_KEYS = new Set(["name", "contact_number", "address_line_1", "address_line_2", "latitude", "longitude"]);
 
-/** `object` with the values of `keys` that hold something replaced; null when none did. */
+/**
+ * `object` with the values of `keys` that hold something replaced; null when none did. The
+ * copy is made of entries, not assignments: a body may carry a `__proto__` key (JSON.parse
+ * makes it an own key, and jsonb keeps it), which an assignment would take for the copy's
+ * prototype, losing the key.
+ */
 function redactKeys(object: JsonObject, keys: ReadonlySet<string>): JsonObject | null {
   let changed = false;
-  const out: JsonObject = {};
-  for (const [k, v] of Object.entries(object)) {
-    if (keys.has(k) && v !== null && v !== REDACTED && v !== "") {
-      out[k] = REDACTED;
-      changed = true;
-    } else out[k] = v;
-  }
-  return changed ? out : null;
+  const entries = Object.entries(object).map(([k, v]): [string, unknown] => {
+    if (!keys.has(k) || v === null || v === REDACTED || v === "") return [k, v];
+    changed = true;
+    return [k, REDACTED];
+  });
+  return changed ? (Object.fromEntries(entries) as JsonObject) : null;
 }
 
 /** A provider payload without the rider's name and contact. */

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { redactCommandRequest, redactEventPayload, REDACTED } from "../../src/domain/redact.ts";
 import { redactDue } from "../../src/retention/redact.ts";
-import { createTestApp } from "../helpers/app.ts";
+import { CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
 import type { EmulatorPair } from "../helpers/emulator.ts";
@@ -67,6 +67,12 @@ describe("redaction of personal data", () => {
       customer_details: { name: REDACTED, contact_number: REDACTED, address_line_1: REDACTED, city: "Bengaluru", latitude: REDACTED, longitude: REDACTED },
     });
     assert.equal(redactCommandRequest({ shipment_ready_timestamp: "2026-11-23T10:00:00Z" }), null);
+    // A `__proto__` key, as JSON.parse makes it (an own key), stays a key.
+    const parsed = JSON.parse('{"rider_name":"A","__proto__":{"x":1},"rider_details":{"rider_phone":"2","__proto__":{"y":2}}}') as Record<string, unknown>;
+    assert.equal(
+      JSON.stringify(redactEventPayload(parsed)),
+      '{"rider_name":"[redacted]","__proto__":{"x":1},"rider_details":{"rider_phone":"[redacted]","__proto__":{"y":2}}}',
+    );
   });
 
   it("an order finished more than PII_RETENTION_DAYS ago reads [redacted] everywhere; a recent one keeps its data", async () => {
@@ -94,6 +100,19 @@ describe("redaction of personal data", () => {
     // Done once: the next run finds nothing; a rebuild keeps the redaction (the log itself is redacted).
     assert.deepEqual(await redactDue(t.database.sql, 90), { orders: 0, events: 0, commands: 0 });
     assert.deepEqual(await redactDue(t.database.sql, 0), { orders: 0, events: 0, commands: 0 }, "0: never");
+  });
+
+  it("a callback with a __proto__ key is redacted like any other: the run neither fails on it nor stops there", async () => {
+    const at = new Date(Date.now() - 120 * 86_400_000).toISOString();
+    const raw = `{"svc_order_id":"7700009","client_order_id":"PII-PROTO","order_status":"DELIVERED","rider_name":"Asha","rider_contact":"9800000001","event_time":"${at}","__proto__":{"x":1}}`;
+    const res = await t.request(`/callbacks/${CALLBACK_SECRET}`, { method: "POST", body: raw, headers: { "content-type": "application/json" } });
+    assert.equal(res.status, 200, await res.clone().text());
+    await t.runJobs();
+    assert.deepEqual(await redactDue(t.database.sql, 90), { orders: 1, events: 1, commands: 0 });
+    const [row] = await t.database.sql<{ payload: string }[]>`select payload::text from order_events where client_order_id = 'PII-PROTO'`;
+    const stored = JSON.parse(row!.payload) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(stored).sort(), ["__proto__", "client_order_id", "event_time", "order_status", "rider_contact", "rider_name", "svc_order_id"]);
+    assert.deepEqual([stored["rider_name"], stored["rider_contact"]], [REDACTED, REDACTED]);
   });
 
   it("a repeated place of a redacted order is still recognised by its request's hash (200, no second order)", async () => {
