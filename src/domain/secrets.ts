@@ -73,11 +73,10 @@ function scrub(value: unknown, depth: number, seen: WeakSet<object>): unknown {
   seen.add(value);
   try {
     if (Array.isArray(value)) return value.map((v) => scrub(v, depth + 1, seen));
-    const copy: Record<string, unknown> = {};
-    for (const [key, v] of Object.entries(value)) {
-      copy[key] = SECRET_KEYS.has(key.toLowerCase().replace(/[-_]/g, "")) && v !== null && v !== undefined ? CENSOR : scrub(v, depth + 1, seen);
-    }
-    return copy;
+    // Entries, not assignments: a `__proto__` key of an answer stays a key.
+    return Object.fromEntries(
+      Object.entries(value).map(([key, v]) => [key, SECRET_KEYS.has(key.toLowerCase().replace(/[-_]/g, "")) && v !== null && v !== undefined ? CENSOR : scrub(v, depth + 1, seen)]),
+    );
   } finally {
     seen.delete(value);
   }

@@ -70,6 +70,11 @@ describe("errors in log lines", () => {
     });
   }
 
+  it("scrubSecrets keeps a __proto__ key of an answer as a key, and scrubs under it", () => {
+    const answer = JSON.parse(`{"__proto__":{"access_token":"${SECRET}"},"ok":true}`) as unknown;
+    assert.equal(JSON.stringify(scrubSecrets(answer)), '{"__proto__":{"access_token":"[redacted]"},"ok":true}');
+  });
+
   it("scrubSecrets copies, never changes what it is given, and survives cycles", () => {
     const value: Record<string, unknown> = { token: SECRET, keep: { n: 1 } };
     value["self"] = value;
