@@ -106,23 +106,45 @@ export async function dropExpiredPartitions(sql: Sql, retention: Retention, now 
     where c.relname ~ '^order_events_(location|status)_[0-9]{8}$' and c.relkind = 'r'
       and not exists (select from event_partitions p where p.name = c.relname)`;
   const heldKinds = new Set<EventKind>();
-  const candidates = [...orphans.map((o) => ({ name: o.name, kind: null })), ...due.map((p) => ({ name: p.name, kind: p.kind }))];
-  for (const { name: p, kind } of candidates) {
-    if (kind !== null && heldKinds.has(kind)) {
-      result.held.push(p);
-      continue;
-    }
-    if (await holdsQueuedEvents(sql, p)) {
+  const candidates: { name: string; partition: EventPartition | null }[] = [
+    ...orphans.map((o) => ({ name: o.name, partition: null })),
+    ...due.map((p) => ({ name: p.name, partition: p })),
+  ];
+  for (const { name: p, partition } of candidates) {
+    const kind = partition?.kind ?? null;
+    if ((kind !== null && heldKinds.has(kind)) || (await holdsQueuedEvents(sql, p))) {
       result.held.push(p);
       if (kind !== null) heldKinds.add(kind);
       continue;
     }
     await sql`delete from event_partitions where name = ${p}`;
     await detach(sql, p);
+    // An append that read the partition's row before it went may have stored an event in
+    // it since the check above: the detach waited for it to commit. Such an event is
+    // acknowledged and not projected yet: the partition goes back, held.
+    if (partition !== null && (await holdsQueuedEvents(sql, p))) {
+      await reattach(sql, partition);
+      result.held.push(p);
+      heldKinds.add(partition.kind);
+      continue;
+    }
     await sql`drop table if exists ${sql(p)}`;
     result.dropped.push(p);
   }
   return result;
+}
+
+/** A detached partition attached again as it was, with its row (one transaction). */
+async function reattach(sql: Sql, p: EventPartition): Promise<void> {
+  await sql.begin(async (tx) => {
+    // DDL takes no parameters: PostgreSQL's format() quotes the bounds, as migration 0011's
+    // order_events_attach_partition does.
+    const [statement] = await tx<{ ddl: string }[]>`
+      select format('ALTER TABLE order_events ATTACH PARTITION %I FOR VALUES FROM (%L, %L) TO (%L, %L)',
+        ${p.name}::text, ${p.kind}::text, ${p.starts}::text, ${p.kind}::text, ${p.ends}::text) as ddl`;
+    await tx.unsafe(statement!.ddl);
+    await tx`insert into event_partitions (kind, starts, ends, name) values (${p.kind}, ${p.starts}, ${p.ends}, ${p.name})`;
+  });
 }
 
 async function holdsQueuedEvents(sql: Sql, partition: string): Promise<boolean> {

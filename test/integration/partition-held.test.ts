@@ -1,12 +1,17 @@
 /**
- * Retention never drops a partition younger than one it holds (src/events/partitions.ts):
- * appends send a late event of a dropped period to the oldest partition its kind has left,
- * so a held older partition below a dropped younger one would leave that younger range
- * with nowhere to go, and a late callback of an order first seen there would fail.
+ * Retention drops no partition an acknowledged event still needs (src/events/partitions.ts):
+ * not one younger than a partition it holds (appends send a late event of a dropped period
+ * to the oldest partition its kind has left, so a held older partition below a dropped
+ * younger one would leave that younger range with nowhere to go), and not one an append
+ * stored an event in while the drop ran.
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
+import { driverSql } from "../../src/db/client.ts";
+import { normaliseCallback } from "../../src/domain/normalise.ts";
+import type { JsonObject } from "../../src/domain/normalise.ts";
 import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
+import { appendEvents } from "../../src/events/log.ts";
 import { dropExpiredPartitions } from "../../src/events/partitions.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
@@ -47,3 +52,42 @@ it("a partition held for an unprojected event holds the younger ones of its kind
     select client_order_id, rider_latitude from orders where client_order_id in ('GAP-A', 'GAP-B') order by client_order_id`;
   assert.deepEqual(orders.map((o) => [o.client_order_id, o.rider_latitude]), [["GAP-A", 12.9], ["GAP-B", 12.8]]);
 });
+
+it("an event an append stores in a partition while it is being dropped keeps it: the partition goes back, held", async () => {
+  const sql = t.database.sql;
+  const month = spanStart(addDays(spanStart(today, "month"), -200), "month");
+  for (const kind of ["location", "status"]) await sql`select order_events_attach_partition(${kind}, ${month}::date, ${nextBoundary(month, "month")}::date)`;
+  await sql`insert into order_periods (order_key, period) values ('9900001', ${addDays(month, 3)}::date)`;
+  assert.equal((await t.callback({ client_order_id: "RACE-DROP", svc_order_id: "9900001", order_status: "ALLOTTED", event_time: `${addDays(month, 3)}T09:00:00Z` })).status, 200);
+  await t.runJobs();
+  const statusOf = async () => ((await (await t.request("/v1/orders/RACE-DROP")).json()) as { status: string }).status;
+  assert.equal(await statusOf(), "ALLOTTED");
+
+  // A late DELIVERED: its append's transaction stays open while the drop starts, so the
+  // drop's first look for queued events cannot see it; it commits a second later.
+  const late = { client_order_id: "RACE-DROP", svc_order_id: "9900001", order_status: "DELIVERED", event_time: new Date().toISOString() };
+  const normalised = normaliseCallback(late, { forceLocation: false, receivedAt: new Date(), timeZone: "UTC" });
+  assert.ok(normalised.ok);
+  const other = driverSql(t.testDb.url, { max: 1 });
+  let drop: ReturnType<typeof dropExpiredPartitions> | undefined;
+  try {
+    await other.begin(async (tx) => {
+      await appendEvents(tx, [{ event: normalised.event, payload: late as JsonObject }]);
+      drop = dropExpiredPartitions(sql, { locationDays: 0, statusDays: 60 });
+      await new Promise((r) => setTimeout(r, 1000));
+    });
+  } finally {
+    await other.end();
+  }
+  const name = `order_events_status_${month.replaceAll("-", "")}`;
+  const result = await drop!;
+  assert.ok(result.held.includes(name) && !result.dropped.includes(name), JSON.stringify(result));
+  await t.runJobs();
+  assert.equal(await statusOf(), "DELIVERED", "the acknowledged event is in the log and projected");
+
+  // Once projected, the next run drops it.
+  const next = await dropExpiredPartitions(sql, { locationDays: 0, statusDays: 60 });
+  assert.ok(next.dropped.includes(name), JSON.stringify(next));
+  assert.equal(await statusOf(), "DELIVERED");
+});
+
