@@ -14,7 +14,8 @@ export const POLL_TASK = "awb__poll";
 /** At most one automatic top-up waiting: allocation and cron share this key. */
 export const REPLENISH_KEY = "awb__replenish";
 /** One scheduled poll per fresh request. */
-export const pollKey = (requestRowId: number) => `awb__poll:${requestRowId}`;
+export const POLL_KEY_PREFIX = "awb__poll:";
+export const pollKey = (requestRowId: number) => `${POLL_KEY_PREFIX}${requestRowId}`;
 
 /**
  * graphile-worker's retries (backoff exp(attempt) seconds: ~3 s, 7 s, 20 s ... ~18 min for
@@ -29,8 +30,11 @@ export const MAX_RETRY_AFTER_RESCHEDULES = 8;
 /**
  * Every minute: top up when below the low watermark (the task decides). jobKey makes the
  * cron share the allocation trigger's job, so at most one automatic top-up waits.
+ * jobKeyMode=preserve_run_at: when that job is still waiting with no failed attempt (a
+ * top-up put off for a Retry-After, see rescheduleReplenish), the tick keeps its run_at;
+ * graphile's default (replace) would reset it to the tick and undo the put-off.
  */
-export const AWB_CRONTAB = `* * * * * ${REPLENISH_TASK} ?id=awb_topup&jobKey=${REPLENISH_KEY}&queue=${AWB_QUEUE}&max=${REPLENISH_MAX_ATTEMPTS} {"reason":"cron"}`;
+export const AWB_CRONTAB = `* * * * * ${REPLENISH_TASK} ?id=awb_topup&jobKey=${REPLENISH_KEY}&jobKeyMode=preserve_run_at&queue=${AWB_QUEUE}&max=${REPLENISH_MAX_ATTEMPTS} {"reason":"cron"}`;
 
 /**
  * Why a top-up runs: cron, allocation (available fell below the low watermark), empty (an
@@ -100,7 +104,12 @@ export async function enqueueManualReplenish(tx: Tx, options: { count?: number |
 /**
  * Puts a top-up off by `delayMs` (a provider's Retry-After). With the running job's key,
  * graphile clears the key on this (running) job and adds the new one, so the "one waiting"
- * rule still holds.
+ * rule still holds. The cron's ticks keep this run_at (preserve_run_at, see AWB_CRONTAB)
+ * but replace the payload with {"reason":"cron"}, so for the shared key `reschedules`
+ * starts again at 0. That is harmless: the cron starts a top-up every minute whatever the
+ * count, so the cap cannot end the series there; keeping the count would only swap the
+ * Retry-After for graphile's backoff after 8 put-offs. The cap still bounds manual
+ * top-ups (no key, no cron).
  */
 export async function rescheduleReplenish(tx: Tx, payload: ReplenishPayload, delayMs: number, jobKey: string | null): Promise<void> {
   const next: ReplenishPayload = { ...payload, reschedules: payload.reschedules + 1 };

@@ -10,7 +10,7 @@ export interface PoolSnapshot {
   available: number;
   /** Of those, numbers that came from the replenishment endpoint. */
   availablePool: number;
-  /** Numbers promised by fresh requests still being generated. */
+  /** Numbers promised by fresh requests still being generated (within the poll give-up window). */
   pendingFresh: number;
 }
 
@@ -111,7 +111,8 @@ export function freshBatches(need: number): number[] {
  * Bounded: give up (request failed) after MAX_POLLS polls or MAX_POLL_AGE_MS.
  */
 export const MAX_POLLS = 40;
-const MAX_POLL_AGE_MS = 2 * 60 * 60_000;
+/** Also the age past which a pending request no longer counts as numbers on the way (poolSnapshot). */
+export const MAX_POLL_AGE_MS = 2 * 60 * 60_000;
 const MIN_POLL_DELAY_MS = 1000;
 const MAX_POLL_DELAY_MS = 5 * 60_000;
 

@@ -23,7 +23,7 @@ import {
   pollGivesUp,
   topUpNeed,
 } from "./plan.ts";
-import { insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
+import { failLostFreshRequests, insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
 import type { AwbRequestRow } from "./pool.ts";
 
 export interface TopUpDeps {
@@ -44,6 +44,9 @@ export type TopUpResult =
 
 export async function replenish(deps: TopUpDeps, payload: ReplenishPayload, job: JobInfo): Promise<TopUpResult> {
   const log = deps.log.child({ reason: payload.reason });
+  // Before planning: a fresh request nothing will poll again must not count as numbers on the way.
+  const lost = await failLostFreshRequests(deps.sql);
+  if (lost.length > 0) log.warn({ requests: lost }, "awb fresh requests given up: no poll job left");
   if (!deps.provider) {
     // Nothing to retry until the configuration changes: end the job, quietly enough for a cron.
     log.warn("awb top-up skipped: no provider configured");
