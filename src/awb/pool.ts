@@ -8,7 +8,7 @@ import type { Sql, TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
 import type { awbRequests } from "../db/schema/index.ts";
 import { recordMessage } from "../notify/outbox.ts";
-import { assignAwb } from "../orders/store.ts";
+import { assignAwb, lockAwbOfClientOrder } from "../orders/store.ts";
 import { POLL_KEY_PREFIX, enqueueAutoReplenish } from "./jobs.ts";
 import { MAX_POLL_AGE_MS } from "./plan.ts";
 import type { PoolSnapshot } from "./plan.ts";
@@ -47,7 +47,7 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
   if (clientOrderId !== null) {
     // Concurrent calls for one client_order_id queue here, so the second sees the first's
     // committed row instead of taking a second number.
-    await tx`select pg_advisory_xact_lock(hashtextextended(${`awb_numbers:${clientOrderId}`}, 0))`;
+    await lockAwbOfClientOrder(tx, clientOrderId);
     const [held] = await tx<{ awb_number: string }[]>`
       select awb_number from awb_numbers where client_order_id = ${clientOrderId}`;
     if (held) {

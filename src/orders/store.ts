@@ -92,6 +92,7 @@ export async function insertPlacedOrder(
   tx: TransactionSql,
   o: { clientOrderId: string; storeCode: string | null; pickupOtp: string | null; at: Date },
 ): Promise<OrderChange> {
+  await lockAwbOfClientOrder(tx, o.clientOrderId);
   const [row] = await tx<AfterRow[]>`
     insert into orders (client_order_id, store_code, pickup_otp, placement_state,
                         status, provider_status, status_at, event_count, last_event_at, awb_number)
@@ -145,6 +146,15 @@ export async function recordPlacementEnded(tx: TransactionSql, id: number, state
 
 // ---------------------------------------------------------------- AWB and reconciliation
 
+/**
+ * Serialises, per client_order_id, an AWB's allocation (awb/pool.ts) with the insert of an
+ * order placed through tracklane: whichever commits second sees the other's row, so the
+ * order carries the AWB allocated to its client_order_id however the two interleave.
+ */
+export async function lockAwbOfClientOrder(tx: Tx, clientOrderId: string): Promise<void> {
+  await tx`select pg_advisory_xact_lock(hashtextextended(${`awb_numbers:${clientOrderId}`}, 0))`;
+}
+
 /** The order with this client_order_id (if any) carries the AWB allocated to it. */
 export async function assignAwb(tx: Tx, clientOrderId: string, awbNumber: string): Promise<void> {
   await tx`
@@ -185,8 +195,9 @@ export async function insertSeenOrders(
   if (input.length === 0) return [];
   const column = columnOf(input);
   const rows = await tx<{ id: number; client_order_id: string | null; svc_order_id: string | null }[]>`
-    insert into orders (client_order_id, svc_order_id, created_at, updated_at)
-    select t.coid, t.svc, to_timestamp(t.created_ms / 1000), now()
+    insert into orders (client_order_id, svc_order_id, created_at, updated_at, awb_number)
+    select t.coid, t.svc, to_timestamp(t.created_ms / 1000), now(),
+           (select a.awb_number from awb_numbers a where a.client_order_id = t.coid)
     from unnest(${column((i) => i.clientOrderId)}::text[], ${column((i) => i.svcOrderId)}::text[], ${column((i) => msOrNull(i.createdAt))}::float8[])
       as t(coid, svc, created_ms)
     returning id, client_order_id, svc_order_id`;
