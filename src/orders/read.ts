@@ -206,11 +206,12 @@ export async function ordersDueForRedaction(
   sql: Tx,
   before: Date,
   limit: number,
+  skip: readonly number[] = [],
 ): Promise<Pick<OrderRow, "id" | "svc_order_id" | "client_order_id" | "svc_order_ids">[]> {
   return await sql<Pick<OrderRow, "id" | "svc_order_id" | "client_order_id" | "svc_order_ids">[]>`
     select id, svc_order_id, client_order_id, svc_order_ids from orders
     where redacted_at is null and status in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER')
-      and status_at < ${before}
+      and status_at < ${before} and id <> all(${skip as number[]}::bigint[])
     order by status_at
     limit ${limit}`;
 }

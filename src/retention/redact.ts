@@ -6,6 +6,7 @@
  * order is redacted entirely or not at all, and marked so it is not taken again.
  */
 import type { Sql } from "postgres";
+import { isDatabaseUnavailable } from "../db/client.ts";
 import { redactCommands } from "../commands/store.ts";
 import { redactCommandRequest, redactEventPayload } from "../domain/redact.ts";
 import { redactOrderEvents } from "../events/log.ts";
@@ -21,23 +22,44 @@ export interface Redacted {
   commands: number;
 }
 
-export async function redactDue(sql: Sql, piiDays: number, now = new Date()): Promise<Redacted> {
+/** An order the run could not redact (its transaction rolled back), and why. */
+export interface RedactionFailure {
+  orderId: number;
+  error: unknown;
+}
+
+/**
+ * Redacts every order due. One order that cannot be redacted (a bug, data nobody foresaw)
+ * holds up no other: its transaction rolls back, it is passed over for the rest of the run
+ * and reported in `failed`, and the next run tries it again. An unreachable database ends
+ * the run at once.
+ */
+export async function redactDue(sql: Sql, piiDays: number, now = new Date()): Promise<Redacted & { failed: RedactionFailure[] }> {
   const done: Redacted = { orders: 0, events: 0, commands: 0 };
-  if (piiDays <= 0) return done;
+  const failed: RedactionFailure[] = [];
+  if (piiDays <= 0) return { ...done, failed };
   const before = new Date(now.getTime() - piiDays * 86_400_000);
   for (;;) {
-    const due = await ordersDueForRedaction(sql, before, PAGE);
+    const due = await ordersDueForRedaction(sql, before, PAGE, failed.map((f) => f.orderId));
     for (const order of due) {
-      await sql.begin(async (tx) => {
-        const identities = identitiesOfRow(order);
-        const svcOrderIds = identities.flatMap((i) => (i.svcOrderId === null ? [] : [i.svcOrderId]));
-        done.events += await redactOrderEvents(tx, { svcOrderIds, clientOrderId: order.client_order_id }, redactEventPayload);
-        done.commands += await redactCommands(tx, order.id, redactCommandRequest);
-        await projectOrdersIn(tx, identities, { redacting: true });
-        await markRedacted(tx, order.id);
-      });
-      done.orders++;
+      try {
+        const counts = await sql.begin(async (tx) => {
+          const identities = identitiesOfRow(order);
+          const svcOrderIds = identities.flatMap((i) => (i.svcOrderId === null ? [] : [i.svcOrderId]));
+          const events = await redactOrderEvents(tx, { svcOrderIds, clientOrderId: order.client_order_id }, redactEventPayload);
+          const commands = await redactCommands(tx, order.id, redactCommandRequest);
+          await projectOrdersIn(tx, identities, { redacting: true });
+          await markRedacted(tx, order.id);
+          return { events, commands };
+        });
+        done.events += counts.events;
+        done.commands += counts.commands;
+        done.orders++;
+      } catch (error) {
+        if (isDatabaseUnavailable(error)) throw error;
+        failed.push({ orderId: order.id, error });
+      }
     }
-    if (due.length < PAGE) return done;
+    if (due.length < PAGE) return { ...done, failed };
   }
 }

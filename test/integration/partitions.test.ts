@@ -298,8 +298,8 @@ describe("the partitioned event log", () => {
     await send({ ...ping, rider_latitude: 12.91, timestamp: at(40) });
     await t.runJobs();
     assert.deepEqual(await personal(), { shown: ["R-5", "Asha Rao", "9800000006"], redacted: false, leaks: true });
-    assert.deepEqual(await redactDue(sql, 30), { orders: 1, events: 1, commands: 0 });
+    assert.deepEqual(await redactDue(sql, 30), { orders: 1, events: 1, commands: 0, failed: [] });
     assert.deepEqual(await personal(), { shown: ["R-5", REDACTED, REDACTED], redacted: true, leaks: false });
-    assert.deepEqual(await redactDue(sql, 30), { orders: 0, events: 0, commands: 0 }, "done");
+    assert.deepEqual(await redactDue(sql, 30), { orders: 0, events: 0, commands: 0, failed: [] }, "done");
   });
 });
