@@ -9,7 +9,7 @@ import type { Tx } from "../db/client.ts";
 import type { awbRequests } from "../db/schema/index.ts";
 import { recordMessage } from "../notify/outbox.ts";
 import { assignAwb, lockAwbOfClientOrder } from "../orders/store.ts";
-import { POLL_KEY_PREFIX, enqueueAutoReplenish } from "./jobs.ts";
+import { enqueueAutoReplenish } from "./jobs.ts";
 import { MAX_POLL_AGE_MS } from "./plan.ts";
 import type { PoolSnapshot } from "./plan.ts";
 
@@ -133,28 +133,6 @@ export async function poolSnapshot(sql: Tx): Promise<PoolSnapshot> {
     availablePool: row?.available_pool ?? 0,
     pendingFresh: row?.pending_fresh ?? 0,
   };
-}
-
-/**
- * Marks failed the fresh requests still pending past the poll give-up window whose poll
- * job is gone (it used up its attempts on an error that is not the provider's, or was
- * removed): nothing will ever poll them again, and GET /v1/awb/pool should say so. One
- * whose poll job still waits or runs is left to it (pollGivesUp ends it on its next
- * PENDING answer; a final answer still stores its numbers). Returns the ids marked.
- */
-export async function failLostFreshRequests(sql: Tx): Promise<number[]> {
-  const error = `no poll job left and still pending after ${MAX_POLL_AGE_MS / 60_000} min; given up`;
-  const rows = await sql<{ id: number }[]>`
-    update awb_requests r
-    set status = 'failed', last_error = ${error}, next_poll_at = null, completed_at = now()
-    where r.mode = 'fresh' and r.status = 'pending'
-      and r.created_at <= now() - ${MAX_POLL_AGE_MS}::int * interval '1 millisecond'
-      and not exists (
-        select 1 from graphile_worker.jobs j
-        where j.key = ${POLL_KEY_PREFIX}::text || r.id::text
-          and (j.locked_at is not null or j.attempts < j.max_attempts))
-    returning r.id::int`;
-  return rows.map((r) => r.id);
 }
 
 /**

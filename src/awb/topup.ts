@@ -11,9 +11,10 @@ import type { ProviderClient } from "../provider/client.ts";
 import type { JobInfo } from "../worker/deps.ts";
 import { ProviderError, describeProviderError } from "../provider/errors.ts";
 import { MAX_AWB_COUNT } from "../provider/schemas.ts";
-import { MAX_RETRY_AFTER_RESCHEDULES, rescheduleReplenish, schedulePoll } from "./jobs.ts";
+import { MAX_RETRY_AFTER_RESCHEDULES, POLL_KEY_PREFIX, rescheduleReplenish, schedulePoll } from "./jobs.ts";
 import type { PollPayload, ReplenishPayload } from "./jobs.ts";
 import {
+  MAX_POLL_AGE_MS,
   MAX_POOL_ROUNDS,
   firstPollDelayMs,
   firstPoolCount,
@@ -23,7 +24,7 @@ import {
   pollGivesUp,
   topUpNeed,
 } from "./plan.ts";
-import { failLostFreshRequests, insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
+import { insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
 import type { AwbRequestRow } from "./pool.ts";
 
 export interface TopUpDeps {
@@ -240,4 +241,26 @@ async function failRequest(sql: Sql | TransactionSql, id: number, error: string)
   await sql`
     update awb_requests set status = 'failed', last_error = ${error}, next_poll_at = null, completed_at = now()
     where id = ${id} and status = 'pending'`;
+}
+
+/**
+ * Marks failed the fresh requests still pending past the poll give-up window whose poll
+ * job is gone (it used up its attempts on an error that is not the provider's, or was
+ * removed): nothing will ever poll them again, and GET /v1/awb/pool should say so. One
+ * whose poll job still waits or runs is left to it (pollGivesUp ends it on its next
+ * PENDING answer; a final answer still stores its numbers). Returns the ids marked.
+ */
+async function failLostFreshRequests(sql: Sql): Promise<number[]> {
+  const error = `no poll job left and still pending after ${MAX_POLL_AGE_MS / 60_000} min; given up`;
+  const rows = await sql<{ id: number }[]>`
+    update awb_requests r
+    set status = 'failed', last_error = ${error}, next_poll_at = null, completed_at = now()
+    where r.mode = 'fresh' and r.status = 'pending'
+      and r.created_at <= now() - ${MAX_POLL_AGE_MS}::int * interval '1 millisecond'
+      and not exists (
+        select 1 from graphile_worker.jobs j
+        where j.key = ${POLL_KEY_PREFIX}::text || r.id::text
+          and (j.locked_at is not null or j.attempts < j.max_attempts))
+    returning r.id::int`;
+  return rows.map((r) => r.id);
 }
