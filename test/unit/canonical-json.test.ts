@@ -35,6 +35,13 @@ function seeded(seed: number): () => number {
   };
 }
 
+/** Does the value hold an object key of one character that JSON writes escaped (a quote, a backslash, a control character)? */
+function hasEscapedOneCharKey(value: unknown): boolean {
+  if (Array.isArray(value)) return value.some(hasEscapedOneCharKey);
+  if (value === null || typeof value !== "object") return false;
+  return Object.entries(value).some(([k, v]) => (k.length === 1 && JSON.stringify(k).length > 3) || hasEscapedOneCharKey(v));
+}
+
 /** JSON values as JSON.parse produces them (no -0, no undefined). */
 const jsonValue = fc.jsonValue({ maxDepth: 5 }).map((v) => JSON.parse(JSON.stringify(v)) as unknown);
 
@@ -84,11 +91,19 @@ describe("canonicalJson", () => {
 
   it("property: the canonical text parses back to a deep-equal value", () => {
     fc.assert(
-      fc.property(jsonValue, (value) => {
+      // Not with a key of one escaped character: V8's JSON.parse (Node 24 and 26) can read
+      // the key `\"` back as `\\` once it has parsed a key `\\` (nodejs/node#63785, open),
+      // whatever produced the text. The escaping itself is checked without JSON.parse below.
+      fc.property(jsonValue.filter((v) => !hasEscapedOneCharKey(v)), (value) => {
         assert.deepEqual(JSON.parse(canonicalJson(value)), value);
       }),
       { numRuns: 500 },
     );
+  });
+
+  it("escapes keys and strings as JSON does: quotes, backslashes, control characters", () => {
+    const value = { '"': "\\", "\\": '"', "\n": "\u0001", 'a"b': 1 };
+    assert.equal(canonicalJson(value), '{"\\n":"\\u0001","\\"":"\\\\","\\\\":"\\"","a\\"b":1}');
   });
 
   it("property: different content gives different text", () => {
