@@ -14,7 +14,7 @@ const FIRST_INSTANT_MS = Date.parse("0001-01-01T00:00:00Z");
 const LAST_INSTANT_MS = Date.parse("9999-12-31T23:59:59.999Z");
 
 /** Is this time (ms since the epoch) one an API field may name? */
-export const isApiInstant = (ms: number) => Number.isFinite(ms) && ms >= FIRST_INSTANT_MS && ms <= LAST_INSTANT_MS;
+const isApiInstant = (ms: number) => Number.isFinite(ms) && ms >= FIRST_INSTANT_MS && ms <= LAST_INSTANT_MS;
 
 /**
  * An instant in a query or body: ISO 8601 with `Z` or an offset, between years 0001 and
