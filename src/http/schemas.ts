@@ -17,6 +17,12 @@ const LAST_INSTANT_MS = Date.parse("9999-12-31T23:59:59.999Z");
 const isApiInstant = (ms: number) => Number.isFinite(ms) && ms >= FIRST_INSTANT_MS && ms <= LAST_INSTANT_MS;
 
 /**
+ * The same, for a time in microseconds since the epoch (a timeline cursor's, exact beyond
+ * 2^53 as a bigint): up to the last microsecond of the last millisecond allowed.
+ */
+export const isApiInstantMicros = (us: bigint) => us >= BigInt(FIRST_INSTANT_MS) * 1000n && us <= BigInt(LAST_INSTANT_MS) * 1000n + 999n;
+
+/**
  * An instant in a query or body: ISO 8601 with `Z` or an offset, between years 0001 and
  * 9999 once in UTC. The format alone lets year 0000 through, and an offset can carry
  * 9999-12-31 past the year's end; PostgreSQL refuses both, so they are a 400 here.

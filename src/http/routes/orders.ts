@@ -17,6 +17,7 @@ import {
   OrderSchema,
   eventJson,
   instantField,
+  isApiInstantMicros,
 } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
@@ -43,9 +44,6 @@ export function refFrom(by: "client" | "svc", params: Record<string, string>, pa
   return { by, id: params[param]! };
 }
 
-/** The microseconds of years 0001 and 9999's ends, as a timeline cursor's instant may name them. */
-const CURSOR_MICROS = { first: -62_135_596_800_000_000n, last: 253_402_300_799_999_999n };
-
 /**
  * A timeline page's cursor: its last event's time in microseconds since the epoch (`m`,
  * as text: exact beyond 2^53) and id. A time outside what the API's instants take is a
@@ -55,7 +53,7 @@ const EventCursor = z.object({
   m: z
     .string()
     .regex(/^-?\d{1,19}$/)
-    .refine((m) => BigInt(m) >= CURSOR_MICROS.first && BigInt(m) <= CURSOR_MICROS.last),
+    .refine((m) => isApiInstantMicros(BigInt(m))),
   i: z.number().int(),
 });
 
