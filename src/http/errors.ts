@@ -5,7 +5,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ZodError } from "zod";
-import { isDatabaseUnavailable } from "../db/client.ts";
+import { databaseBusyReason, isDatabaseUnavailable } from "../db/client.ts";
 import { DomainError } from "../domain/errors.ts";
 import type { DomainErrorKind } from "../domain/errors.ts";
 import type { Logger } from "../logger.ts";
@@ -129,6 +129,10 @@ export function toApiError(err: unknown): ApiError {
   if (err instanceof DomainError) return new ApiError(DOMAIN_CODES[err.kind], err.message, { cause: err });
   if (isDatabaseUnavailable(err)) {
     return new ApiError("database_unavailable", "the database is unavailable; retry later", { cause: err, headers: { "retry-after": "1" } });
+  }
+  const busy = databaseBusyReason(err);
+  if (busy !== null) {
+    return new ApiError("database_unavailable", `the database could not complete the request (${busy}); retry later`, { cause: err, headers: { "retry-after": "1" } });
   }
   if (err instanceof HTTPException) {
     const status = err.status;

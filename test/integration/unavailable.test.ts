@@ -10,7 +10,8 @@ import { createApp } from "../../src/http/app.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createMetrics } from "../../src/metrics.ts";
 import { createIngestor } from "../../src/ingest/batcher.ts";
-import { API_TOKEN, CALLBACK_SECRET } from "../helpers/app.ts";
+import { API_TOKEN, CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
 
 // An app whose database is a port nobody listens on.
 let app: ReturnType<typeof createApp>;
@@ -43,5 +44,72 @@ describe("database unavailable", () => {
     assert.equal(res.status, 503);
     assert.equal((await app.request("/readyz")).status, 503);
     assert.equal((await app.request("/healthz")).status, 200);
+  });
+});
+
+// A statement the database could not complete right now (a deadlock, a lock or statement
+// timeout, a failover to a standby, a full disk): its transaction is rolled back and the
+// same request may succeed when sent again. Real PostgreSQL raises the error, from a
+// trigger that fails the events whose body asks for it.
+describe("a statement the database could not complete", () => {
+  let t: TestApp;
+  before(async () => {
+    t = await createTestApp();
+    await t.database.sql.unsafe(`
+      create function test_raise_sqlstate() returns trigger language plpgsql as $$
+      begin
+        if new.payload ? 'test_sqlstate' then raise exception 'refused for the test' using errcode = new.payload->>'test_sqlstate'; end if;
+        return new;
+      end $$;
+      create trigger test_raise_sqlstate before insert on order_events for each row execute function test_raise_sqlstate();`);
+  });
+  after(async () => t.close());
+
+  const stored = async (clientOrderId: string) => {
+    const [row] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from order_events where client_order_id = ${clientOrderId}`;
+    return row!.n;
+  };
+
+  for (const [sqlstate, named] of [
+    ["40P01", "deadlock"],
+    ["57014", "cancelled statement"],
+    ["55P03", "lock that was not available"],
+    ["25006", "read-only database"],
+    ["53100", "lack of resources"],
+  ] as const) {
+    it(`a callback that meets ${sqlstate} (${named}) gets 503 with Retry-After, and nothing is stored`, async () => {
+      const body = { client_order_id: `BUSY-${sqlstate}`, order_status: "DELIVERED", test_sqlstate: sqlstate };
+      const res = await t.callback(body);
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get("retry-after"), "1");
+      const { error } = (await res.json()) as { error: { code: string; message: string } };
+      assert.equal(error.code, "database_unavailable");
+      assert.match(error.message, new RegExp(`${named}.*SQLSTATE ${sqlstate}`));
+      assert.equal(await stored(body.client_order_id), 0);
+    });
+  }
+
+  it("a batch-mate of a refused callback is stored, and the refused one is stored once sent again", async () => {
+    const refused = { client_order_id: "BUSY-MATE-1", order_status: "DELIVERED", test_sqlstate: "40P01" };
+    const fine = { client_order_id: "BUSY-MATE-2", order_status: "DELIVERED" };
+    const [a, b] = await Promise.all([t.callback(refused), t.callback(fine)]);
+    assert.equal(a.status, 503);
+    assert.equal(b.status, 200);
+    assert.equal(await stored("BUSY-MATE-2"), 1);
+    await t.database.sql`drop trigger test_raise_sqlstate on order_events`;
+    const again = await t.callback(refused);
+    assert.equal(again.status, 200);
+    assert.equal(((await again.json()) as { duplicate: boolean }).duplicate, false);
+    assert.equal(await stored("BUSY-MATE-1"), 1);
+  });
+
+  it("an error that no retry can fix stays a 500 (internal_error), and nothing is stored", async () => {
+    await t.database.sql.unsafe(`create trigger test_raise_sqlstate before insert on order_events for each row execute function test_raise_sqlstate()`);
+    const body = { client_order_id: "BUSY-XX000", order_status: "DELIVERED", test_sqlstate: "XX000" };
+    const res = await t.callback(body);
+    assert.equal(res.status, 500);
+    assert.equal(res.headers.get("retry-after"), null);
+    assert.equal(((await res.json()) as { error: { code: string } }).error.code, "internal_error");
+    assert.equal(await stored(body.client_order_id), 0);
   });
 });
