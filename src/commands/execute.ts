@@ -12,6 +12,7 @@
 import type { Sql, TransactionSql } from "postgres";
 import { z } from "zod";
 import { canonicalStatus } from "../domain/statuses.ts";
+import { scrubSecretText } from "../domain/secrets.ts";
 import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import { ProviderError, cancelRefusalFromError, describeProviderError, existingOrderFromError } from "../provider/errors.ts";
@@ -247,6 +248,25 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
   if (final.type === "failed") log.warn({ attempts, error: final.error }, "command failed");
   else if (final.type === "unconfirmed") log.warn({ attempts, error: final.error }, "placement unconfirmed: the provider may have created the order");
   else log.info({ attempts }, "command succeeded");
+}
+
+/**
+ * The command's job threw on a run graphile-worker will not repeat (an error inside
+ * tracklane, not the provider's answer): rather than stay pending with no job, the command
+ * ends where a person sees it. A place whose sending mark is set may have reached the
+ * provider: `unconfirmed`. Anything else: `failed`, which POST /v1/commands/{id}/retry
+ * can send again once the cause is fixed. False when the command was no longer pending.
+ */
+export async function abandonCommand(deps: Pick<ExecuteDeps, "sql" | "log">, commandId: number, err: unknown, runs: number): Promise<boolean> {
+  const loaded = await commandWithOrder(deps.sql, commandId);
+  if (!loaded || loaded.command.state !== "pending") return false;
+  const { command, order } = loaded;
+  const cause = scrubSecretText(err instanceof Error ? `${err.name}: ${err.message}` : String(err)).slice(0, 500);
+  const error = `gave up after ${runs} runs that failed inside tracklane: ${cause}`;
+  const mayHavePlaced = command.kind === "place" && command.outcome_unknown;
+  await finish(deps.sql, command, order, mayHavePlaced ? { type: "unconfirmed", error: `outcome unknown, not re-sent: ${error}` } : { type: "failed", error });
+  deps.log.error({ err, commandId, kind: command.kind, orderId: order.id, runs }, mayHavePlaced ? "command abandoned: placement unconfirmed" : "command abandoned: failed");
+  return true;
 }
 
 /** command.failed, with the command and its order as the API shows them, in the transaction that fails it. */

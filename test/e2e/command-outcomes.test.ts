@@ -83,3 +83,72 @@ describe("Retry-After", () => {
     }
   });
 });
+
+/**
+ * A command's job that throws on every run (an error inside tracklane, here raised by a
+ * trigger in real PostgreSQL) is retried by graphile-worker until its last attempt; the
+ * command then ends where a person sees it instead of staying pending with no job.
+ */
+describe("a command whose job fails inside tracklane until graphile-worker gives up", () => {
+  const refuseWhen = async (s: Awaited<ReturnType<typeof startStack>>, condition: string) => {
+    await s.t.database.sql.unsafe(`
+      create function test_refuse_command() returns trigger language plpgsql as $$
+      begin raise exception 'refused for the test: the command row cannot change'; end $$;
+      create trigger test_refuse_command before update on commands for each row when (${condition}) execute function test_refuse_command();`);
+  };
+  const commandOf = async (s: Awaited<ReturnType<typeof startStack>>, coid: string) =>
+    (await json<{ items: (Command & { last_error: string | null })[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items[0]!;
+
+  it("a place that never got as far as sending ends failed (nothing at the provider), and a retry places it once the cause is gone", async () => {
+    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    try {
+      await refuseWhen(s, "new.outcome_unknown and not old.outcome_unknown"); // the sending mark
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      await s.t.database.sql`update graphile_worker._private_jobs set max_attempts = 2 where key like 'command:%'`;
+      await s.t.runJobs();
+      assert.equal((await commandOf(s, coid)).state, "pending", "the first run's error is retried");
+      await s.t.database.sql`update graphile_worker._private_jobs set run_at = now() where key like 'command:%'`;
+      await s.t.runJobs();
+
+      const command = await commandOf(s, coid);
+      assert.equal(command.state, "failed");
+      assert.match(command.last_error!, /^gave up after 2 runs that failed inside tracklane: PostgresError: refused for the test/);
+      const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+      assert.equal(order.placement.state, "failed");
+      assert.equal((await s.pair.control.orders(coid)).length, 0, "nothing was sent");
+      const [job] = await s.t.database.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where key like 'command:%'`;
+      assert.equal(job!.n, 0, "the job is done with: the command's state says what happened");
+
+      await s.t.database.sql`drop trigger test_refuse_command on commands`;
+      assert.equal((await s.t.request(`/v1/commands/${command.id}/retry`, { method: "POST" })).status, 202);
+      await settle(s.t, s.pair);
+      assert.equal((await json<Order>(await s.t.request(`/v1/orders/${coid}`))).placement.state, "placed");
+      assert.equal((await s.pair.control.orders(coid)).length, 1);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a place whose last run failed after sending ends unconfirmed: the provider may have the order", async () => {
+    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    try {
+      await refuseWhen(s, "new.state = 'succeeded'"); // recording the provider's answer
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      await s.t.database.sql`update graphile_worker._private_jobs set max_attempts = 1 where key like 'command:%'`;
+      await s.t.runJobs();
+
+      assert.equal((await s.pair.control.orders(coid)).length, 1, "the provider created the order");
+      const command = await commandOf(s, coid);
+      assert.equal(command.state, "failed");
+      assert.match(command.last_error!, /^outcome unknown, not re-sent: gave up after 1 runs/);
+      const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+      assert.equal(order.placement.state, "unconfirmed", "for a person or the provider's callback to settle, never sent again");
+    } finally {
+      await s.close();
+    }
+  });
+});
