@@ -325,7 +325,11 @@ export const FreshAwbAcceptedSchema = z.looseObject({
 });
 export type FreshAwbAccepted = z.output<typeof FreshAwbAcceptedSchema>;
 export const FreshAwbPollSchema = z.looseObject({
-  awb_numbers: z.array(z.string()),
+  /** Absent or null while the batch is still generating: no numbers yet. */
+  awb_numbers: z
+    .array(z.string())
+    .nullish()
+    .transform((numbers) => numbers ?? []),
   status: z.string(),
   retry_flag: z.boolean(),
 });

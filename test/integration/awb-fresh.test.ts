@@ -241,4 +241,34 @@ describe("fresh mode failures", () => {
       await sql`drop table awb_test_fail`;
     }
   });
+
+  it("reads a PENDING answer that leaves awb_numbers out, or null, as no numbers yet, and a finished one without numbers as a failure", async () => {
+    const poll = { method: "GET", path: "/v1/clients/awb/", action: "status", status: 200, times: 1 } as const;
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 6 } })).status, 202);
+    await t.runJobs();
+    const id = (await requests(t)).at(-1)!.id;
+    for (const body of [{ status: "PENDING", retry_flag: true }, { status: "PENDING", retry_flag: true, awb_numbers: null }]) {
+      await pair.control.addFault({ ...poll, body });
+      await makeDue(t);
+      await t.runJobs();
+      const [job] = await pollJobs(t);
+      assert.equal(job?.attempts, 0, `${JSON.stringify(body)} is an answer, not an error to retry`);
+    }
+    let req = (await requests(t)).find((r) => r.id === id)!;
+    assert.deepEqual([req.status, req.polls, req.received], ["pending", 2, 0]);
+    await pair.control.advanceClock(5);
+    await makeDue(t);
+    await t.runJobs();
+    req = (await requests(t)).find((r) => r.id === id)!;
+    assert.deepEqual([req.status, req.polls, req.received, req.added], ["completed", 3, 6, 6]);
+
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 4 } })).status, 202);
+    await t.runJobs();
+    const next = (await requests(t)).at(-1)!.id;
+    await pair.control.addFault({ ...poll, body: { status: "SUCCESS", retry_flag: false, awb_numbers: null } });
+    await makeDue(t);
+    await t.runJobs();
+    const ended = (await requests(t)).find((r) => r.id === next)!;
+    assert.deepEqual([ended.status, ended.last_error], ["failed", "provider finished with status SUCCESS and no numbers"]);
+  });
 });
