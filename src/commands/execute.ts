@@ -12,7 +12,6 @@
 import type { Sql, TransactionSql } from "postgres";
 import { z } from "zod";
 import { canonicalStatus } from "../domain/statuses.ts";
-import { scrubSecretText } from "../domain/secrets.ts";
 import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import { ProviderError, cancelRefusalFromError, describeProviderError, existingOrderFromError } from "../provider/errors.ts";
@@ -261,8 +260,12 @@ export async function abandonCommand(deps: Pick<ExecuteDeps, "sql" | "log">, com
   const loaded = await commandWithOrder(deps.sql, commandId);
   if (!loaded || loaded.command.state !== "pending") return false;
   const { command, order } = loaded;
-  const cause = scrubSecretText(err instanceof Error ? `${err.name}: ${err.message}` : String(err)).slice(0, 500);
-  const error = `gave up after ${runs} runs that failed inside tracklane: ${cause}`;
+  // The error itself goes to the log only: last_error is shown by the API and sent in
+  // command.failed notifications, and an internal error's text can name hosts, tables or
+  // values. Its kind and SQLSTATE say enough to find it there.
+  const code: unknown = err instanceof Error ? (err as { code?: unknown }).code : undefined;
+  const kind = `${err instanceof Error ? err.name : typeof err}${typeof code === "string" ? `, ${code}` : ""}`;
+  const error = `gave up after ${runs} runs that failed inside tracklane (${kind}); the worker's log has the error`;
   const mayHavePlaced = command.kind === "place" && command.outcome_unknown;
   await finish(deps.sql, command, order, mayHavePlaced ? { type: "unconfirmed", error: `outcome unknown, not re-sent: ${error}` } : { type: "failed", error });
   deps.log.error({ err, commandId, kind: command.kind, orderId: order.id, runs }, mayHavePlaced ? "command abandoned: placement unconfirmed" : "command abandoned: failed");

@@ -23,9 +23,14 @@ const commandExecute = defineTask(COMMAND_TASK, payloadSchema, async (payload, {
     // graphile-worker retries a job that throws, with a growing delay, and stops after
     // its last attempt: the command then ends failed or unconfirmed instead of pending.
     if (!job.lastAttempt) throw err;
-    await abandonCommand(execute, payload.command_id, err, job.attempts).catch((cause: unknown) => {
-      throw new AggregateError([err, cause], "the command's last run failed, and so did recording that it ended");
-    });
+    let abandoned: boolean;
+    try {
+      abandoned = await abandonCommand(execute, payload.command_id, err, job.attempts);
+    } catch (cause) {
+      log.error({ err, cause }, "the command's last run failed, and so did recording that it ended; it stays pending");
+      throw err;
+    }
+    if (!abandoned) log.warn({ err }, "the command's last run failed after the command had ended");
   }
 });
 

@@ -222,23 +222,25 @@ const UNAVAILABLE_CODES = new Set([
  * SQLSTATEs of a statement the database could not complete right now, with nothing of it
  * kept: its transaction was rolled back, and the same statement may succeed when sent
  * again. A request that meets one is refused like an outage (503 with Retry-After), not
- * answered 500: a callback's sender retries, and nothing of it was stored.
+ * answered 500: a callback's sender retries, and nothing of it was stored. Left out, as
+ * 500s: what fails the same way on every retry (53400, a configured limit; 25006, a write
+ * sent to the read-only read pool, which is a bug).
  */
 const BUSY_CODES = new Map([
   ["40P01", "a deadlock"],
   ["55P03", "a lock that was not available"],
   ["57014", "a cancelled statement"], // statement_timeout, or pg_cancel_backend
-  ["25006", "a read-only database"], // a failover: the server we reach became a standby
+  ["53000", "a lack of resources"],
+  ["53100", "a full disk"],
+  ["53200", "a lack of memory"],
 ]);
 
 /** Why the database could not complete the statement, when it may on a retry (BUSY_CODES); null otherwise. */
 export function databaseBusyReason(err: unknown): string | null {
   for (let e = err, depth = 0; typeof e === "object" && e !== null && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === "string") {
-      const reason = BUSY_CODES.get(code) ?? (code.startsWith("53") ? "a lack of resources (disk, memory or a limit)" : undefined);
-      if (reason !== undefined) return `${reason} (SQLSTATE ${code})`;
-    }
+    const reason = typeof code === "string" ? BUSY_CODES.get(code) : undefined;
+    if (reason !== undefined) return `${reason} (SQLSTATE ${code as string})`;
     e = (e as { cause?: unknown }).cause;
   }
   return null;

@@ -114,7 +114,8 @@ describe("a command whose job fails inside tracklane until graphile-worker gives
 
       const command = await commandOf(s, coid);
       assert.equal(command.state, "failed");
-      assert.match(command.last_error!, /^gave up after 2 runs that failed inside tracklane: PostgresError: refused for the test/);
+      assert.equal(command.last_error, "gave up after 2 runs that failed inside tracklane (PostgresError, P0001); the worker's log has the error");
+      assert.ok(s.t.logLines.some((l) => l.includes("command abandoned: failed") && l.includes("refused for the test")), "the error itself is logged");
       const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
       assert.equal(order.placement.state, "failed");
       assert.equal((await s.pair.control.orders(coid)).length, 0, "nothing was sent");
@@ -147,6 +148,34 @@ describe("a command whose job fails inside tracklane until graphile-worker gives
       assert.match(command.last_error!, /^outcome unknown, not re-sent: gave up after 1 runs/);
       const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
       assert.equal(order.placement.state, "unconfirmed", "for a person or the provider's callback to settle, never sent again");
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("an edit whose last run failed ends failed, and its retry sends it again", async () => {
+    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    try {
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      await settle(s.t, s.pair);
+      await refuseWhen(s, "new.kind = 'edit' and new.state = 'succeeded'");
+      const edit = await s.t.request(`/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 321 } } });
+      assert.equal(edit.status, 202, await edit.clone().text());
+      await s.t.database.sql`update graphile_worker._private_jobs set max_attempts = 1 where key like 'command:%'`;
+      await s.t.runJobs();
+
+      const commands = (await json<{ items: (Command & { last_error: string | null })[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items;
+      const failed = commands.find((c) => c.kind === "edit")!;
+      assert.equal(failed.state, "failed");
+      assert.match(failed.last_error!, /^gave up after 1 runs that failed inside tracklane \(PostgresError, P0001\)/);
+
+      await s.t.database.sql`drop trigger test_refuse_command on commands`;
+      assert.equal((await s.t.request(`/v1/commands/${failed.id}/retry`, { method: "POST" })).status, 202);
+      await settle(s.t, s.pair);
+      const retried = (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items.find((c) => c.id === failed.id)!;
+      assert.equal(retried.state, "succeeded");
     } finally {
       await s.close();
     }

@@ -54,7 +54,7 @@ describe("database unavailable", () => {
 describe("a statement the database could not complete", () => {
   let t: TestApp;
   before(async () => {
-    t = await createTestApp();
+    t = await createTestApp({ INGEST_BATCH_WAIT_MS: "100" }); // callbacks sent together share a batch
     await t.database.sql.unsafe(`
       create function test_raise_sqlstate() returns trigger language plpgsql as $$
       begin
@@ -74,8 +74,8 @@ describe("a statement the database could not complete", () => {
     ["40P01", "deadlock"],
     ["57014", "cancelled statement"],
     ["55P03", "lock that was not available"],
-    ["25006", "read-only database"],
-    ["53100", "lack of resources"],
+    ["53100", "full disk"],
+    ["53200", "lack of memory"],
   ] as const) {
     it(`a callback that meets ${sqlstate} (${named}) gets 503 with Retry-After, and nothing is stored`, async () => {
       const body = { client_order_id: `BUSY-${sqlstate}`, order_status: "DELIVERED", test_sqlstate: sqlstate };
@@ -92,9 +92,12 @@ describe("a statement the database could not complete", () => {
   it("a batch-mate of a refused callback is stored, and the refused one is stored once sent again", async () => {
     const refused = { client_order_id: "BUSY-MATE-1", order_status: "DELIVERED", test_sqlstate: "40P01" };
     const fine = { client_order_id: "BUSY-MATE-2", order_status: "DELIVERED" };
+    const split = () => t.logLines.filter((l) => l.includes("retrying events one by one")).length;
+    const splitBefore = split();
     const [a, b] = await Promise.all([t.callback(refused), t.callback(fine)]);
     assert.equal(a.status, 503);
     assert.equal(b.status, 200);
+    assert.equal(split(), splitBefore + 1, "the two shared a batch, which failed and was retried one by one");
     assert.equal(await stored("BUSY-MATE-2"), 1);
     await t.database.sql`drop trigger test_raise_sqlstate on order_events`;
     const again = await t.callback(refused);
@@ -103,13 +106,15 @@ describe("a statement the database could not complete", () => {
     assert.equal(await stored("BUSY-MATE-1"), 1);
   });
 
-  it("an error that no retry can fix stays a 500 (internal_error), and nothing is stored", async () => {
-    await t.database.sql.unsafe(`create trigger test_raise_sqlstate before insert on order_events for each row execute function test_raise_sqlstate()`);
-    const body = { client_order_id: "BUSY-XX000", order_status: "DELIVERED", test_sqlstate: "XX000" };
-    const res = await t.callback(body);
-    assert.equal(res.status, 500);
-    assert.equal(res.headers.get("retry-after"), null);
-    assert.equal(((await res.json()) as { error: { code: string } }).error.code, "internal_error");
-    assert.equal(await stored(body.client_order_id), 0);
-  });
+  for (const sqlstate of ["XX000", "53400", "25006"]) {
+    it(`an error that no retry can fix (${sqlstate}) stays a 500 (internal_error), and nothing is stored`, async () => {
+      await t.database.sql.unsafe(`create or replace trigger test_raise_sqlstate before insert on order_events for each row execute function test_raise_sqlstate()`);
+      const body = { client_order_id: `BUSY-${sqlstate}`, order_status: "DELIVERED", test_sqlstate: sqlstate };
+      const res = await t.callback(body);
+      assert.equal(res.status, 500);
+      assert.equal(res.headers.get("retry-after"), null);
+      assert.equal(((await res.json()) as { error: { code: string } }).error.code, "internal_error");
+      assert.equal(await stored(body.client_order_id), 0);
+    });
+  }
 });
