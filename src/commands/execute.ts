@@ -28,7 +28,7 @@ import { recordMessage } from "../notify/outbox.ts";
 import { orderJson } from "../orders/json.ts";
 import { findOrderById } from "../orders/read.ts";
 import { commandJson } from "./json.ts";
-import { commandById, commandWithOrder, earlierPending, enqueueCommand, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
+import { commandById, commandWithOrder, earlierPending, enqueueCommand, lockStranded, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
 import type { CommandRow } from "./store.ts";
 
 export interface ExecuteDeps {
@@ -250,11 +250,20 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
 }
 
 /**
+ * How a command that nothing will run again ends, where a person sees it. A place whose
+ * sending mark is set may have reached the provider: `unconfirmed`. Anything else:
+ * `failed`, which POST /v1/commands/{id}/retry can send again once the cause is fixed.
+ */
+function abandoned(command: CommandRow, why: string): Outcome {
+  return command.kind === "place" && command.outcome_unknown
+    ? { type: "unconfirmed", error: `outcome unknown, not re-sent: ${why}` }
+    : { type: "failed", error: why };
+}
+
+/**
  * The command's job threw on a run graphile-worker will not repeat (an error inside
- * tracklane, not the provider's answer): rather than stay pending with no job, the command
- * ends where a person sees it. A place whose sending mark is set may have reached the
- * provider: `unconfirmed`. Anything else: `failed`, which POST /v1/commands/{id}/retry
- * can send again once the cause is fixed. False when the command was no longer pending.
+ * tracklane, not the provider's answer): rather than stay pending with no job, the
+ * command ends (`abandoned`). False when it was no longer pending.
  */
 export async function abandonCommand(deps: Pick<ExecuteDeps, "sql" | "log">, commandId: number, err: unknown, runs: number): Promise<boolean> {
   const loaded = await commandWithOrder(deps.sql, commandId);
@@ -265,11 +274,38 @@ export async function abandonCommand(deps: Pick<ExecuteDeps, "sql" | "log">, com
   // values. Its kind and SQLSTATE say enough to find it there.
   const code: unknown = err instanceof Error ? (err as { code?: unknown }).code : undefined;
   const kind = `${err instanceof Error ? err.name : typeof err}${typeof code === "string" ? `, ${code}` : ""}`;
-  const error = `gave up after ${runs} runs that failed inside tracklane (${kind}); the worker's log has the error`;
-  const mayHavePlaced = command.kind === "place" && command.outcome_unknown;
-  await finish(deps.sql, command, order, mayHavePlaced ? { type: "unconfirmed", error: `outcome unknown, not re-sent: ${error}` } : { type: "failed", error });
-  deps.log.error({ err, commandId, kind: command.kind, orderId: order.id, runs }, mayHavePlaced ? "command abandoned: placement unconfirmed" : "command abandoned: failed");
+  const outcome = abandoned(command, `gave up after ${runs} runs that failed inside tracklane (${kind}); the worker's log has the error`);
+  await finish(deps.sql, command, order, outcome);
+  deps.log.error({ err, commandId, kind: command.kind, orderId: order.id, runs }, `command abandoned: ${outcome.type}`);
   return true;
+}
+
+/** Pending commands left unchanged this long, with no job to run them, are stranded. */
+export const STRANDED_GRACE_S = 300;
+const STRANDED_BATCH = 100;
+
+/**
+ * Ends the pending commands that nothing will run again (lockStranded): the last attempt
+ * of their job failed and so did recording their end, a worker died during that attempt,
+ * or the job was removed. Each ends as `abandoned` says, in one transaction per batch.
+ * How many ended.
+ */
+export async function abandonStranded(deps: Pick<ExecuteDeps, "sql" | "log">, graceS = STRANDED_GRACE_S): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const ended = await deps.sql.begin(async (tx) => {
+      const ids = await lockStranded(tx, graceS, STRANDED_BATCH);
+      for (const id of ids) {
+        const { command, order } = (await commandWithOrder(tx, id))!;
+        const outcome = abandoned(command, "gave up: its job ended, or was removed, with the command still pending (the worker's log may say why)");
+        await finishIn(tx, command, order, outcome);
+        deps.log.warn({ commandId: id, kind: command.kind, orderId: order.id, outcome: outcome.type }, "stranded command ended");
+      }
+      return ids.length;
+    });
+    total += ended;
+    if (ended < STRANDED_BATCH) return total;
+  }
 }
 
 /** command.failed, with the command and its order as the API shows them, in the transaction that fails it. */
@@ -285,31 +321,33 @@ async function notifyFailed(tx: TransactionSql, commandId: number): Promise<void
 }
 
 async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<void> {
-  await sql.begin(async (tx) => {
-    if (outcome.type === "succeeded") {
-      await recordSucceeded(tx, command.id, command.attempts, outcome.response);
-      if (command.kind === "place") {
-        const placed = placedData.parse(outcome.response).data;
-        await recordAccepted(tx, order.id, placed.svc_order_id, placed.track_url ?? null);
-        await appendTracklaneEvent(
-          tx,
-          { client_order_id: order.client_order_id, svc_order_id: placed.svc_order_id, track_url: placed.track_url ?? null, tracklane: "accepted by the provider", command_id: command.id },
-          new Date(),
-        );
-      }
-    } else if (outcome.type === "failed" || outcome.type === "unconfirmed") {
-      // Evidence may have arrived while this attempt was out: the provider's callback named
-      // the order with its id. Then the provider has it, whatever this attempt's answer.
-      const named = command.kind === "place" ? (await lockOrder(tx, order.id))?.svc_order_id ?? null : null;
-      if (named !== null) {
-        const message = `the provider's event named the order (this attempt: ${outcome.error})`;
-        await recordSucceeded(tx, command.id, command.attempts, { message, data: { svc_order_id: named } });
-        await recordPlaced(tx, order.id);
-        return;
-      }
-      await recordFailed(tx, command.id, command.attempts, outcome.error, command.outcome_unknown);
-      if (command.kind === "place") await recordPlacementEnded(tx, order.id, outcome.type, outcome.error);
-      if (outcome.type === "failed") await notifyFailed(tx, command.id);
+  await sql.begin((tx) => finishIn(tx, command, order, outcome));
+}
+
+async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<void> {
+  if (outcome.type === "succeeded") {
+    await recordSucceeded(tx, command.id, command.attempts, outcome.response);
+    if (command.kind === "place") {
+      const placed = placedData.parse(outcome.response).data;
+      await recordAccepted(tx, order.id, placed.svc_order_id, placed.track_url ?? null);
+      await appendTracklaneEvent(
+        tx,
+        { client_order_id: order.client_order_id, svc_order_id: placed.svc_order_id, track_url: placed.track_url ?? null, tracklane: "accepted by the provider", command_id: command.id },
+        new Date(),
+      );
     }
-  });
+  } else if (outcome.type === "failed" || outcome.type === "unconfirmed") {
+    // Evidence may have arrived while this attempt was out: the provider's callback named
+    // the order with its id. Then the provider has it, whatever this attempt's answer.
+    const named = command.kind === "place" ? (await lockOrder(tx, order.id))?.svc_order_id ?? null : null;
+    if (named !== null) {
+      const message = `the provider's event named the order (this attempt: ${outcome.error})`;
+      await recordSucceeded(tx, command.id, command.attempts, { message, data: { svc_order_id: named } });
+      await recordPlaced(tx, order.id);
+      return;
+    }
+    await recordFailed(tx, command.id, command.attempts, outcome.error, command.outcome_unknown);
+    if (command.kind === "place") await recordPlacementEnded(tx, order.id, outcome.type, outcome.error);
+    if (outcome.type === "failed") await notifyFailed(tx, command.id);
+  }
 }

@@ -72,6 +72,26 @@ export async function earlierPending(
   };
 }
 
+/**
+ * Pending commands that nothing will run again, locked (skipping any another transaction
+ * holds): their job is gone, or out of attempts and not running. Left so when the last
+ * attempt failed and recording the command's end failed too (the database down at that
+ * moment), when a worker died during the last attempt (its job unlocked with no attempt
+ * left), or when someone removed the job. Only commands unchanged for `graceS` seconds.
+ * Served by commands_pending_idx, and the jobs' unique key.
+ */
+export async function lockStranded(tx: Tx, graceS: number, limit: number): Promise<number[]> {
+  const rows = await tx<{ id: number }[]>`
+    select c.id from commands c
+    left join graphile_worker.jobs j on j.key = 'command:' || c.id -- jobKey
+    where c.state = 'pending' and c.updated_at < now() - ${graceS}::int * interval '1 second'
+      and (j.id is null or (j.attempts >= j.max_attempts and j.locked_at is null))
+    order by c.id
+    limit ${limit}
+    for update of c skip locked`;
+  return rows.map((r) => r.id);
+}
+
 /** A new pending command and its job. */
 export async function insertCommand(tx: TransactionSql, orderId: number, kind: CommandKind, request: JsonObject): Promise<number> {
   const [row] = await tx<{ id: number }[]>`

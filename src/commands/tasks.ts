@@ -1,6 +1,6 @@
-/** The commands' worker task; the work itself is in execute.ts. */
+/** The commands' worker tasks and cron line; the work itself is in execute.ts. */
 import { z } from "zod";
-import { abandonCommand, executeCommand } from "./execute.ts";
+import { abandonCommand, abandonStranded, executeCommand } from "./execute.ts";
 import { COMMAND_TASK } from "./store.ts";
 import { defineTask } from "../worker/define-task.ts";
 import type { TaskDefinition } from "../worker/define-task.ts";
@@ -34,4 +34,18 @@ const commandExecute = defineTask(COMMAND_TASK, payloadSchema, async (payload, {
   }
 });
 
-export const commandTasks: readonly TaskDefinition[] = [commandExecute];
+const SWEEP_TASK = "command__sweep";
+
+/**
+ * Every five minutes, one run across all workers, never two at once, at most one attempt
+ * (the next tick is the retry): as the reconciliation's cron line.
+ */
+export const COMMANDS_CRONTAB = `*/5 * * * * ${SWEEP_TASK} ?id=command_sweep&jobKey=command_sweep&queue=command-sweep&max=1`;
+
+/** Ends the pending commands that no job will run again (abandonStranded). The payload is not read. */
+const commandSweep = defineTask(SWEEP_TASK, z.unknown(), async (_payload, { deps, log }) => {
+  const ended = await abandonStranded({ sql: deps.sql, log });
+  if (ended > 0) log.warn({ ended }, "ended stranded commands");
+});
+
+export const commandTasks: readonly TaskDefinition[] = [commandExecute, commandSweep];

@@ -4,7 +4,7 @@
  */
 import { AWB_CRONTAB } from "../awb/jobs.ts";
 import { awbTasks } from "../awb/tasks.ts";
-import { commandTasks } from "../commands/tasks.ts";
+import { COMMANDS_CRONTAB, commandTasks } from "../commands/tasks.ts";
 import { PARTITIONS_CRONTAB, eventTasks } from "../events/tasks.ts";
 import { DRAIN_CRONTAB } from "../projection/queue.ts";
 import { projectionTasks } from "../projection/tasks.ts";
@@ -15,4 +15,4 @@ import type { TaskDefinition } from "./define-task.ts";
 
 export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks, ...notifyTasks, ...retentionTasks, ...eventTasks];
 
-export const CRONTAB: readonly string[] = [AWB_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB, NOTIFY_CRONTAB, RETENTION_CRONTAB, PARTITIONS_CRONTAB];
+export const CRONTAB: readonly string[] = [AWB_CRONTAB, COMMANDS_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB, NOTIFY_CRONTAB, RETENTION_CRONTAB, PARTITIONS_CRONTAB];

@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { abandonStranded } from "../../src/commands/execute.ts";
 import { placeOrderBody } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Command, Order } from "../helpers/api.ts";
@@ -176,6 +177,54 @@ describe("a command whose job fails inside tracklane until graphile-worker gives
       await settle(s.t, s.pair);
       const retried = (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items.find((c) => c.id === failed.id)!;
       assert.equal(retried.state, "succeeded");
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("the sweep ends pending commands that no job will run again: unconfirmed for a place that may have been sent, failed otherwise", async () => {
+    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    try {
+      const accept = async () => {
+        const body = placeOrderBody();
+        assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+        const coid = body.order_details.client_order_id;
+        return { coid, id: (await commandOf(s, coid)).id };
+      };
+      const sentThenKilled = await accept(); // marked as sending; the worker died in its last attempt
+      const jobRemoved = await accept(); // never sent; someone removed its job
+      const waiting = await accept(); // its job waits for a retry: left alone
+      const justNow = await accept(); // out of attempts, but changed a moment ago: left alone
+      const key = (id: string | number) => `command:${id}`;
+      await s.t.database.sql`update commands set outcome_unknown = true where id = ${sentThenKilled.id}`;
+      await s.t.database.sql`update graphile_worker._private_jobs set attempts = max_attempts where key in (${key(sentThenKilled.id)}, ${key(justNow.id)})`;
+      await s.t.database.sql`delete from graphile_worker._private_jobs where key = ${key(jobRemoved.id)}`;
+      await s.t.database.sql`update graphile_worker._private_jobs set run_at = now() + interval '1 hour' where key = ${key(waiting.id)}`;
+      await s.t.database.sql`
+        update commands set updated_at = now() - interval '6 minutes' where id in (${sentThenKilled.id}, ${jobRemoved.id}, ${waiting.id})`;
+
+      assert.equal(await abandonStranded({ sql: s.t.database.sql, log: s.t.log }), 2);
+      const placement = async (coid: string) => (await json<Order>(await s.t.request(`/v1/orders/${coid}`))).placement.state;
+      const killed = await commandOf(s, sentThenKilled.coid);
+      assert.equal(killed.state, "failed");
+      assert.match(killed.last_error!, /^outcome unknown, not re-sent: gave up: its job ended, or was removed, with the command still pending/);
+      assert.equal(await placement(sentThenKilled.coid), "unconfirmed", "the provider may have it: a person settles it");
+      const removed = await commandOf(s, jobRemoved.coid);
+      assert.equal(removed.state, "failed");
+      assert.match(removed.last_error!, /^gave up: its job ended, or was removed/);
+      assert.equal(await placement(jobRemoved.coid), "failed");
+      for (const left of [waiting, justNow]) {
+        assert.equal((await commandOf(s, left.coid)).state, "pending");
+        assert.equal(await placement(left.coid), "pending");
+      }
+      assert.equal(await abandonStranded({ sql: s.t.database.sql, log: s.t.log }), 0, "nothing more to end");
+
+      // The failed one is sent again by a retry; nothing was sent for either before.
+      assert.equal((await s.pair.control.orders(jobRemoved.coid)).length, 0);
+      assert.equal((await s.t.request(`/v1/commands/${removed.id}/retry`, { method: "POST" })).status, 202);
+      await s.t.runJobs();
+      assert.equal(await placement(jobRemoved.coid), "placed");
+      assert.equal((await s.pair.control.orders(sentThenKilled.coid)).length, 0, "the unconfirmed one was not sent again");
     } finally {
       await s.close();
     }

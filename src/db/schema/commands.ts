@@ -44,6 +44,8 @@ export const commands = pgTable(
     // Serves retention: finished commands by age. Place commands stay (their request's hash
     // is how a repeated place is recognised), so they are not in it.
     index("commands_finished_idx").on(t.completed_at).where(sql`${t.state} <> 'pending' and ${t.kind} <> 'place'`),
+    // Serves the sweep of stranded commands (pending with no job left): few rows.
+    index("commands_pending_idx").on(t.id).where(sql`${t.state} = 'pending'`),
     check("commands_kind", sql`${t.kind} in ('place', 'edit', 'cancel', 'dispatch_ready', 'stop_reattempt', 'confirm_placement')`),
     check("commands_state", sql`${t.state} in ('pending', 'succeeded', 'failed')`),
   ],
