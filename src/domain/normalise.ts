@@ -293,9 +293,12 @@ function nested(body: JsonObject | null, key: string): JsonObject | null {
 /**
  * When the event happened. In order: a generic time field; the step time of the event's
  * status, at the top level, then inside `order_details` (the shape of the provider's
- * order-status answer); then any top-level step time; else the time received. Only the
- * matching step is read from `order_details`: that object holds every step's time so
- * far, and any other one would date this state by an earlier step.
+ * order-status answer); then the latest of the top-level step times; else the time
+ * received. Only the matching step is read from `order_details`: that object holds every
+ * step's time so far, and any other one would date this state by an earlier step. For the
+ * same reason the top level's fallback is its latest step: a CANCELLED body carrying
+ * `allot_time` and `arrival_time` but no `cancel_time` happened after both, not at the
+ * allotment.
  */
 function eventTime(body: JsonObject, providerStatus: string | null, receivedAt: Date, timeZone: string): Date {
   for (const f of TIME_FIELDS) {
@@ -308,11 +311,12 @@ function eventTime(body: JsonObject, providerStatus: string | null, receivedAt: 
     const t = parseTime(body[stepField], timeZone) ?? parseTime(nested(body, "order_details")?.[stepField], timeZone);
     if (t) return t;
   }
+  let latest: Date | null = null;
   for (const f of STEP_TIME_FIELDS) {
     const t = parseTime(body[f], timeZone);
-    if (t) return t;
+    if (t && (latest === null || t > latest)) latest = t;
   }
-  return receivedAt;
+  return latest ?? receivedAt;
 }
 
 export const LATITUDE_FIELDS = ["rider_latitude", "latitude"] as const;

@@ -352,6 +352,15 @@ describe("normalise: event time", () => {
     assert.equal(iso(ok({ coid: "C", status: "ALLOTTED", allot_time: B, time: A })), "2025-03-04T05:06:07.000Z");
   });
 
+  it("without its own step time, a status is dated by the latest step time the body carries, not the first", () => {
+    const at = (h: number) => `2026-01-01 ${String(h).padStart(2, "0")}:00:00`;
+    // Cancelled after allotment and arrival, with no cancel_time: not dated at the allotment.
+    assert.equal(iso(ok({ coid: "C", status: "CANCELLED", allot_time: at(10), arrival_time: at(11) })), "2026-01-01T11:00:00.000Z");
+    assert.equal(iso(ok({ coid: "C", status: "RTS_INITIATED", dispatch_time: at(12), allot_time: at(9), arrival_time: at(10) })), "2026-01-01T12:00:00.000Z");
+    // An unreadable one is passed over.
+    assert.equal(iso(ok({ coid: "C", status: "CANCELLED", allot_time: at(10), arrival_time: "later" })), "2026-01-01T10:00:00.000Z");
+  });
+
   it("an unparseable matching step time falls back to the other step times", () => {
     assert.equal(iso(ok({ coid: "C", status: "DELIVERED", delivery_time: "n/a", arrival_time: A })), "2025-03-04T05:06:07.000Z");
   });
