@@ -168,9 +168,12 @@ type Identity =
  * - beside both: ignored for identity (it stays in the payload);
  * - alone: the provider's id, as it always was read, flagged as `ambiguousId` so the
  *   ingest can store it as the client id of a known order instead.
- * An id present only in an unusable form (an object, a float) is an error naming its
- * field when nothing else fills its role; a used id longer than MAX_ID_LENGTH is an
- * error too. `order_id` counts towards the provider id's role for that, as it always did.
+ * An id in an unusable form (an object, a fraction, an integer beyond 2^53 that JSON.parse
+ * has already rounded, or text longer than MAX_ID_LENGTH) is passed over when the other
+ * role's id is usable: the event is stored under that one, and the field stays in the
+ * payload. (Refusing it would lose the event: the real provider does not retry.) With no
+ * usable id at all, the error names the unusable fields. `order_id` counts towards the
+ * provider id's role for that, as it always did.
  */
 function identify(body: JsonObject): Identity {
   const svc = readIdField(body, SVC_ID_FIELDS);
@@ -190,22 +193,24 @@ function identify(body: JsonObject): Identity {
       if (o.value !== svcId.value) clientId = o;
     }
   }
-  const messages: string[] = [];
-  const check = (id: IdField | null, bad: string | null) => {
-    if (id !== null) {
-      if (id.value.length > MAX_ID_LENGTH) messages.push(`${id.field} is longer than ${MAX_ID_LENGTH} characters`);
-    } else if (bad !== null) {
-      messages.push(`${bad} must be a string or a non-negative integer`);
-    }
-  };
-  check(svcId, svc.bad ?? order.bad);
-  check(clientId, client.bad);
-  if (messages.length > 0) return { ok: false, message: messages.join("; ") };
+  const usable = (id: IdField | null) => (id !== null && id.value.length <= MAX_ID_LENGTH ? id : null);
+  const svcUsable = usable(svcId);
+  const clientUsable = usable(clientId);
+  if (svcUsable === null && clientUsable === null) {
+    const messages: string[] = [];
+    const check = (id: IdField | null, bad: string | null) => {
+      if (id !== null) messages.push(`${id.field} is longer than ${MAX_ID_LENGTH} characters`);
+      else if (bad !== null) messages.push(`${bad} must be a string or a non-negative integer`);
+    };
+    check(svcId, svc.bad ?? order.bad);
+    check(clientId, client.bad);
+    if (messages.length > 0) return { ok: false, message: messages.join("; ") };
+  }
   return {
     ok: true,
-    svcOrderId: svcId?.value ?? null,
-    clientOrderId: clientId?.value ?? null,
-    ambiguousId: ambiguous ? svcId!.value : null,
+    svcOrderId: svcUsable?.value ?? null,
+    clientOrderId: clientUsable?.value ?? null,
+    ambiguousId: ambiguous && svcUsable !== null ? svcUsable.value : null,
   };
 }
 

@@ -103,13 +103,13 @@ describe("normalise: order identifiers", () => {
   ];
   for (const field of ID_FIELD_NAMES) {
     for (const [what, value] of WRONG) {
-      it(`${field} as ${what} is rejected, naming ${field}`, () => {
-        const other = field.includes("client") || field === "coid" ? { svc_order_id: "S1" } : { client_order_id: "C1" };
-        for (const body of [{ [field]: value }, { ...other, [field]: value }]) {
-          const r = rejected(body);
-          assert.equal(r.reason, "missing_order_id");
-          assert.equal(r.message, `${field} must be a string or a non-negative integer`);
-        }
+      it(`${field} as ${what} alone is rejected, naming ${field}; beside a usable id of the other role it is passed over`, () => {
+        const r = rejected({ [field]: value });
+        assert.equal(r.reason, "missing_order_id");
+        assert.equal(r.message, `${field} must be a string or a non-negative integer`);
+        const clientRole = field.includes("client") || field === "coid";
+        const e = ok({ ...(clientRole ? { svc_order_id: "S1" } : { client_order_id: "C1" }), [field]: value, status: "DELIVERED" });
+        assert.deepEqual([e.svcOrderId, e.clientOrderId], clientRole ? ["S1", null] : [null, "C1"]);
       });
     }
   }
@@ -125,6 +125,9 @@ describe("normalise: order identifiers", () => {
     }
     // Length is measured after trimming.
     assert.equal(ok({ coid: ` ${"y".repeat(128)} ` }).clientOrderId, "y".repeat(128));
+    // Beside a usable id of the other role, a long one is passed over.
+    const e = ok({ svc_order_id: "x".repeat(129), coid: "C1" });
+    assert.deepEqual([e.svcOrderId, e.clientOrderId], [null, "C1"]);
   });
 
   it("both ids bad: the message names both fields", () => {
@@ -714,22 +717,24 @@ describe("normalise: order_id beside the explicit ids", () => {
     }
   });
 
-  it("an unusable order_id: an error when nothing else names the provider's id, ignored when something does", () => {
-    assert.equal(rejected({ coid: "C", order_id: { id: 1 } }).message, "order_id must be a string or a non-negative integer");
+  it("an unusable order_id: an error when nothing else names the order, passed over when something does", () => {
+    assert.equal(rejected({ order_id: { id: 1 } }).message, "order_id must be a string or a non-negative integer");
+    assert.deepEqual(ids({ coid: "C", order_id: { id: 1 } }), { svc: null, client: "C", ambiguous: null });
     assert.deepEqual(ids({ svc_order_id: "S", order_id: { id: 1 } }), { svc: "S", client: null, ambiguous: null });
     assert.deepEqual(ids({ svc_order_id: "S", coid: "C", order_id: 1.5 }), { svc: "S", client: "C", ambiguous: null });
   });
 
-  it("an unusable explicit id is named even when order_id would fill its role only by equalling the other id", () => {
-    assert.equal(rejected({ svc_order_id: {}, coid: "C", order_id: "C" }).message, "svc_order_id must be a string or a non-negative integer");
+  it("an unusable explicit id beside a usable one is passed over, also when order_id equals the other id", () => {
+    assert.deepEqual(ids({ svc_order_id: {}, coid: "C", order_id: "C" }), { svc: null, client: "C", ambiguous: null });
     // An order_id that differs does fill it, as an unusable alias never hides the next one.
     assert.deepEqual(ids({ svc_order_id: {}, coid: "C", order_id: "S" }), { svc: "S", client: "C", ambiguous: null });
   });
 
-  it("a too-long order_id is an error where it is used, and ignored where it is not", () => {
+  it("a too-long order_id is an error when nothing else names the order, and passed over otherwise", () => {
     const long = "x".repeat(MAX_ID_LENGTH + 1);
-    assert.equal(rejected({ sfx_order_id: "S", order_id: long }).message, `order_id is longer than ${MAX_ID_LENGTH} characters`);
-    assert.equal(rejected({ coid: "C", order_id: long }).message, `order_id is longer than ${MAX_ID_LENGTH} characters`);
+    assert.equal(rejected({ order_id: long }).message, `order_id is longer than ${MAX_ID_LENGTH} characters`);
+    assert.deepEqual(ids({ sfx_order_id: "S", order_id: long }), { svc: "S", client: null, ambiguous: null });
+    assert.deepEqual(ids({ coid: "C", order_id: long }), { svc: null, client: "C", ambiguous: null });
     assert.deepEqual(ids({ sfx_order_id: "S", coid: "C", order_id: long }), { svc: "S", client: "C", ambiguous: null });
   });
 });
