@@ -107,13 +107,34 @@ export function createCallbackDispatcher(
     setTimeout(() => void pump(), 0);
   }
 
+  /**
+   * Runs detached from any request (`void pump()`): a throw here would be an unhandled
+   * rejection, which ends the process. So a job that fails inside the emulator is logged
+   * and given up, and the queue goes on.
+   */
   async function pump(): Promise<void> {
-    while (queue.length > 0 && !closed) {
-      const job = queue.shift();
-      if (job) await deliver(job);
+    try {
+      while (queue.length > 0 && !closed) {
+        const job = queue.shift();
+        if (!job) continue;
+        try {
+          await deliver(job);
+        } catch (err) {
+          reportBroken(err, job);
+        }
+      }
+    } finally {
+      running = false;
+      wakeWaiters();
     }
-    running = false;
-    wakeWaiters();
+  }
+
+  function reportBroken(err: unknown, job: Job): void {
+    const fields = { target: redactCallbackUrl(job.url), kind: job.kind, attempt: job.attempt };
+    const message = "callback delivery failed inside the emulator: given up";
+    if (logger) logger.error({ ...fields, err }, message);
+    // Without a logger (library use) it still reaches stderr.
+    else process.emitWarning(`${message} ${JSON.stringify(fields)}: ${err instanceof Error ? err.message : String(err)}`);
   }
 
   async function deliver(job: Job): Promise<void> {

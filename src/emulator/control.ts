@@ -2,9 +2,10 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { markAwbsUsed } from "./awb.ts";
 import { applyBehaviour, BehaviourPatchSchema } from "./behaviour.ts";
+import { MAX_AHEAD_MS } from "./clock.ts";
 import type { Hangs } from "./hang.ts";
 import { orderView } from "./lifecycle.ts";
-import { issuesToErrors, readBody } from "./respond.ts";
+import { failure, issuesToErrors, readBody } from "./respond.ts";
 import { resetState } from "./state.ts";
 import type { EmulatorContext, EmulatorEnv } from "./types.ts";
 
@@ -15,14 +16,19 @@ import type { EmulatorContext, EmulatorEnv } from "./types.ts";
 
 const UrlList = z.object({ urls: z.array(z.url()) });
 const OneUrl = z.object({ url: z.url() });
+/** Beyond it a time could leave Date's range (clock.ts): refused naming the field. */
+const AHEAD_LIMIT = "at most 100 years ahead";
 const Reattempt = z.object({
   /** Seconds from the emulator's now; default 86400 (the next day). */
-  in_seconds: z.number().nonnegative().optional(),
-  /** Absolute time instead (ISO-8601). */
+  in_seconds: z.number().nonnegative().max(MAX_AHEAD_MS / 1000, AHEAD_LIMIT).optional(),
+  /** Absolute time instead (ISO-8601; four-digit years, so always a valid time). */
   at: z.iso.datetime({ offset: true }).optional(),
 });
 const Advance = z
-  .object({ seconds: z.number().nonnegative().optional(), ms: z.number().nonnegative().optional() })
+  .object({
+    seconds: z.number().nonnegative().max(MAX_AHEAD_MS / 1000, AHEAD_LIMIT).optional(),
+    ms: z.number().nonnegative().max(MAX_AHEAD_MS, AHEAD_LIMIT).optional(),
+  })
   .refine((v) => v.seconds !== undefined || v.ms !== undefined, { message: "give seconds or ms" });
 const AwbUsed = z.object({ awb_numbers: z.array(z.string().min(1)).min(1) });
 const Reset = z.object({ seed: z.number().int().optional() });
@@ -105,7 +111,13 @@ export function createControlApp(ctx: EmulatorContext, hangs: Hangs): Hono<Emula
   control.post("/clock/advance", async (c) => {
     const p = await readBody(c, Advance);
     if (!p.ok) return p.response;
-    clock.advance((p.data.seconds ?? 0) * 1000 + (p.data.ms ?? 0));
+    const step = (p.data.seconds ?? 0) * 1000 + (p.data.ms ?? 0);
+    if (clock.offsetMs() + step > MAX_AHEAD_MS) {
+      const why = `would move the clock more than 100 years ahead of real time (offset now ${clock.offsetMs()} ms)`;
+      const fields = (["seconds", "ms"] as const).filter((f) => p.data[f] !== undefined);
+      return failure(c, Object.fromEntries(fields.map((f) => [f, [why]])));
+    }
+    clock.advance(step);
     return c.json({ now: clock.iso(), offset_ms: clock.offsetMs() });
   });
   control.get("/awb", (c) =>

@@ -5,6 +5,7 @@ import type { PlaceOrderBody } from "../provider/schemas.ts";
 import { isTimeZone } from "../domain/time-zones.ts";
 import { CALLBACK_SHAPES, EDIT_ANSWERS, PLACE_ANSWERS } from "./behaviour.ts";
 import type { Behaviour } from "./behaviour.ts";
+import { MAX_AHEAD_MS } from "./clock.ts";
 
 /** Who is calling: one per accepted token or OAuth client (ids never contain secrets). */
 export interface Principal {
@@ -162,7 +163,14 @@ export function appendRequestLog(state: EmulatorState, entry: RequestLogEntry): 
 const SNAPSHOT_VERSION = 1;
 
 const counter = z.number().int().nonnegative();
-const time = z.number().finite();
+/**
+ * Inside Date's range (±8.64e15 ms) by a day, room for a zone's shift (callback_timezone):
+ * a time outside it cannot be written, and would fail every request that writes it. The
+ * emulator makes none (its clock and re-attempts stay within 100 years of now, an absolute
+ * re-attempt time has a four-digit year), so a file holding one is not read.
+ */
+const TIME_LIMIT_MS = 8.64e15 - 86_400_000;
+const time = z.number().min(-TIME_LIMIT_MS).max(TIME_LIMIT_MS);
 
 const BehaviourSchema = z.strictObject({
   accept_duplicate_orders: z.boolean(),
@@ -219,7 +227,7 @@ const EmulatorSnapshotSchema = z.object({
   behaviour: BehaviourSchema,
   /** The start values in force when saved: a restart with other start options uses those instead. */
   startBehaviour: BehaviourSchema,
-  clockOffsetMs: z.number().finite().nonnegative(),
+  clockOffsetMs: z.number().nonnegative().max(MAX_AHEAD_MS),
 });
 /** As written; reading it back through the schema normalises numeric strings in order bodies. */
 export type EmulatorSnapshot = z.input<typeof EmulatorSnapshotSchema>;
