@@ -56,6 +56,15 @@ export interface Winner<T> extends Stamp {
   value: T;
 }
 
+/**
+ * A rider detail's winner, with the rider id its event named: a name, phone or position
+ * is shown only beside that rider's id (project). null: its event named no rider;
+ * undefined: a state stored before this was recorded.
+ */
+export interface RiderWinner<T> extends Winner<T> {
+  rider?: string | null;
+}
+
 export interface StatusWinner extends Stamp {
   status: CanonicalStatus;
   /** The provider's string as sent (`provider_status`). */
@@ -69,9 +78,9 @@ export interface FoldState {
   svcOrderIds: string[];
   clientOrderId: Winner<string> | null;
   riderId: Winner<string> | null;
-  riderName: Winner<string> | null;
-  riderContact: Winner<string> | null;
-  location: Winner<{ latitude: number; longitude: number }> | null;
+  riderName: RiderWinner<string> | null;
+  riderContact: RiderWinner<string> | null;
+  location: RiderWinner<{ latitude: number; longitude: number }> | null;
   trackUrl: Winner<string> | null;
   lastEventAt: number | null;
   eventCount: number;
@@ -175,25 +184,28 @@ export function withShed(log: FoldState, kept: FoldState | null, shed: boolean):
   return { ...mergeStates(log, kept), eventCount: Math.max(kept.eventCount, log.eventCount) };
 }
 
-/** The part of a state one event wins so far: its stamp and value (see foldState). */
+/** The part of a state one event wins so far: its stamp, value and rider (see foldState). */
 interface Best<T> {
   at: number;
   key: string;
   value: T | null;
+  rider: string | null;
 }
 
-const noBest = <T>(): Best<T> => ({ at: 0, key: "", value: null });
+const noBest = <T>(): Best<T> => ({ at: 0, key: "", value: null, rider: null });
 
 /** Takes (at, key, value) into `best` when the value is there and its stamp is later. */
-function offer<T>(best: Best<T>, at: number, key: string, value: T | null): void {
+function offer<T>(best: Best<T>, at: number, key: string, value: T | null, rider: string | null = null): void {
   if (value !== null && (best.value === null || laterParts(at, key, best.at, best.key))) {
     best.at = at;
     best.key = key;
     best.value = value;
+    best.rider = rider;
   }
 }
 
 const won = <T>(b: Best<T>): Winner<T> | null => (b.value === null ? null : { value: b.value, at: b.at, key: b.key });
+const wonByRider = <T>(b: Best<T>): RiderWinner<T> | null => (b.value === null ? null : { value: b.value, at: b.at, key: b.key, rider: b.rider });
 
 /** Has the payload any key? (Most of a full derivation's events come without their payloads.) */
 function hasKeys(payload: JsonObject): boolean {
@@ -243,11 +255,11 @@ export function foldState(input: readonly StoredEvent[]): FoldState {
     if (!hasKeys(e.payload)) continue;
     const d = eventDetails(e.payload);
     offer(riderId, at, key, d.riderId);
-    offer(riderName, at, key, d.riderName);
-    offer(riderContact, at, key, d.riderContact);
+    offer(riderName, at, key, d.riderName, d.riderId);
+    offer(riderContact, at, key, d.riderContact, d.riderId);
     // The pair is made only for an event that wins it.
     if (d.latitude !== null && d.longitude !== null && (location.value === null || laterParts(at, key, location.at, location.key))) {
-      offer(location, at, key, { latitude: d.latitude, longitude: d.longitude });
+      offer(location, at, key, { latitude: d.latitude, longitude: d.longitude }, d.riderId);
     }
     offer(trackUrl, at, key, d.trackUrl);
   }
@@ -257,9 +269,9 @@ export function foldState(input: readonly StoredEvent[]): FoldState {
     svcOrderIds: [...svcIds].sort().slice(0, MAX_SVC_IDS),
     clientOrderId: won(client),
     riderId: won(riderId),
-    riderName: won(riderName),
-    riderContact: won(riderContact),
-    location: won(location),
+    riderName: wonByRider(riderName),
+    riderContact: wonByRider(riderContact),
+    location: wonByRider(location),
     trackUrl: won(trackUrl),
     lastEventAt,
     eventCount: seen.size,
@@ -268,17 +280,31 @@ export function foldState(input: readonly StoredEvent[]): FoldState {
 
 const date = (ms: number | undefined | null) => (ms === undefined || ms === null ? null : new Date(ms));
 
+/**
+ * A rider detail, unless its event named another rider than the latest rider id: one
+ * rider's phone or position is never shown under another's id (a reassigned order shows
+ * the new rider without the old one's details until the new one's arrive).
+ */
+function ofRider<T>(w: RiderWinner<T> | null, riderId: string | null): RiderWinner<T> | null {
+  if (w === null || riderId === null || w.rider === undefined || w.rider === null) return w;
+  return w.rider === riderId ? w : null;
+}
+
 /** What the order row shows of a state. */
 export function project(s: FoldState): Projection {
+  const id = s.riderId?.value ?? null;
+  const name = ofRider(s.riderName, id);
+  const contact = ofRider(s.riderContact, id);
+  const location = ofRider(s.location, id);
   const rider: Rider | null =
-    s.riderId || s.riderName || s.riderContact || s.location
+    id !== null || name || contact || location
       ? {
-          id: s.riderId?.value ?? null,
-          name: s.riderName?.value ?? null,
-          contact: s.riderContact?.value ?? null,
-          latitude: s.location?.value.latitude ?? null,
-          longitude: s.location?.value.longitude ?? null,
-          locationAt: date(s.location?.at),
+          id,
+          name: name?.value ?? null,
+          contact: contact?.value ?? null,
+          latitude: location?.value.latitude ?? null,
+          longitude: location?.value.longitude ?? null,
+          locationAt: date(location?.at),
         }
       : null;
   return {

@@ -5,7 +5,7 @@
  * from the log. Format: see encodeState.
  */
 import { z } from "zod";
-import type { FoldState, Stamp, Winner } from "../domain/projection.ts";
+import type { FoldState, RiderWinner, Stamp, Winner } from "../domain/projection.ts";
 import { CANONICAL_STATUSES } from "../domain/statuses.ts";
 
 const VERSION = 1;
@@ -20,9 +20,9 @@ const stored = z.object({
   i: z.tuple([z.string(), ref]).optional(),
   c: z.tuple([z.string(), ref]).optional(),
   r: z.tuple([z.string(), ref]).optional(),
-  m: z.tuple([z.string(), ref]).optional(),
-  p: z.tuple([z.string(), ref]).optional(),
-  l: z.tuple([z.number(), z.number(), ref]).optional(),
+  m: z.union([z.tuple([z.string(), ref]), z.tuple([z.string(), ref, z.string().nullable()])]).optional(),
+  p: z.union([z.tuple([z.string(), ref]), z.tuple([z.string(), ref, z.string().nullable()])]).optional(),
+  l: z.union([z.tuple([z.number(), z.number(), ref]), z.tuple([z.number(), z.number(), ref, z.string().nullable()])]).optional(),
   u: z.tuple([z.string(), ref]).optional(),
   a: z.array(z.string()).optional(),
 });
@@ -32,16 +32,20 @@ const TEXT_PARTS = [
   ["i", "svcOrderId"],
   ["c", "clientOrderId"],
   ["r", "riderId"],
+  ["u", "trackUrl"],
+] as const;
+/** Rider details: their winning event's rider id follows (null: it named none). */
+const RIDER_PARTS = [
   ["m", "riderName"],
   ["p", "riderContact"],
-  ["u", "trackUrl"],
 ] as const;
 
 /**
  * `{"v":1,"n":count,"t":lastEventAt,"e":[[key,at],…],"s":[status,raw,e],"i":[svc,e],
- * "c":[coid,e],"r":[riderId,e],"m":[riderName,e],"p":[riderContact,e],
- * "l":[latitude,longitude,e],"u":[trackUrl,e],"a":[svc,…]}`: absent parts are null; "a"
- * only with several provider ids. Rewritten with every event, so its size is paid in
+ * "c":[coid,e],"r":[riderId,e],"m":[riderName,e,rider],"p":[riderContact,e,rider],
+ * "l":[latitude,longitude,e,rider],"u":[trackUrl,e],"a":[svc,…]}`: absent parts are null;
+ * "a" only with several provider ids; `rider` (the rider id the detail's event named) is
+ * missing from states stored before it was recorded, which read as undefined. Rewritten with every event, so its size is paid in
  * every update's WAL (about 300 bytes instead of eight 64-character keys).
  */
 export function encodeState(state: FoldState): string {
@@ -61,8 +65,13 @@ export function encodeState(state: FoldState): string {
     const w = state[name];
     if (w) out[short] = [w.value, ref(w)];
   }
+  const tagged = (w: RiderWinner<unknown>, parts: unknown[]) => (w.rider === undefined ? parts : [...parts, w.rider]);
+  for (const [short, name] of RIDER_PARTS) {
+    const w = state[name];
+    if (w) out[short] = tagged(w, [w.value, ref(w)]);
+  }
   if (state.svcOrderIds.length > 1) out.a = state.svcOrderIds;
-  if (state.location) out.l = [state.location.value.latitude, state.location.value.longitude, ref(state.location)];
+  if (state.location) out.l = tagged(state.location, [state.location.value.latitude, state.location.value.longitude, ref(state.location)]);
   return JSON.stringify(out);
 }
 
@@ -81,15 +90,17 @@ export function decodeState(encoded: string | null): FoldState | null {
   if ([s.s?.[2], s.i?.[1], s.c?.[1], s.r?.[1], s.m?.[1], s.p?.[1], s.l?.[2], s.u?.[1]].some((i) => i !== undefined && i >= stamps.length)) return null;
   const at = (i: number) => stamps[i]!;
   const winner = <T>(part: [T, number] | undefined): Winner<T> | null => (part === undefined ? null : { value: part[0], ...at(part[1]) });
+  const riderWinner = (part: [string, number] | [string, number, string | null] | undefined): RiderWinner<string> | null =>
+    part === undefined ? null : { value: part[0], ...at(part[1]), ...(part.length === 3 ? { rider: part[2] } : {}) };
   return {
     status: s.s === undefined ? null : { status: s.s[0], raw: s.s[1], ...at(s.s[2]) },
     svcOrderId: winner(s.i),
     svcOrderIds: s.a ?? (s.i === undefined ? [] : [s.i[0]]),
     clientOrderId: winner(s.c),
     riderId: winner(s.r),
-    riderName: winner(s.m),
-    riderContact: winner(s.p),
-    location: s.l === undefined ? null : { value: { latitude: s.l[0], longitude: s.l[1] }, ...at(s.l[2]) },
+    riderName: riderWinner(s.m),
+    riderContact: riderWinner(s.p),
+    location: s.l === undefined ? null : { value: { latitude: s.l[0], longitude: s.l[1] }, ...at(s.l[2]), ...(s.l.length === 4 ? { rider: s.l[3] } : {}) },
     trackUrl: winner(s.u),
     lastEventAt: s.t,
     eventCount: s.n,

@@ -173,19 +173,23 @@ function modelWinner(items: readonly Item[]): { item: Item; status: string; rank
   return top === 5 ? candidates[candidates.length - 1]! : candidates[0]!;
 }
 
-function latest<T>(items: readonly Item[], pick: (s: Spec) => T | null): { value: T; at: number } | null {
+function latest<T>(items: readonly Item[], pick: (s: Spec) => T | null): { value: T; at: number; rider: string | null } | null {
   const sorted = distinct(items).filter((i) => pick(i.spec) !== null).sort(laterFirst);
   const first = sorted[0];
-  return first ? { value: pick(first.spec)!, at: modelTime(first.spec) } : null;
+  return first ? { value: pick(first.spec)!, at: modelTime(first.spec), rider: text(first.spec.riderId) } : null;
 }
+
+/** A rider detail is shown only when its event named no rider, or the latest rider id. */
+const ofRider = <T extends { rider: string | null }>(detail: T | null, id: string | null): T | null =>
+  detail === null || id === null || detail.rider === null || detail.rider === id ? detail : null;
 
 function modelProjection(items: readonly Item[]): Projection {
   const all = distinct(items);
   const w = modelWinner(all);
   const id = latest(all, (s) => text(s.riderId));
-  const name = latest(all, (s) => text(s.riderName));
-  const contact = latest(all, (s) => text(s.riderContact));
-  const loc = latest(all, modelLocation);
+  const name = ofRider(latest(all, (s) => text(s.riderName)), id?.value ?? null);
+  const contact = ofRider(latest(all, (s) => text(s.riderContact)), id?.value ?? null);
+  const loc = ofRider(latest(all, modelLocation), id?.value ?? null);
   const rider = id || name || contact || loc
     ? {
         id: id?.value ?? null,
@@ -463,14 +467,14 @@ describe("projection: properties of fold", () => {
     );
   });
 
-  it("(h) each rider field comes from the latest event carrying it (ties by dedupe key); location needs both coordinates", () => {
+  it("(h) each rider field comes from the latest event carrying it (ties by dedupe key), unless that event named another rider than the latest rider id; location needs both coordinates", () => {
     fc.assert(
       fc.property(eventSetArb(), (items) => {
         const p = fold(events(items));
         const id = latest(items, (s) => text(s.riderId));
-        const name = latest(items, (s) => text(s.riderName));
-        const contact = latest(items, (s) => text(s.riderContact));
-        const loc = latest(items, modelLocation);
+        const name = ofRider(latest(items, (s) => text(s.riderName)), id?.value ?? null);
+        const contact = ofRider(latest(items, (s) => text(s.riderContact)), id?.value ?? null);
+        const loc = ofRider(latest(items, modelLocation), id?.value ?? null);
         if (!id && !name && !contact && !loc) {
           assert.equal(p.rider, null);
           return;
@@ -576,6 +580,17 @@ describe("projection: states merge (the incremental projection)", () => {
       assert.equal(decodeState(bad), null, bad);
     }
     assert.equal(decodeState(null), null);
+  });
+
+  it("a state stored before rider details carried their rider id still reads, its details shown as before", () => {
+    const old = JSON.stringify({ v: 1, n: 2, t: 2000, e: [["k1", 1000], ["k2", 2000]], r: ["R2", 1], m: ["Asha", 0], p: ["111", 0], l: [12.9, 77.6, 0] });
+    const state = decodeState(old)!;
+    assert.equal(state.riderName!.rider, undefined);
+    assert.deepEqual(project(state).rider, { id: "R2", name: "Asha", contact: "111", latitude: 12.9, longitude: 77.6, locationAt: new Date(1000) });
+    // Merged with a new event naming R2's phone: the new detail carries its rider.
+    const merged = mergeStates(state, foldState([st("k3", "ARRIVED", 3, { rider_id: "R2", rider_contact: "222" })]));
+    assert.equal(merged.riderContact!.rider, "R2");
+    assert.equal(decodeState(encodeState(merged))!.riderContact!.rider, "R2");
   });
 
   it("EMPTY_STATE is the identity of mergeStates", () => {
@@ -759,7 +774,25 @@ describe("projection: examples", () => {
       ev({ dedupeKey: "k3", kind: "location", occurredAt: T(3), payload: { virtual_contact_number: "+91-3", latitude: 100, longitude: 2 } }), // out of range
       st("k4", "COLLECTED", 0, { rider_name: "Old name", latitude: 9, longitude: 9 }), // earlier
     ]);
-    assert.deepEqual(p.rider, { id: "R2", name: "Asha", contact: "+91-3", latitude: 1, longitude: 2, locationAt: T(1) });
+    // Asha's name and position came with R1's id: not shown under R2.
+    assert.deepEqual(p.rider, { id: "R2", name: null, contact: "+91-3", latitude: null, longitude: null, locationAt: null });
+  });
+
+  it("a reassigned order never shows one rider's name, phone or position under another's id", () => {
+    const first = [
+      st("k1", "ALLOTTED", 1, { rider_id: "R1", rider_name: "Asha", rider_contact: "111" }),
+      ev({ dedupeKey: "k2", kind: "location", occurredAt: T(2), providerStatus: null, payload: { rider_id: "R1", rider_latitude: 12.9, rider_longitude: 77.6 } }),
+    ];
+    assert.deepEqual(both(first).rider, { id: "R1", name: "Asha", contact: "111", latitude: 12.9, longitude: 77.6, locationAt: T(2) });
+    const reassigned = [...first, st("k3", "ALLOTTED", 3, { rider_id: "R2", rider_name: "Bala" })];
+    assert.deepEqual(both(reassigned).rider, { id: "R2", name: "Bala", contact: null, latitude: null, longitude: null, locationAt: null });
+    // R2's own position and phone, once they come; a detail whose event named no rider is shown.
+    const later = [
+      ...reassigned,
+      ev({ dedupeKey: "k4", kind: "location", occurredAt: T(4), providerStatus: null, payload: { rider_id: "R2", rider_latitude: 13, rider_longitude: 78 } }),
+      st("k5", "ARRIVED", 5, { rider_contact: "222" }),
+    ];
+    assert.deepEqual(both(later).rider, { id: "R2", name: "Bala", contact: "222", latitude: 13, longitude: 78, locationAt: T(4) });
   });
 
   it("rider ties at the same time: the larger dedupe key wins", () => {
