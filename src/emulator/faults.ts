@@ -13,6 +13,15 @@ import { z } from "zod";
  * Rules are tried in the order added; the first that matches and wins its draw applies.
  */
 
+/**
+ * What Node will write as a header (its own checks, `checkIsHttpToken` and
+ * `checkInvalidHeaderChar`): a rule outside them would be accepted and then fail every
+ * request it matches, so it is refused when added.
+ */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const headerValue = z.string().regex(HEADER_VALUE, { error: "must not contain CR, LF or other control characters" });
+
 const common = {
   probability: z.number().min(0).max(1).default(1),
   /** Apply at most this many times; then the rule stays listed but inert. */
@@ -33,8 +42,19 @@ const RequestFaultSchemas = [
     status: z.number().int().min(200).max(599),
     body: z.unknown().optional(),
     /** Default: text/plain for a string body, else application/json. e.g. text/html for a proxy's 502 page. */
-    content_type: z.string().min(1).optional(),
-    headers: z.record(z.string(), z.string()).optional(),
+    content_type: headerValue.min(1).optional(),
+    headers: z
+      .record(z.string(), headerValue)
+      // Checked here rather than as the key's schema: a bad key there would reach the client
+      // as the union's "Invalid input", naming no field.
+      .superRefine((headers, ctx) => {
+        for (const name of Object.keys(headers)) {
+          if (!HEADER_NAME.test(name)) {
+            ctx.addIssue({ code: "custom", path: [name], message: "a header name is a token: letters, digits and !#$%&'*+-.^_`|~" });
+          }
+        }
+      })
+      .optional(),
     /** Run the real handler first, then replace its answer (e.g. a 500 after the order was created). */
     process: z.boolean().default(false),
   }),

@@ -85,6 +85,37 @@ describe("control endpoints (/__emulator/)", () => {
     assert.equal((await pair.control.get<{ rules: unknown[] }>("/faults")).body.rules.length, 0);
   });
 
+  it("refuses a status fault whose headers or content_type could not be written, naming the field", async () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ headers: { "bad header": "x" } }, "headers"],
+      [{ headers: { "x-note": "a\r\nset-cookie: y" } }, "headers.x-note"],
+      [{ headers: { "x-note": "a\nb" } }, "headers.x-note"],
+      [{ content_type: "text/html\r\nx-injected: 1" }, "content_type"],
+    ];
+    for (const [extra, field] of cases) {
+      const res = await pair.control.send("POST", "/faults", { path: "/api/", action: "status", status: 503, ...extra });
+      assert.equal(res.status, 400, JSON.stringify(extra));
+      const errors = res.body["errors"] as Record<string, unknown>;
+      assert.ok(Object.keys(errors).some((k) => k.startsWith(field)), `${JSON.stringify(extra)}: ${JSON.stringify(errors)}`);
+    }
+    assert.equal((await pair.control.get<{ rules: unknown[] }>("/faults")).body.rules.length, 0);
+
+    // What Node can write is kept, and answered as given.
+    await pair.control.addFault({
+      path: "/api/",
+      action: "status",
+      status: 503,
+      headers: { "Retry-After": "7", "x-note": "caf\u00e9\tok" },
+      content_type: "text/html; charset=utf-8",
+      body: "<h1>busy</h1>",
+    });
+    const res = await fetch(`${pair.url}/api/v2/stores/orders/`, { method: "POST" });
+    assert.equal(res.status, 503);
+    assert.equal(res.headers.get("retry-after"), "7");
+    assert.equal(res.headers.get("content-type"), "text/html; charset=utf-8");
+    assert.equal(await res.text(), "<h1>busy</h1>");
+  });
+
   it("reset forgets orders, logs, faults and the clock offset; keeps callback URLs", async () => {
     await pair.client.placeOrder(placeOrderBody());
     await pair.control.advanceClock(60);
