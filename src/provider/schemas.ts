@@ -310,11 +310,13 @@ export const PoolAwbBodySchema = z.object({ count: awbCount.default(DEFAULT_POOL
 export const PoolAwbResponseSchema = z.looseObject({ message: z.string(), awb_numbers: z.array(z.string()) });
 export type PoolAwbResponse = z.output<typeof PoolAwbResponseSchema>;
 
-/** request_type values are not in the spec; "forward" is the default (PRODUCT.md §3). */
-const AWB_REQUEST_TYPES = ["forward", "reverse"] as const;
+/**
+ * request_type: the spec does not list its values, so any short text is passed on (the
+ * provider judges it); "forward" is the default (PRODUCT.md §3).
+ */
 export const FreshAwbBodySchema = z.object({
   awb_count: awbCount.default(DEFAULT_FRESH_AWB_COUNT),
-  request_type: z.enum(AWB_REQUEST_TYPES).default("forward"),
+  request_type: z.string().trim().min(1, "must not be empty").max(128, "must be at most 128 characters").default("forward"),
 });
 export type FreshAwbBody = z.input<typeof FreshAwbBodySchema>;
 export const FreshAwbAcceptedSchema = z.looseObject({

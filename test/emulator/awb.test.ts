@@ -130,6 +130,11 @@ describe("fresh AWBs (async)", () => {
       assert.ok((tooMany.body["errors"] as Record<string, unknown>)["awb_count"]);
       const max = await rawPost(pair, "/v1/clients/awb/", { awb_count: 100_000 });
       assert.equal(max.status, 200);
+      // request_type's values are not in the spec: any short text is taken, none is refused for its value.
+      assert.equal((await pair.client.requestFreshAwbs({ awb_count: 1, request_type: "exchange" })).status, "PENDING");
+      const empty = await rawPost(pair, "/v1/clients/awb/", { awb_count: 1, request_type: " " });
+      assert.equal(empty.status, 400);
+      assert.ok((empty.body["errors"] as Record<string, unknown>)["request_type"]);
     }));
 
   it("an unknown or someone else's request_id is 404", () =>
