@@ -38,6 +38,12 @@ const TERMINAL_STATUSES: ReadonlySet<string> = new Set([
   STATUS.rtsInitiated,
 ]);
 
+/**
+ * Reaching one of these means the rider has the parcel: the edit window is over
+ * (provider-api.md §8) and steps before pickup (allot, rider arrival) are refused.
+ */
+const PICKED_UP_STATUSES: ReadonlySet<string> = new Set([STATUS.collected, STATUS.doorstep, STATUS.delivered]);
+
 const TIME_FIELD: Record<string, string> = {
   [STATUS.accepted]: "allot_time",
   [STATUS.allotted]: "allot_time",
@@ -72,7 +78,8 @@ export function stepTimeField(status: string): string {
 export const STEP_TIME_FIELDS: readonly string[] = [...new Set(Object.values(TIME_FIELD))];
 
 /**
- * Moves an order to `status` at the emulator's now and, unless `callback` is false, queues
+ * Moves an order to `status` at the emulator's now (a picked-up status sets `pickedUp`, for
+ * good) and, unless `callback` is false, queues
  * the status callback (sent after the API answer) in the shape behaviour.ts selects.
  */
 export function transition(
@@ -86,6 +93,7 @@ export function transition(
   }: { extra?: Record<string, unknown>; location?: Coordinates | null; callback?: boolean } = {},
 ): void {
   const at = ctx.clock.now();
+  if (PICKED_UP_STATUSES.has(status)) order.pickedUp = true;
   order.status = status;
   order.updatedAt = at;
   order.history.push({ status, at });

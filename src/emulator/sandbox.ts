@@ -9,6 +9,10 @@ import { failure, notFound, readBody } from "./respond.ts";
 import type { EmulatorOrder } from "./state.ts";
 import type { EmulatorApp, EmulatorContext, EmulatorEnv, EmulatorMiddleware } from "./types.ts";
 
+function refusePickedUp(c: Context<EmulatorEnv>, order: EmulatorOrder, what: string): Response {
+  return failure(c, { svc_order_id: [`order is already picked up (status ${order.status}): ${what}`] });
+}
+
 /** A row of SANDBOX_ACTIONS: where a step is, and the schema of its body (null: none). */
 interface StepSpec<B extends z.ZodType | null> {
   method: "PUT" | "POST";
@@ -19,7 +23,9 @@ interface StepSpec<B extends z.ZodType | null> {
 /**
  * Staging sandbox (provider-api.md §4.1): moves orders through the lifecycle and sends the
  * callbacks. In production these paths do not exist (404, before auth). Every step is
- * allowed from any status that is not terminal (the spec's "any").
+ * allowed from any status that is not terminal (the spec's "any"), but those before pickup:
+ * allot and rider arrival are refused once the rider has the parcel (`pickedUp`), as they
+ * would move the status backwards (the state table allots placed or allotted orders).
  */
 export function registerSandboxRoutes(app: EmulatorApp, ctx: EmulatorContext): void {
   const { paths, state, clock, requireAuth } = ctx;
@@ -51,6 +57,7 @@ export function registerSandboxRoutes(app: EmulatorApp, ctx: EmulatorContext): v
     const onlyAllot = b.only_allot === 1 || b.only_allot === true;
     // §3: only_allot on an order that already has a rider changes nothing and sends no ACCEPTED.
     if (onlyAllot && order.rider) return c.json({ message: "Rider already allotted" });
+    if (order.pickedUp) return refusePickedUp(c, order, "a rider can no longer be allotted");
     order.rider = riderFor(b.rider_id);
     transition(ctx, order, onlyAllot ? STATUS.accepted : STATUS.allotted);
     return c.json({ message: "Rider allotted successfully" });
@@ -58,12 +65,12 @@ export function registerSandboxRoutes(app: EmulatorApp, ctx: EmulatorContext): v
 
   // Body not in the spec: any JSON object (or none), ignored.
   step(SANDBOX_ACTIONS["rider-arrival"], (c, order) => {
+    if (order.pickedUp) return refusePickedUp(c, order, "the rider can no longer arrive at pickup");
     transition(ctx, order, STATUS.arrived);
     return c.json({ message: "Rider arrival updated successfully", status: order.status });
   });
 
   step(SANDBOX_ACTIONS.collect, (c, order) => {
-    order.pickedUp = true;
     order.virtualContactNumber ??= state.ids.contactNumber();
     transition(ctx, order, STATUS.collected, { extra: { virtual_contact_number: order.virtualContactNumber } });
     return c.json({ message: "Order collected", virtual_contact_number: order.virtualContactNumber });

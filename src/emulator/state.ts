@@ -29,7 +29,7 @@ export interface EmulatorOrder {
   /** The place-order body, with edits applied. */
   body: PlaceOrderBody;
   rider: Rider | null;
-  /** Set by collect and never cleared: edits are refused from then on. */
+  /** Set by collect, doorstep arrival or delivery and never cleared: edits, allot and rider arrival are refused from then on. */
   pickedUp: boolean;
   virtualContactNumber: string | null;
   rtsOrderId: string | null;

@@ -119,6 +119,56 @@ describe("order lifecycle and callbacks (provider-api.md §3)", () => {
     assert.equal(stored.order_details.order_value, 1, "the edit before pickup applied, the one after did not");
   });
 
+  it("doorstep arrival counts as picked up: an edit is refused even without a collect", async () => {
+    const { svc } = await place();
+    await pair.client.allot(svc, { rider_id: 8 });
+    await pair.client.doorstepArrival(svc, { arrival_lat: 12.9, arrival_lng: 77.6 });
+    assert.equal((await pair.control.order(svc))["picked_up"], true);
+    await assert.rejects(pair.client.editOrder({ svc_order_id: svc, order_details: { order_value: 2 } }), (e) => {
+      assert.ok(e instanceof ProviderError);
+      assert.equal(e.status, 400);
+      assert.match(JSON.stringify(e.body), /editable until the rider picks it up/);
+      return true;
+    });
+    const stored = (await pair.control.order(svc))["body"] as { order_details: { order_value: number } };
+    assert.equal(stored.order_details.order_value, 250);
+  });
+
+  it("once picked up, allot and rider arrival are refused: the status never moves back, no callback", async () => {
+    const { coid, svc } = await place();
+    await pair.client.allot(svc, { rider_id: 21 });
+    await pair.client.collect(svc, { status: "COLLECTED" });
+    const refused = (e: unknown) => {
+      assert.ok(e instanceof ProviderError);
+      assert.equal(e.status, 400);
+      assert.equal((e.body as Record<string, unknown>)["message"], "Failure");
+      assert.match(JSON.stringify(e.body), /already picked up/);
+      return true;
+    };
+    await assert.rejects(pair.client.allot(svc, { rider_id: 22 }), refused);
+    await assert.rejects(pair.client.riderArrival(svc), refused);
+    // The state table's row: only_allot on an order that has a rider changes nothing, 200.
+    await pair.client.allot(svc, { rider_id: 22, only_allot: 1 });
+    await pair.client.doorstepArrival(svc, { arrival_lat: 12.9, arrival_lng: 77.6 });
+    await assert.rejects(pair.client.allot(svc, { rider_id: 23 }), refused);
+    await assert.rejects(pair.client.riderArrival(svc), refused);
+    const order = await pair.control.order(svc);
+    assert.equal(order["status"], "ARRIVED_CUSTOMER_DOORSTEP");
+    assert.equal((order["rider"] as Record<string, unknown>)["id"], "21");
+    assert.deepEqual(
+      (await callbacksFor(coid)).map((c) => c["order_status"]),
+      ["ALLOTTED", "COLLECTED", "ARRIVED_CUSTOMER_DOORSTEP"],
+    );
+  });
+
+  it("a collect without an allot is picked up too: only_allot then is refused, not ACCEPTED", async () => {
+    const { coid, svc } = await place();
+    await pair.client.collect(svc, { status: "COLLECTED" });
+    await assert.rejects(pair.client.allot(svc, { rider_id: 5, only_allot: 1 }), (e) => e instanceof ProviderError && e.status === 400);
+    assert.equal(await status(svc), "COLLECTED");
+    assert.deepEqual((await callbacksFor(coid)).map((c) => c["order_status"]), ["COLLECTED"]);
+  });
+
   it("a delivered order is final: sandbox steps and cancel are refused", async () => {
     const { svc } = await place();
     await pair.client.deliver(svc, { status: "DELIVERED" });
