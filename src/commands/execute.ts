@@ -106,6 +106,16 @@ export function alreadyCancelled(err: unknown, svcOrderId: string): { svc_order_
 }
 
 /**
+ * A stop-reattempt refused because no re-attempt is scheduled. After an earlier attempt
+ * that may have reached the provider, that attempt stopped it: the state the command wants
+ * holds (as for a cancel refused as already cancelled). On a first attempt the same
+ * refusal stays a failure: there was nothing to stop.
+ */
+export function noReattemptScheduled(err: unknown): boolean {
+  return err instanceof ProviderError && err.delivery === "refused" && /\bno\b.*\bre-?attempts?\b.*\bscheduled\b/i.test(err.providerMessage);
+}
+
+/**
  * Why a command cannot be sent yet, or null when it can. Every command but a place acts on
  * an order the provider must have: edit, cancel and stop-reattempt name it by the
  * provider's id; dispatch-ready names it by the client's id (provider-api.md §4.2), so it
@@ -182,7 +192,14 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
     case "dispatch_ready":
       return await settle(provider.dispatchReady(order.client_order_id!, DispatchReadyBodySchema.parse(command.request)));
     case "stop_reattempt":
-      return await settle(provider.stopReattempt({ svc_order_id: svc! }));
+      try {
+        return { type: "succeeded", response: await provider.stopReattempt({ svc_order_id: svc! }) };
+      } catch (err) {
+        if (unknownBefore && noReattemptScheduled(err)) {
+          return { type: "succeeded", response: { message: "the re-attempt was already stopped (an earlier attempt's answer was lost)", data: { svc_order_id: svc } } };
+        }
+        return classify(err);
+      }
     default:
       return { type: "failed", error: `unknown command kind ${command.kind}` };
   }

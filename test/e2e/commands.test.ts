@@ -192,6 +192,26 @@ describe("provider faults", () => {
   before(async () => (s = await setup()));
   after(async () => s.close());
 
+  it("a stop-reattempt whose answer was lost succeeds when its retry is told no re-attempt is scheduled; a first attempt told so fails", async () => {
+    const order = await placeAndSettle(s);
+    await s.pair.control.send("POST", `/orders/${order.svc_order_id}/reattempt`, { in_seconds: 3600 });
+    // The provider stops the re-attempt, then the answer is lost (500 after processing).
+    await s.pair.control.addFault({ method: "POST", path: "/api/v2/orders/stop-reattempt/", times: 1, action: "status", status: 500, process: true });
+    assert.equal((await s.t.request(`/v1/orders/${order.client_order_id}/stop-reattempt`, { method: "POST" })).status, 202);
+    await settle(s.t, s.pair);
+    const stopped = (await json<{ items: (Command & { last_error: string | null })[] }>(await s.t.request(`/v1/orders/${order.client_order_id}/commands`))).items.at(-1)!;
+    assert.deepEqual([stopped.kind, stopped.state, stopped.attempts], ["stop_reattempt", "succeeded", 2]);
+    const sent = (await s.pair.control.requests()).filter((r) => r.path.endsWith("/stop-reattempt/"));
+    assert.deepEqual(sent.map((r) => r.status), [500, 400], "the retry was refused: nothing left to stop");
+
+    const plain = await placeAndSettle(s);
+    assert.equal((await s.t.request(`/v1/orders/${plain.client_order_id}/stop-reattempt`, { method: "POST" })).status, 202);
+    await settle(s.t, s.pair);
+    const refused = (await json<{ items: (Command & { last_error: string | null })[] }>(await s.t.request(`/v1/orders/${plain.client_order_id}/commands`))).items.at(-1)!;
+    assert.equal(refused.state, "failed");
+    assert.match(refused.last_error!, /no next-day re-attempt is scheduled/);
+  });
+
   it("transient faults (503, 429 with Retry-After) are retried to success", async () => {
     await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 2, action: "status", status: 503 });
     await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 429, headers: { "retry-after": "1" } });
