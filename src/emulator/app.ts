@@ -83,7 +83,8 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
   const state = restored?.state ?? createState(options.callbackUrls);
   if (restored) clock.advance(restored.extras.clockOffsetMs);
   const faults = createFaults(resolved.seed);
-  const callbacks = createCallbackDispatcher(state, clock, faults, resolved.callbacks, logger);
+  // Read when a delivery fails, long after ctx exists.
+  const callbacks = createCallbackDispatcher(state, clock, faults, resolved.callbacks, logger, () => ctx.behaviour.callback_retries);
   const hangs = createHangs(resolved.maxHangMs);
   const ctx: EmulatorContext = {
     options: resolved,

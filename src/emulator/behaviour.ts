@@ -26,6 +26,8 @@ export interface Behaviour {
   callback_timezone: string | null;
   /** false: GET …/status/ is a route the server does not have (HTML 404). */
   status_endpoint: boolean;
+  /** true: a callback not answered 2xx is sent again (retryDelaysMs). false: dropped after the first attempt, logged. */
+  callback_retries: boolean;
 }
 
 const DEFAULT_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
@@ -35,6 +37,7 @@ const DEFAULT_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
   callback_shape: "spec",
   callback_timezone: null,
   status_endpoint: true,
+  callback_retries: true,
 });
 
 /** What the real provider is reported to do (docs/provider.md). */
@@ -45,6 +48,8 @@ const REALISTIC_BEHAVIOUR: Readonly<Behaviour> = Object.freeze({
   edit_answer: "sfx",
   callback_shape: "nested",
   callback_timezone: "Asia/Kolkata",
+  // PRODUCT.md §10: the real provider is reported not to retry a callback that failed.
+  callback_retries: false,
 });
 
 /**
@@ -63,6 +68,7 @@ export const BehaviourPatchSchema = z.strictObject({
     .nullable()
     .optional(),
   status_endpoint: z.boolean().optional(),
+  callback_retries: z.boolean().optional(),
 });
 export type BehaviourInput = z.input<typeof BehaviourPatchSchema>;
 export type BehaviourPatch = z.output<typeof BehaviourPatchSchema>;

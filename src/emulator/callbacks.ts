@@ -8,8 +8,9 @@ import type { EmulatorState } from "./state.ts";
  * Outgoing callbacks: POSTed as JSON to every registered URL, after the API answer that
  * caused them, one at a time in the order they arose (so tests see a stable order unless
  * a reorder fault says otherwise). A delivery that gets no 2xx is sent again after each of
- * `retryDelaysMs` (the spec does not say whether the provider retries; tracklane answers
- * 503 precisely so that it does). Every attempt is logged.
+ * `retryDelaysMs` while the `callback_retries` switch is on (the spec does not say whether
+ * the provider retries; the real one is reported not to, PRODUCT.md §10), and dropped
+ * after that attempt while it is off. Every attempt is logged.
  */
 
 export type CallbackKind = "status" | "location";
@@ -69,6 +70,8 @@ export function createCallbackDispatcher(
   faults: Faults,
   options: CallbackOptions,
   logger: Logger | undefined,
+  /** The `callback_retries` switch now (behaviour.ts), read when a delivery fails. */
+  retries: () => boolean,
 ): CallbackDispatcher {
   const queue: Job[] = [];
   let held: Held[] = [];
@@ -157,6 +160,10 @@ export function createCallbackDispatcher(
     const target = redactCallbackUrl(job.url);
     if (ok) {
       logger?.debug({ target, status, attempt: job.attempt }, "callback delivered");
+      return;
+    }
+    if (!retries()) {
+      logger?.warn({ target, status, error, attempt: job.attempt }, "callback not accepted: dropped (callback_retries is off)");
       return;
     }
     const delay = options.retryDelaysMs[job.attempt - 1];

@@ -180,6 +180,8 @@ const BehaviourSchema = z.strictObject({
   callback_shape: z.enum(CALLBACK_SHAPES),
   callback_timezone: z.string().refine(isTimeZone, { error: "unknown time zone" }).nullable(),
   status_endpoint: z.boolean(),
+  // Likewise: files saved before it existed read as retrying, as the emulator then did.
+  callback_retries: z.boolean().default(true),
 }) satisfies z.ZodType<Behaviour>;
 
 const OrderSchema = z.object({

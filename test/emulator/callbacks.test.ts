@@ -1,8 +1,15 @@
 import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
+import { createEmulator } from "../../src/emulator/app.ts";
+import { emulatorStateFile } from "../../src/emulator/persist.ts";
 import type { DeliveryLogEntry } from "../../src/emulator/callbacks.ts";
 import type { StartEmulatorOptions } from "../../src/emulator/server.ts";
-import { placeOrderBody, startCallbackReceiver, startEmulatorPair } from "../helpers/emulator.ts";
+import { placeOrderBody, startCallbackReceiver, startEmulatorPair, TEST_TOKEN } from "../helpers/emulator.ts";
 import type { CallbackReceiver, EmulatorPair } from "../helpers/emulator.ts";
 
 async function withSetup(
@@ -140,4 +147,101 @@ describe("callback delivery", () => {
       assert.deepEqual(first, second);
       assert.ok(first.length > 0 && first.length < 9, `some dropped, some not: ${first.length}`);
     }));
+});
+
+/** A receiver that answers 500 to its first callback and 200 to every later one. */
+async function startFailOnceReceiver(): Promise<{ url: string; received: () => number; close(): Promise<void> }> {
+  let received = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      received += 1;
+      res.writeHead(received === 1 ? 500 : 200, { "content-type": "application/json" }).end("{}");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/callbacks/secret`,
+    received: () => received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+describe("callback_retries (PRODUCT.md §10: the real provider is reported not to retry)", () => {
+  /** One ALLOTTED callback to a receiver that fails it once: the attempts the emulator made. */
+  async function attempts(emulator: StartEmulatorOptions, patch?: Record<string, unknown>): Promise<[number, number | null][]> {
+    const receiver = await startFailOnceReceiver();
+    const pair = await startEmulatorPair({ emulator: { callbacks: { retryDelaysMs: [50, 50] }, ...emulator } });
+    try {
+      if (patch) assert.equal((await pair.control.send("PUT", "/behaviour", patch)).status, 200);
+      await pair.control.send("PUT", "/callback-urls", { urls: [receiver.url] });
+      const placed = await pair.client.placeOrder(placeOrderBody());
+      await pair.client.allot(placed.data.svc_order_id, { rider_id: 1 });
+      await pair.emulator.callbacks.idle();
+      // Longer than a retry would take: nothing more arrives.
+      await new Promise((r) => setTimeout(r, 150));
+      assert.equal(receiver.received(), (await deliveries(pair)).length);
+      assert.equal(pair.emulator.callbacks.pending(), 0);
+      return (await deliveries(pair)).map((d) => [d.attempt, d.status]);
+    } finally {
+      await pair.close();
+      await receiver.close();
+    }
+  }
+
+  it("strict (the default): a failed callback is sent again", async () => {
+    assert.deepEqual(await attempts({}), [
+      [1, 500],
+      [2, 200],
+    ]);
+    assert.deepEqual(await attempts({ behaviour: { realistic: true } }, { callback_retries: true }), [
+      [1, 500],
+      [2, 200],
+    ]);
+  });
+
+  it("realistic, or callback_retries false: a failed callback is dropped after the first attempt", async () => {
+    assert.deepEqual(await attempts({}, { realistic: true }), [[1, 500]]);
+    assert.deepEqual(await attempts({}, { callback_retries: false }), [[1, 500]]);
+    assert.deepEqual(await attempts({ behaviour: { realistic: true } }), [[1, 500]]);
+    assert.deepEqual(await attempts({ behaviour: { callback_retries: false } }), [[1, 500]]);
+  });
+
+  it("is saved with the state; a file saved before the switch existed reads as retrying", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-emu-retries-"));
+    try {
+      const first = createEmulator({ dataDir, tokens: [TEST_TOKEN] });
+      const put = await first.app.request("/__emulator/behaviour", {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ callback_retries: false, accept_duplicate_orders: true }),
+      });
+      assert.equal(put.status, 200);
+      first.close();
+      const second = createEmulator({ dataDir, tokens: [TEST_TOKEN] });
+      assert.equal(second.behaviour.callback_retries, false);
+      assert.equal(second.behaviour.accept_duplicate_orders, true);
+      second.close();
+
+      const file = emulatorStateFile(dataDir);
+      const snapshot = JSON.parse(readFileSync(file, "utf8")) as Record<string, Record<string, unknown>>;
+      delete snapshot["behaviour"]!["callback_retries"];
+      delete snapshot["startBehaviour"]!["callback_retries"];
+      writeFileSync(file, JSON.stringify(snapshot));
+      const old = createEmulator({ dataDir, tokens: [TEST_TOKEN] });
+      try {
+        assert.equal(old.behaviour.accept_duplicate_orders, true, "the file was read, not set aside");
+        assert.equal(old.behaviour.callback_retries, true);
+      } finally {
+        old.close();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
 });

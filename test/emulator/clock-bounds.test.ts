@@ -141,6 +141,7 @@ describe("the emulator's times stay writable", () => {
       createFaults(1),
       { timeoutMs: 2000, retryDelaysMs: [], reorderHoldMs: 100 },
       logger,
+      () => true,
     );
     try {
       dispatcher.enqueue("status", { order_status: "ALLOTTED" }, "ALLOTTED");

@@ -19,6 +19,7 @@ const DEFAULTS = {
   callback_shape: "spec",
   callback_timezone: null,
   status_endpoint: true,
+  callback_retries: true,
 };
 const REALISTIC = {
   accept_duplicate_orders: true,
@@ -27,6 +28,7 @@ const REALISTIC = {
   callback_shape: "nested",
   callback_timezone: "Asia/Kolkata",
   status_endpoint: true,
+  callback_retries: false,
 };
 const IST_OFFSET_MS = (5 * 60 + 30) * 60_000;
 const ZONELESS = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/;
@@ -148,6 +150,7 @@ describe("behaviour switches (/__emulator/behaviour)", () => {
       [{ callback_timezone: 530 }, "callback_timezone"],
       [{ accept_duplicate_orders: "yes" }, "accept_duplicate_orders"],
       [{ status_endpoint: 0 }, "status_endpoint"],
+      [{ callback_retries: "no" }, "callback_retries"],
       [{ realistic: "true" }, "realistic"],
       [{ accept_duplicates: true }, "accept_duplicates"],
       // A bad field refuses the whole update, the good one beside it too.
