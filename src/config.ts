@@ -9,6 +9,8 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import { connectTarget, parseUrl } from "./db/url.ts";
 import { isTimeZone } from "./domain/time-zones.ts";
+import { parsePathOverrides } from "./provider/paths.ts";
+import type { Paths } from "./provider/paths.ts";
 import { PRODUCTS, PRODUCT_AUTH, chooseAuthMethod } from "./provider/products.ts";
 import type { ProviderAuthConfig } from "./provider/client.ts";
 import type { AuthMethod, Product } from "./provider/products.ts";
@@ -45,6 +47,20 @@ const LOG_FORMATS = ["pretty", "json"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 const httpTimeout = (fallback: number) =>
   z.preprocess(emptyToUndefined, z.coerce.number().int().min(100).max(3_600_000).default(fallback));
+
+/** PROVIDER_PATHS and EMULATOR_PATHS: `name=/path,…` (src/provider/paths.ts), every problem in one line. */
+const pathOverrides = z.preprocess(
+  emptyToUndefined,
+  z
+    .string()
+    .default("")
+    .transform((raw, ctx) => {
+      const { paths, problems } = parsePathOverrides(raw);
+      if (problems.length === 0) return paths;
+      ctx.addIssue({ code: "custom", message: problems.join("; "), input: raw }); // one line per variable
+      return z.NEVER;
+    }),
+);
 
 /** The most attempts, and the longest delay, NOTIFY_RETRY_SCHEDULE may give. */
 const RETRY_SCHEDULE_MAX_ENTRIES = 50;
@@ -144,6 +160,8 @@ const envSchema = z.object({
       .refine(isTimeZone, { error: "must be an IANA time zone name" })
       .default("UTC"),
   ),
+  /** Provider paths other than the defaults (src/provider/paths.ts): `name=/path,…`. */
+  PROVIDER_PATHS: pathOverrides,
   /** Poll the provider for active orders silent this long (minutes, fractions allowed); 0 turns it off. */
   RECONCILE_AFTER_MIN: z.preprocess(emptyToUndefined, z.coerce.number().min(0).max(10_080).default(15)),
   /** Delays before each notification attempt, in seconds: one entry per attempt, the first usually 0. */
@@ -272,6 +290,10 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
     example: "true",
   },
   PROVIDER_TIMEZONE: { description: "IANA time zone of provider times that carry no offset", example: "Asia/Kolkata" },
+  PROVIDER_PATHS: {
+    description: "provider paths other than the defaults, name=/path separated by commas (names: docs/provider.md); the built-in emulator serves them too",
+    example: "oauthToken=/auth/token/,awbPool=/v2/clients/awb/generate/",
+  },
   RECONCILE_AFTER_MIN: { description: "poll the provider for active orders silent this long, in minutes (0: never)", example: "30" },
   NOTIFY_RETRY_SCHEDULE: {
     description: "delays before each notification attempt, in seconds, comma-separated (one per attempt; then the delivery fails)",
@@ -369,6 +391,8 @@ export interface ProviderConfig {
   timezone: string;
   /** Minutes of silence before an active order's status is polled; 0: never. */
   reconcileAfterMin: number;
+  /** Paths that differ from the defaults (PROVIDER_PATHS); client and built-in emulator use them. */
+  paths: Partial<Paths>;
 }
 
 export interface Config {
@@ -531,6 +555,7 @@ function providerConfig(e: z.infer<typeof envSchema>): ProviderConfig {
     dedupesOrders: e.PROVIDER_DEDUPES_ORDERS,
     timezone: e.PROVIDER_TIMEZONE,
     reconcileAfterMin: e.RECONCILE_AFTER_MIN,
+    paths: e.PROVIDER_PATHS,
   };
 }
 
@@ -665,6 +690,8 @@ const emulatorSchema = z.object({
   EMULATOR_ENV: z.preprocess(emptyToUndefined, z.enum(["staging", "production"]).default("staging")),
   /** true: behave like the real provider is reported to (the emulator's realistic preset), not like its spec. */
   EMULATOR_REALISTIC: flag(false),
+  /** Paths the emulator serves instead of the defaults, as PROVIDER_PATHS gives them to tracklane. */
+  EMULATOR_PATHS: pathOverrides,
   /** The emulator keeps its state in DATA_DIR/emulator/ (the same DATA_DIR as tracklane's). */
   DATA_DIR: z.preprocess(emptyToUndefined, z.string().default(".data")),
 });
@@ -680,6 +707,8 @@ export interface EmulatorConfig {
   env: "staging" | "production";
   /** Start with the realistic behaviour preset (EMULATOR_REALISTIC). */
   realistic: boolean;
+  /** Paths served instead of the defaults (EMULATOR_PATHS). */
+  paths: Partial<Paths>;
   /** Absolute; the state lives in `<dataDir>/emulator/`. */
   dataDir: string;
 }
@@ -701,6 +730,7 @@ export function loadEmulatorConfig(env: Env = readProcessEnv()): EmulatorConfig 
     product: e.EMULATOR_PRODUCT,
     env: e.EMULATOR_ENV,
     realistic: e.EMULATOR_REALISTIC,
+    paths: e.EMULATOR_PATHS,
     dataDir: resolve(e.DATA_DIR),
   };
 }

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { PATHS } from "../provider/paths.ts";
+import { resolvePaths } from "../provider/paths.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
 import { createRequireAuth, registerOAuthRoutes } from "./auth.ts";
 import { registerAwbRoutes } from "./awb.ts";
@@ -90,7 +90,7 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
     options: resolved,
     state,
     clock,
-    paths: PATHS,
+    paths: resolvePaths(options.paths),
     callbacks,
     faults,
     behaviour: { ...resolved.behaviour },
@@ -111,7 +111,8 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
       : createSaver(
           stateFile,
           () => serialiseState(state, { behaviour: ctx.behaviour, startBehaviour: resolved.behaviour, clockOffsetMs: clock.offsetMs() }),
-          { logger },
+          // Ids are reserved on disk ahead of use (persist.ts): an answer outruns the snapshot.
+          { logger, ids: state.ids },
         );
 
   const app: EmulatorApp = new Hono();

@@ -45,6 +45,7 @@ async function main(): Promise<void> {
     behaviour: { realistic: config.realistic },
     dataDir: config.dataDir,
     resetSavedState: flags.reset,
+    paths: config.paths,
     logger,
   });
 

@@ -58,6 +58,8 @@ export interface EmulatorOptions {
   dataDir?: string;
   /** With dataDir: forget the saved state and start empty (`npm run emulator -- --reset`). */
   resetSavedState?: boolean;
+  /** Paths served instead of the defaults (EMULATOR_PATHS, or tracklane's PROVIDER_PATHS for the built-in emulator). */
+  paths?: Partial<Paths>;
 }
 
 export interface ResolvedOptions {

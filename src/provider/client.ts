@@ -5,8 +5,8 @@ import type { ProviderAuth } from "./auth.ts";
 import { ProviderError } from "./errors.ts";
 import { interpret, operationOf, send } from "./http.ts";
 import type { HttpDeps, HttpRequest } from "./http.ts";
-import { PATHS, fillPath } from "./paths.ts";
-import type { PathName } from "./paths.ts";
+import { PATHS, fillPath, resolvePaths } from "./paths.ts";
+import type { PathName, Paths } from "./paths.ts";
 import type { Product } from "./products.ts";
 import {
   AnyObjectResponseSchema,
@@ -72,6 +72,8 @@ export interface ProviderClientOptions {
   now?: () => number;
   fetch?: typeof fetch;
   logger?: Logger;
+  /** Paths that differ from the defaults (PROVIDER_PATHS). */
+  paths?: Partial<Paths>;
 }
 
 /**
@@ -143,6 +145,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   };
   const baseUrl = options.baseUrl;
   const gatewayUrl = options.gatewayUrl ?? options.baseUrl;
+  const paths = resolvePaths(options.paths);
   const oauth =
     options.auth.method === "oauth"
       ? createOAuthAuth({
@@ -150,7 +153,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
           clientSecret: options.auth.clientSecret,
           product: options.auth.product,
           gatewayUrl,
-          tokenPath: PATHS.oauthToken,
+          tokenPath: paths.oauthToken,
           http,
         })
       : null;
@@ -160,7 +163,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     const req: HttpRequest = {
       method: spec.method,
       baseUrl: GATEWAY_PATHS.has(spec.path) ? gatewayUrl : baseUrl,
-      path: fillPath(PATHS[spec.path], spec.params),
+      path: fillPath(paths[spec.path], spec.params),
       headers: {},
       json: spec.body === undefined ? undefined : validBody(spec.method, spec.path, spec.body),
     };

@@ -31,6 +31,41 @@ export const PATHS = {
 export type PathName = keyof typeof PATHS;
 export type Paths = Record<PathName, string>;
 
+const PATH_NAMES = Object.keys(PATHS) as PathName[];
+const paramsOf = (template: string) => (template.match(/:[A-Za-z_]+/g) ?? []).sort().join(",");
+
+/** Every path: the defaults with `overrides` in place of theirs. */
+export function resolvePaths(overrides: Partial<Paths> = {}): Paths {
+  return { ...PATHS, ...overrides };
+}
+
+/**
+ * PROVIDER_PATHS, `name=/path,name=/path` (names as in PATHS, e.g.
+ * `oauthToken=/auth/token/,awbPool=/v2/awb/generate/`), into the paths it replaces, or the
+ * problems with it, one sentence each. A path starts with `/`, has no spaces, query or
+ * fragment, and names the same `:parameters` as the path it replaces.
+ */
+export function parsePathOverrides(raw: string): { paths: Partial<Paths>; problems: string[] } {
+  const paths: Partial<Paths> = {};
+  const problems: string[] = [];
+  for (const entry of raw.split(",").map((e) => e.trim()).filter((e) => e !== "")) {
+    const eq = entry.indexOf("=");
+    const name = (eq < 0 ? entry : entry.slice(0, eq)).trim();
+    const path = eq < 0 ? "" : entry.slice(eq + 1).trim();
+    if (!(PATH_NAMES as string[]).includes(name)) {
+      problems.push(`"${name}" is not a provider path; the names are ${PATH_NAMES.join(", ")}`);
+      continue;
+    }
+    const key = name as PathName;
+    if (key in paths) problems.push(`${key} is given twice`);
+    else if (!/^\/[^\s?#]*$/.test(path)) problems.push(`${key} must be a path starting with / (no spaces, query or fragment), e.g. ${key}=${PATHS[key]}`);
+    else if (paramsOf(path) !== paramsOf(PATHS[key])) {
+      problems.push(`${key} must name ${paramsOf(PATHS[key]) || "no :parameters"}, as ${PATHS[key]} does`);
+    } else paths[key] = path;
+  }
+  return { paths, problems };
+}
+
 /** `fillPath("/a/:id/b/", { id: "x y" })` -> `/a/x%20y/b/`. Throws on a missing parameter. */
 export function fillPath(template: string, params: Record<string, string> = {}): string {
   return template.replace(/:([A-Za-z_]+)/g, (_match, name: string) => {

@@ -14,9 +14,9 @@ import type { ProviderClient } from "../provider/client.ts";
 
 /** The configured provider's client, or undefined when PROVIDER_BASE_URL is unset. */
 export function configuredProvider(config: Config, log: Logger): ProviderClient | undefined {
-  const { baseUrl, gatewayUrl, auth, timeoutMs } = config.provider;
+  const { baseUrl, gatewayUrl, auth, timeoutMs, paths } = config.provider;
   if (baseUrl === undefined || auth === undefined) return undefined;
-  return createProviderClient({ baseUrl, gatewayUrl: gatewayUrl ?? baseUrl, auth, timeoutMs, logger: log.child({ component: "provider" }) });
+  return createProviderClient({ baseUrl, gatewayUrl: gatewayUrl ?? baseUrl, auth, timeoutMs, paths, logger: log.child({ component: "provider" }) });
 }
 
 export interface BuiltInProvider {
@@ -35,6 +35,7 @@ export async function startBuiltInEmulator(config: Config, log: Logger): Promise
     tokens: [token],
     product: "hyperlocal_dedicated_store",
     env: "staging",
+    paths: config.provider.paths,
     logger: log.child({ component: "emulator" }),
   });
   const client = createProviderClient({
@@ -42,6 +43,7 @@ export async function startBuiltInEmulator(config: Config, log: Logger): Promise
     gatewayUrl: emulator.url,
     auth: { method: "token", token },
     timeoutMs: config.provider.timeoutMs,
+    paths: config.provider.paths,
     logger: log.child({ component: "provider" }),
   });
   return {

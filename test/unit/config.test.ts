@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { ConfigError, ENV_DOCS, envVariables, loadConfig, resolveLogFormat, settingsShown } from "../../src/config.ts";
+import { ConfigError, ENV_DOCS, envVariables, loadConfig, loadEmulatorConfig, resolveLogFormat, settingsShown } from "../../src/config.ts";
 
 const dataDir = () => mkdtempSync(join(tmpdir(), "tracklane-config-"));
 
@@ -112,6 +112,24 @@ describe("config", () => {
     assert.match(p.find((l) => l.startsWith("PROVIDER_TIMEZONE"))!, /IANA time zone name \(found "Asia\/Bangalore"\)/);
     assert.match(p.find((l) => l.startsWith("PROVIDER_DEDUPES_ORDERS"))!, /"true" or "false"/);
     assert.ok(p.some((l) => l.startsWith("RECONCILE_AFTER_MIN")));
+  });
+
+  it("PROVIDER_PATHS: the default paths unless named; each override checked for its name, form and :parameters", () => {
+    assert.deepEqual(loadConfig({ DATA_DIR: dataDir() }).provider.paths, {});
+    const set = loadConfig({ DATA_DIR: dataDir(), PROVIDER_PATHS: " oauthToken=/auth/token/ , awbPool=/v2/awb/, orderStatus=/orders/:svc_order_id/state/" });
+    assert.deepEqual(set.provider.paths, { oauthToken: "/auth/token/", awbPool: "/v2/awb/", orderStatus: "/orders/:svc_order_id/state/" });
+    const p = problems({ PROVIDER_PATHS: "tokenPath=/t/,awbPool=v2/awb,orderStatus=/orders/:id/,awbFresh=/a?x=1,oauthToken=/a/,oauthToken=/b/" });
+    assert.equal(p.length, 1, p.join("\n"));
+    const line = p[0]!;
+    assert.match(line, /^PROVIDER_PATHS: /);
+    assert.match(line, /"tokenPath" is not a provider path; the names are placeOrder, editOrder/);
+    assert.match(line, /awbPool must be a path starting with \/ \(no spaces, query or fragment\), e\.g\. awbPool=\/v3\/clients\/generate_marketplace_awb\//);
+    assert.match(line, /orderStatus must name :svc_order_id, as \/api\/v2\/orders\/:svc_order_id\/status\/ does/);
+    assert.match(line, /awbFresh must be a path starting with \//);
+    assert.match(line, /oauthToken is given twice/);
+    const emulator = loadEmulatorConfig({ EMULATOR_PATHS: "oauthToken=/auth/token/" });
+    assert.deepEqual(emulator.paths, { oauthToken: "/auth/token/" });
+    assert.throws(() => loadEmulatorConfig({ EMULATOR_PATHS: "nope=/x/" }), /EMULATOR_PATHS: "nope" is not a provider path/);
   });
 
   it("refuses a callback secret that cannot sit in a URL path", () => {
