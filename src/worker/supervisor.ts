@@ -63,7 +63,8 @@ async function sweep(sql: Sql, ours: ReadonlySet<string>): Promise<string[]> {
   return dead;
 }
 
-export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorker> {
+/** `start` makes a runner (startWorker; a test may wrap it). */
+export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps) => Promise<Runner> = startWorker): Promise<SupervisedWorker> {
   const log = deps.log.child({ component: "worker-supervisor" });
   // One connection for the life of the process: it holds the liveness locks.
   const liveness = createPool(deps.databaseUrl, 1, "tracklane-worker-liveness", { idle_timeout: 0, max_lifetime: 0 });
@@ -73,6 +74,8 @@ export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorke
   let current: Runner | undefined;
   let stopping = false;
   let replacing: Promise<void> | undefined;
+  /** Runners whose promise rejected: a runner that failed while a replacement ran is replaced after it. */
+  const failed = new WeakSet<Runner>();
 
   /** Takes the locks not held yet (all of them again after a reconnect). */
   const holdLocks = async () => {
@@ -105,7 +108,7 @@ export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorke
   };
 
   const launch = async (): Promise<Runner> => {
-    const runner = await startWorker(deps);
+    const runner = await start(deps);
     // A runner's id (graphile-worker's pool id) shows on the jobs it locks.
     runner.events.on("job:start", ({ job }) => {
       if (job.locked_by && !ours.has(job.locked_by)) {
@@ -114,15 +117,24 @@ export async function superviseWorker(deps: WorkerDeps): Promise<SupervisedWorke
       }
     });
     runner.promise.catch((err: unknown) => {
+      failed.add(runner);
       if (current === runner) replace(err);
     });
     return runner;
   };
 
-  /** Stops a failed runner, waits for the database, starts a new one, unlocks the old one's jobs. */
+  /**
+   * Stops a failed runner, waits for the database, starts a new one, unlocks the old one's
+   * jobs. A failure reported meanwhile is the old runner's (ignored), or the new one's: a
+   * runner that failed as it started (before it was current) or while the old one's jobs
+   * were unlocked is replaced in turn, rather than left in place with its jobs locked.
+   */
   const replace = (reason: unknown) => {
     if (replacing || stopping) return;
-    replacing = replaceRunner(reason).finally(() => (replacing = undefined));
+    replacing = replaceRunner(reason).finally(() => {
+      replacing = undefined;
+      if (current !== undefined && failed.has(current)) replace(new Error("the new job runner failed as it started"));
+    });
   };
 
   const replaceRunner = async (reason: unknown) => {
