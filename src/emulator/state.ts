@@ -77,12 +77,21 @@ export interface IdCounters {
   contact: number;
 }
 
-/** Identifier sources that survive `reset` (and, with a data dir, restarts): nothing is ever issued twice. */
+/** Identifier sources that survive `reset` (and, with a data dir, restarts and crashes): nothing is ever issued twice. */
 export interface IdMinter {
   orderId(): string;
   awbDigits(): string;
   contactNumber(): string;
   counters(): IdCounters;
+  /**
+   * Makes the counters safe against a crash (persist.ts): each first moves past `reserved`,
+   * what a run that died may have issued after its last snapshot; from then on, before a
+   * number beyond the last reservation goes out, `reserve` must record a new one durably
+   * (RESERVE_BLOCK numbers ahead). If it throws, nothing is issued.
+   */
+  reserveAhead(reserved: IdCounters | undefined, reserve: (ceiling: IdCounters) => void): void;
+  /** After a clean stop: the reservation shrinks to what was issued (`reserve` records it). */
+  releaseReservation(): void;
 }
 
 export interface EmulatorState {
@@ -103,18 +112,50 @@ export interface EmulatorState {
 const MAX_REQUEST_LOG = 10_000;
 
 /**
+ * How far ahead of use numbers are reserved: one small synchronous write per this many
+ * numbers of a kind (a fresh-AWB batch of 100,000 costs ten), and at most this many skipped
+ * after a crash.
+ */
+export const RESERVE_BLOCK = 10_000;
+
+const ID_KINDS = ["order", "awb", "contact"] as const satisfies readonly (keyof IdCounters)[];
+
+/**
  * Counters start at a random point so numbers from two emulator runs (e.g. before and
  * after a restart of `npm start`, whose database survives) are very unlikely to meet.
  */
 function createIdMinter(start?: IdCounters): IdMinter {
-  let order = start?.order ?? randomInt(100_000_000, 800_000_000);
-  let awb = start?.awb ?? randomInt(1_000_000_000, 8_000_000_000);
-  let contact = start?.contact ?? randomInt(0, 1_000_000_000);
+  const issued: IdCounters = start
+    ? { ...start }
+    : { order: randomInt(100_000_000, 800_000_000), awb: randomInt(1_000_000_000, 8_000_000_000), contact: randomInt(0, 1_000_000_000) };
+  let guard: { ceiling: IdCounters; reserve: (ceiling: IdCounters) => void } | null = null;
+
+  function next(kind: keyof IdCounters): number {
+    const value = issued[kind] + 1;
+    if (guard && value > guard.ceiling[kind]) {
+      const ceiling = { ...guard.ceiling, [kind]: value + RESERVE_BLOCK - 1 };
+      guard.reserve(ceiling);
+      guard.ceiling = ceiling;
+    }
+    issued[kind] = value;
+    return value;
+  }
+
   return {
-    orderId: () => String(++order),
-    awbDigits: () => String(++awb).padStart(10, "0"),
-    contactNumber: () => `08${String(++contact % 1_000_000_000).padStart(9, "0")}`,
-    counters: () => ({ order, awb, contact }),
+    orderId: () => String(next("order")),
+    awbDigits: () => String(next("awb")).padStart(10, "0"),
+    contactNumber: () => `08${String(next("contact") % 1_000_000_000).padStart(9, "0")}`,
+    counters: () => ({ ...issued }),
+    reserveAhead(reserved, reserve) {
+      if (reserved) for (const kind of ID_KINDS) issued[kind] = Math.max(issued[kind], reserved[kind]);
+      guard = { ceiling: { ...issued }, reserve };
+    },
+    releaseReservation() {
+      const current = guard;
+      if (!current || ID_KINDS.every((kind) => current.ceiling[kind] === issued[kind])) return;
+      current.reserve({ ...issued });
+      current.ceiling = { ...issued };
+    },
   };
 }
 
