@@ -221,8 +221,8 @@ function firstId(body: Record<string, unknown>, fields: string[]): string | null
 /**
  * PRODUCT.md §4 and §10: which ids a body names. `order_id` is the provider's id beside a
  * client id, the client's beside a provider id, ignored beside both, and alone the client
- * id of a known order or else a provider id. An id used that is longer than 128
- * characters, or a role filled only by unusable values, is "bad".
+ * id of a known order or else a provider id. A role filled only by unusable values, or by
+ * an id longer than 128 characters, is empty; "bad" when both roles are.
  */
 function identity(body: Record<string, unknown>): { svc: string | null; client: string | null } | "bad" {
   let svc = firstId(body, SVC_ID_FIELDS);
@@ -242,10 +242,12 @@ function identity(body: Record<string, unknown>): { svc: string | null; client: 
   } else if (svc === null && unusable(body["order_id"])) {
     svc = "bad";
   }
-  if (svc === "bad" || client === "bad") return "bad";
-  if ((svc?.length ?? 0) > 128 || (client?.length ?? 0) > 128) return "bad";
-  if (svc === null && client === null) return "bad";
-  return { svc, client };
+  // An unusable id (a bad value, or longer than 128 characters) is passed over beside a
+  // usable one of the other role; with none usable the body names no order.
+  const usable = (id: string | null) => (id !== null && id !== "bad" && id.length <= 128 ? id : null);
+  const [svcId, clientId] = [usable(svc), usable(client)];
+  if (svcId === null && clientId === null) return "bad";
+  return { svc: svcId, client: clientId };
 }
 
 function expectedFor(raw: Uint8Array): Expected {
