@@ -504,19 +504,30 @@ function plainMessage(issue: z.core.$ZodRawIssue): string | undefined {
   }
 }
 
-function parseEnv(env: Env): z.infer<typeof envSchema> {
+/**
+ * The environment parsed, and a problem per bad variable. The checks across variables
+ * still run when some are bad, so that every problem shows at once: they read the others
+ * as parsed and the bad ones as their defaults (`bad` names them, and a check that
+ * involves one is left out, as its message could be wrong).
+ */
+function parseEnv(env: Env): { e: z.infer<typeof envSchema>; problems: ConfigProblem[]; bad: ReadonlySet<string> } {
   const parsed = envSchema.safeParse(env, { error: plainMessage });
-  if (parsed.success) return parsed.data;
-  throw new ConfigError(
-    parsed.error.issues.map((issue) => {
-      const variable = issue.path.join(".") || "environment";
-      const raw = env[variable];
-      // Echo what was found, so a typo shows; never a secret, and not a whole essay.
-      const shown = raw === undefined || ENV_DOCS[variable]?.sensitive === true ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw)})`;
-      return { variable, message: `${issue.message}${shown}` };
-    }),
-  );
+  if (parsed.success) return { e: parsed.data, problems: [], bad: new Set() };
+  const problems = parsed.error.issues.map((issue) => {
+    const variable = issue.path.join(".") || "environment";
+    const raw = env[variable];
+    // Echo what was found, so a typo shows; never a secret, and not a whole essay.
+    const shown = raw === undefined || ENV_DOCS[variable]?.sensitive === true ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw)})`;
+    return { variable, message: `${issue.message}${shown}` };
+  });
+  const bad = new Set(problems.map((p) => p.variable));
+  const rest = envSchema.safeParse(Object.fromEntries(Object.entries(env).filter(([k]) => !bad.has(k))), { error: plainMessage });
+  if (!rest.success) throw new ConfigError(problems);
+  return { e: rest.data, problems, bad };
 }
+
+/** What providerConfig's checks across variables read. */
+const PROVIDER_CHECKED = ["PROVIDER_PRODUCT", "PROVIDER_BASE_URL", "PROVIDER_GATEWAY_URL", "PROVIDER_TOKEN", "PROVIDER_CLIENT_ID", "PROVIDER_CLIENT_SECRET"];
 
 function providerConfig(e: z.infer<typeof envSchema>): ProviderConfig {
   const hasToken = e.PROVIDER_TOKEN !== undefined;
@@ -591,23 +602,23 @@ function resolveSecret(value: string | undefined, dataDir: string, file: string,
  * variable. Generates the API token and callback secret under DATA_DIR when unset.
  */
 export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?: boolean } = {}): Config {
-  const e = parseEnv(env);
-  const problems: ConfigProblem[] = [];
-  if (e.AWB_POOL_LOW_WATERMARK > e.AWB_POOL_TARGET) {
+  const { e, problems, bad } = parseEnv(env);
+  const involves = (...names: string[]) => names.some((n) => bad.has(n));
+  if (e.AWB_POOL_LOW_WATERMARK > e.AWB_POOL_TARGET && !involves("AWB_POOL_LOW_WATERMARK", "AWB_POOL_TARGET")) {
     problems.push({
       variable: "AWB_POOL_LOW_WATERMARK",
       message: "must not be greater than AWB_POOL_TARGET",
       example: `AWB_POOL_LOW_WATERMARK=${Math.floor(e.AWB_POOL_TARGET / 5)}`,
     });
   }
-  if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
+  if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS && !involves("HTTP_HEADERS_TIMEOUT_MS", "HTTP_REQUEST_TIMEOUT_MS")) {
     problems.push({
       variable: "HTTP_HEADERS_TIMEOUT_MS",
       message: "must not be greater than HTTP_REQUEST_TIMEOUT_MS",
       example: `HTTP_HEADERS_TIMEOUT_MS=${Math.max(100, Math.floor(e.HTTP_REQUEST_TIMEOUT_MS / 3))}`,
     });
   }
-  if (e.DATABASE_READ_URL !== undefined && e.DATABASE_URL === undefined) {
+  if (e.DATABASE_READ_URL !== undefined && e.DATABASE_URL === undefined && !involves("DATABASE_URL")) {
     // A replica of the embedded server is not something to run: this is a forgotten DATABASE_URL.
     problems.push({
       variable: "DATABASE_READ_URL",
@@ -619,8 +630,9 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
   try {
     provider = providerConfig(e);
   } catch (err) {
-    if (err instanceof ConfigError) problems.push(...err.details);
-    else throw err;
+    if (!(err instanceof ConfigError)) throw err;
+    // The provider's checks read every PROVIDER_* credential and URL together.
+    if (!involves(...PROVIDER_CHECKED)) problems.push(...err.details);
   }
   if (problems.length > 0 || provider === undefined) throw new ConfigError(problems);
 

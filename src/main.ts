@@ -7,7 +7,7 @@ import { runMigrations } from "./db/migrate.ts";
 import { ensureEventPartitions } from "./events/partitions.ts";
 import { createLogger } from "./logger.ts";
 import { resolveDatabase } from "./runtime/database.ts";
-import { configuredProvider, startBuiltInEmulator } from "./runtime/provider.ts";
+import { BUILT_IN_PRODUCT, configuredProvider, startBuiltInEmulator } from "./runtime/provider.ts";
 import { fatal, stopOnSignal } from "./runtime/lifecycle.ts";
 import { startServices } from "./runtime/services.ts";
 import { loadConfigOrExit } from "./runtime/startup-errors.ts";
@@ -33,6 +33,23 @@ function listenLines(host: string, port: number): string[] {
 }
 
 /**
+ * The configuration the services run with beside the built-in emulator: a staging
+ * provider of its own product with token auth (runtime/provider.ts), its sandbox open,
+ * whatever PROVIDER_ENV and PROVIDER_PRODUCT say; those are for the real provider, and a
+ * warning says they are not used.
+ */
+function builtInProviderConfig(): typeof config {
+  const ignored = [
+    ...(config.provider.env !== "staging" ? [`PROVIDER_ENV=${config.provider.env}`] : []),
+    ...(config.provider.product !== BUILT_IN_PRODUCT ? [`PROVIDER_PRODUCT=${config.provider.product}`] : []),
+  ];
+  if (ignored.length > 0) {
+    log.warn({ ignored }, `the built-in emulator is a staging ${BUILT_IN_PRODUCT} provider: ${ignored.join(" and ")} apply to the real provider only (set PROVIDER_BASE_URL)`);
+  }
+  return { ...config, provider: { ...config.provider, env: "staging", product: BUILT_IN_PRODUCT } };
+}
+
+/**
  * Undone, last first, when the start fails: an embedded PostgreSQL this process started
  * would otherwise outlive it.
  */
@@ -46,7 +63,7 @@ async function main() {
   const builtIn = config.provider.baseUrl === undefined ? await startBuiltInEmulator(config, log) : undefined;
   if (builtIn) undoOnFailure.push(() => builtIn.emulator.close());
   const provider = builtIn?.client ?? configuredProvider(config, log);
-  const services = await startServices({ config, databaseUrl: db.url, log, web: true, worker: true, provider });
+  const services = await startServices({ config: builtIn ? builtInProviderConfig() : config, databaseUrl: db.url, log, web: true, worker: true, provider });
   const url = services.http!.url;
   // The emulator lives in this process: it reaches tracklane on loopback, whatever PUBLIC_URL says.
   builtIn?.register(`${url}/callbacks/${config.callbackSecret}`);

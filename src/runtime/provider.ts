@@ -19,6 +19,9 @@ export function configuredProvider(config: Config, log: Logger): ProviderClient 
   return createProviderClient({ baseUrl, gatewayUrl: gatewayUrl ?? baseUrl, auth, timeoutMs, paths, logger: log.child({ component: "provider" }) });
 }
 
+/** The product the built-in emulator plays (token auth). */
+export const BUILT_IN_PRODUCT = "hyperlocal_dedicated_store" as const;
+
 export interface BuiltInProvider {
   client: ProviderClient;
   emulator: RunningEmulator;
@@ -33,7 +36,7 @@ export async function startBuiltInEmulator(config: Config, log: Logger): Promise
     port: config.emulatorPort,
     dataDir: config.dataDir,
     tokens: [token],
-    product: "hyperlocal_dedicated_store",
+    product: BUILT_IN_PRODUCT,
     env: "staging",
     paths: config.provider.paths,
     logger: log.child({ component: "emulator" }),

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -162,17 +162,21 @@ describe("a failed start", () => {
 });
 
 describe("a start on every interface (HOST=0.0.0.0), pretty logs", () => {
-  it("the banner says so and lists 127.0.0.1 first with the port; log lines are for people", async () => {
+  it("the banner says so and lists 127.0.0.1 first with the port; log lines are for people; the built-in emulator is staging whatever PROVIDER_ENV says", async () => {
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
     const port = await freePort();
+    const data = dataDir();
     const proc = startProcess("src/main.ts", {
-      DATA_DIR: dataDir(),
+      DATA_DIR: data,
       DATABASE_URL: db.url,
       HOST: "0.0.0.0",
       PORT: String(port),
       EMULATOR_PORT: String(await freePort()),
       LOG_FORMAT: "pretty",
+      // For the real provider only: said so, and the built-in emulator's sandbox stays open.
+      PROVIDER_ENV: "production",
+      PROVIDER_PRODUCT: "quick_commerce",
     });
     cleanups.push(async () => void (await proc.kill("SIGKILL")));
     await proc.waitFor(/callback secret:/, 90_000);
@@ -187,6 +191,14 @@ describe("a start on every interface (HOST=0.0.0.0), pretty logs", () => {
     assert.ok(running, banner);
     assert.throws(() => JSON.parse(running));
     assert.match(running, /INFO.*tracklane running/);
+    assert.match(banner, /WARN.*the built-in emulator is a staging hyperlocal_dedicated_store provider: PROVIDER_ENV=production and PROVIDER_PRODUCT=quick_commerce apply to the real provider only/);
+    const token = readFileSync(join(data, "api-token"), "utf8").trim();
+    const sandbox = await fetch(`http://127.0.0.1:${port}/v1/sandbox/orders/NO-SUCH/allot`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ rider_id: 1 }),
+    });
+    assert.equal(sandbox.status, 404, "the sandbox is open (an unknown order), not 403 sandbox_disabled");
     assert.equal(await proc.kill("SIGINT"), 0);
   });
 });

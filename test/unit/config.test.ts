@@ -132,6 +132,18 @@ describe("config", () => {
     assert.throws(() => loadEmulatorConfig({ EMULATOR_PATHS: "nope=/x/" }), /EMULATOR_PATHS: "nope" is not a provider path/);
   });
 
+  it("a bad variable does not hide the problems across the others; a check that involves a bad one is left out", () => {
+    const p = problems({ PORT: "abc", PROVIDER_BASE_URL: "http://127.0.0.1:9", PROVIDER_PRODUCT: "quick_commerce", AWB_POOL_LOW_WATERMARK: "600", AWB_POOL_TARGET: "500" });
+    assert.equal(p.length, 3, p.join("\n"));
+    assert.match(p.find((l) => l.startsWith("PORT"))!, /must be a number/);
+    assert.match(p.find((l) => l.startsWith("PROVIDER_PRODUCT"))!, /quick_commerce/);
+    assert.match(p.find((l) => l.startsWith("AWB_POOL_LOW_WATERMARK"))!, /must not be greater than AWB_POOL_TARGET/);
+    // The target itself bad: its default (500) would make the watermark look wrong; not said.
+    assert.deepEqual(problems({ AWB_POOL_LOW_WATERMARK: "600", AWB_POOL_TARGET: "lots" }).map((l) => l.split(":")[0]), ["AWB_POOL_TARGET"]);
+    // A bad provider URL: the credentials' checks, which read it, are left out.
+    assert.deepEqual(problems({ PROVIDER_BASE_URL: "not a url", PROVIDER_PRODUCT: "quick_commerce" }).map((l) => l.split(":")[0]), ["PROVIDER_BASE_URL"]);
+  });
+
   it("refuses a callback secret that cannot sit in a URL path", () => {
     assert.match(problems({ CALLBACK_SECRET: "has/slash/and spaces!!" })[0]!, /^CALLBACK_SECRET: .*URL-safe/);
   });
