@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { ZodError } from "zod";
 import { MAX_DEPTH, findUnstorable } from "../domain/normalise.ts";
 import type { Unstorable } from "../domain/normalise.ts";
@@ -35,4 +35,24 @@ export function validationHook(result: { success: boolean; data?: unknown; error
   }
   if (!result.error) return;
   throw fromZodError(result.error, isBody ? "validation_failed" : "invalid_parameter", where);
+}
+
+const JSON_CONTENT_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i;
+
+/**
+ * For routes whose JSON body is optional: an empty body sent with a JSON Content-Type (curl
+ * with `-H 'content-type: application/json'` and no data, and many clients' default) reads
+ * as no body, `{}`, instead of 400 invalid_json. A body that is there is parsed as before.
+ */
+const emptyJsonIsNoBody: MiddlewareHandler = async (c, next) => {
+  if (JSON_CONTENT_TYPE.test(c.req.header("content-type") ?? "") && (await c.req.text()).trim() === "") {
+    // Hono parses JSON from the body text it caches (as a promise, whatever its type says).
+    (c.req.bodyCache as { text?: Promise<string> }).text = Promise.resolve("{}");
+  }
+  await next();
+};
+
+/** Applies emptyJsonIsNoBody to a route given by its OpenAPI path (`/v1/orders/{order}/…`). */
+export function optionalJsonBody(app: { use(path: string, handler: MiddlewareHandler): unknown }, openApiPath: string): void {
+  app.use(openApiPath.replace(/\{(\w+)\}/g, ":$1"), emptyJsonIsNoBody);
 }

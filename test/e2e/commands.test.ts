@@ -157,6 +157,30 @@ describe("order lifecycle through the provider", () => {
     assert.equal(empty.status, 422);
   });
 
+  it("routes whose body is optional take an empty body sent as JSON as none; a required one is still 400 invalid_json; a sandbox body the client refuses lists its issues", async () => {
+    const order = await placeAndSettle(s);
+    const coid = order.client_order_id!;
+    const empty = (path: string) => s.t.request(path, { method: "POST", headers: { "content-type": "application/json" }, body: "" });
+    assert.equal((await empty(`/v1/orders/${coid}/dispatch-ready`)).status, 202);
+    assert.equal((await empty(`/v1/orders/by-svc-id/${order.svc_order_id}/dispatch-ready`)).status, 202);
+    assert.equal((await empty(`/v1/sandbox/orders/${coid}/rider-arrival`)).status, 200);
+    assert.notEqual((await empty("/v1/awb/allocate")).status, 400, "200, or 503 while the pool fills: not invalid_json");
+    assert.equal((await empty("/v1/awb/replenish")).status, 202);
+    const required = await empty("/v1/orders");
+    assert.equal(required.status, 400);
+    assert.equal((await json<{ error: { code: string } }>(required)).error.code, "invalid_json");
+    // A body that is there but is not JSON is still refused.
+    const broken = await s.t.request(`/v1/orders/${coid}/dispatch-ready`, { method: "POST", headers: { "content-type": "application/json" }, body: "{" });
+    assert.equal(broken.status, 400);
+
+    const refused = await sandbox(s, coid, "allot", { rider_id: { no: 1 } });
+    assert.equal(refused.status, 422);
+    const { error } = await json<{ error: { code: string; issues?: { path: string; message: string }[] } }>(refused);
+    assert.equal(error.code, "validation_failed");
+    assert.deepEqual(error.issues?.map((i) => i.path), ["rider_id"]);
+    await settle(s.t, s.pair);
+  });
+
   it("dispatch-ready reaches the provider by client_order_id", async () => {
     const order = await placeAndSettle(s);
     const res = await s.t.request(`/v1/orders/${order.client_order_id}/dispatch-ready`, { method: "POST" });

@@ -14,7 +14,7 @@ import { MAX_AWB_COUNT, MAX_STRING_LENGTH } from "../../provider/schemas.ts";
 import { ApiError } from "../errors.ts";
 import { ErrorSchema } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
-import { validationHook } from "../validation.ts";
+import { optionalJsonBody, validationHook } from "../validation.ts";
 
 export interface AwbRouteDeps {
   config: Config;
@@ -113,6 +113,8 @@ export function awbRoutes(deps: AwbRouteDeps) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const { lowWatermark, target, mode } = deps.config.awb;
 
+  optionalJsonBody(app, "/v1/awb/allocate");
+  optionalJsonBody(app, "/v1/awb/replenish");
   app.openapi(
     createRoute({
       method: "post",

@@ -25,7 +25,7 @@ import { commandJson } from "../../commands/json.ts";
 import type { CommandJson } from "../../commands/json.ts";
 import { ErrorSchema, OrderSchema } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
-import { validationHook } from "../validation.ts";
+import { optionalJsonBody, validationHook } from "../validation.ts";
 import { ORDER_PATHS, errors, orderParams, refFrom } from "./orders.ts";
 
 const CommandSchema = z
@@ -151,6 +151,7 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql }) {
       async (c) => c.json(await queue(ref(c.req.valid("param") as Record<string, string>), "cancel", c.req.valid("json")), 202),
     );
 
+    optionalJsonBody(app, `${prefix}/dispatch-ready`);
     app.openapi(
       createRoute({
         method: "post",

@@ -10,13 +10,20 @@ import { ProviderError, describeProviderError } from "../../provider/errors.ts";
 import { SANDBOX_ACTION_NAMES } from "../../provider/schemas.ts";
 import { ApiError } from "../errors.ts";
 import type { AppEnv } from "../types.ts";
-import { validationHook } from "../validation.ts";
+import { optionalJsonBody, validationHook } from "../validation.ts";
 import { errors, refFrom } from "./orders.ts";
+
+const IssuesSchema = z.array(z.looseObject({ path: z.array(z.union([z.string(), z.number()])), message: z.string() })).min(1);
 
 /** A provider failure as the one error model: refused -> 422 with its message, unreachable -> 502. */
 function providerFailure(err: unknown): ApiError {
   if (!(err instanceof ProviderError)) return err instanceof ApiError ? err : new ApiError("internal_error", "internal error", { cause: err });
-  if (err.kind === "invalid_request") return new ApiError("validation_failed", err.providerMessage || err.message);
+  if (err.kind === "invalid_request") {
+    // The client refused the body before sending it: its schema's issues, as every 422 lists them.
+    const issues = IssuesSchema.safeParse(err.body);
+    const listed = issues.success ? { issues: issues.data.map((i) => ({ path: i.path.join(".") || "body", message: i.message })) } : {};
+    return new ApiError("validation_failed", err.providerMessage || err.message, listed);
+  }
   const message = `provider ${describeProviderError(err)}`;
   return err.retryable || err.kind === "auth" ? new ApiError("provider_error", message) : new ApiError("provider_rejected", message);
 }
@@ -28,6 +35,7 @@ export function sandboxRoutes(deps: { sql: Sql; provider: ProviderClient | undef
     { by: "svc", path: "/v1/sandbox/orders/by-svc-id/{svc_order_id}/{action}", param: "svc_order_id" },
   ] as const;
   for (const { by, path, param } of [...paths].reverse()) {
+    optionalJsonBody(app, path);
     app.openapi(
       createRoute({
         method: "post",
