@@ -11,6 +11,7 @@ import { CANONICAL_STATUSES } from "../domain/statuses.ts";
 const VERSION = 1;
 
 const ref = z.number().int().nonnegative();
+const riderTag = z.string().nullable();
 const stored = z.object({
   v: z.literal(VERSION),
   n: z.number().int().nonnegative(),
@@ -20,9 +21,10 @@ const stored = z.object({
   i: z.tuple([z.string(), ref]).optional(),
   c: z.tuple([z.string(), ref]).optional(),
   r: z.tuple([z.string(), ref]).optional(),
-  m: z.union([z.tuple([z.string(), ref]), z.tuple([z.string(), ref, z.string().nullable()])]).optional(),
-  p: z.union([z.tuple([z.string(), ref]), z.tuple([z.string(), ref, z.string().nullable()])]).optional(),
-  l: z.union([z.tuple([z.number(), z.number(), ref]), z.tuple([z.number(), z.number(), ref, z.string().nullable()])]).optional(),
+  // The rider id follows as a last element (a rest, not a union: this parse runs per visit).
+  m: z.tuple([z.string(), ref], riderTag).optional(),
+  p: z.tuple([z.string(), ref], riderTag).optional(),
+  l: z.tuple([z.number(), z.number(), ref], riderTag).optional(),
   u: z.tuple([z.string(), ref]).optional(),
   a: z.array(z.string()).optional(),
 });
@@ -65,13 +67,13 @@ export function encodeState(state: FoldState): string {
     const w = state[name];
     if (w) out[short] = [w.value, ref(w)];
   }
-  const tagged = (w: RiderWinner<unknown>, parts: unknown[]) => (w.rider === undefined ? parts : [...parts, w.rider]);
   for (const [short, name] of RIDER_PARTS) {
     const w = state[name];
-    if (w) out[short] = tagged(w, [w.value, ref(w)]);
+    if (w) out[short] = w.rider === undefined ? [w.value, ref(w)] : [w.value, ref(w), w.rider];
   }
   if (state.svcOrderIds.length > 1) out.a = state.svcOrderIds;
-  if (state.location) out.l = tagged(state.location, [state.location.value.latitude, state.location.value.longitude, ref(state.location)]);
+  const l = state.location;
+  if (l) out.l = l.rider === undefined ? [l.value.latitude, l.value.longitude, ref(l)] : [l.value.latitude, l.value.longitude, ref(l), l.rider];
   return JSON.stringify(out);
 }
 
@@ -90,8 +92,8 @@ export function decodeState(encoded: string | null): FoldState | null {
   if ([s.s?.[2], s.i?.[1], s.c?.[1], s.r?.[1], s.m?.[1], s.p?.[1], s.l?.[2], s.u?.[1]].some((i) => i !== undefined && i >= stamps.length)) return null;
   const at = (i: number) => stamps[i]!;
   const winner = <T>(part: [T, number] | undefined): Winner<T> | null => (part === undefined ? null : { value: part[0], ...at(part[1]) });
-  const riderWinner = (part: [string, number] | [string, number, string | null] | undefined): RiderWinner<string> | null =>
-    part === undefined ? null : { value: part[0], ...at(part[1]), ...(part.length === 3 ? { rider: part[2] } : {}) };
+  const riderWinner = (part: [string, number, ...(string | null)[]] | undefined): RiderWinner<string> | null =>
+    part === undefined ? null : part.length > 2 ? { value: part[0], ...at(part[1]), rider: part[2]! } : { value: part[0], ...at(part[1]) };
   return {
     status: s.s === undefined ? null : { status: s.s[0], raw: s.s[1], ...at(s.s[2]) },
     svcOrderId: winner(s.i),
@@ -100,7 +102,12 @@ export function decodeState(encoded: string | null): FoldState | null {
     riderId: winner(s.r),
     riderName: riderWinner(s.m),
     riderContact: riderWinner(s.p),
-    location: s.l === undefined ? null : { value: { latitude: s.l[0], longitude: s.l[1] }, ...at(s.l[2]), ...(s.l.length === 4 ? { rider: s.l[3] } : {}) },
+    location:
+      s.l === undefined
+        ? null
+        : s.l.length > 3
+          ? { value: { latitude: s.l[0], longitude: s.l[1] }, ...at(s.l[2]), rider: s.l[3]! }
+          : { value: { latitude: s.l[0], longitude: s.l[1] }, ...at(s.l[2]) },
     trackUrl: winner(s.u),
     lastEventAt: s.t,
     eventCount: s.n,
