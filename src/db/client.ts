@@ -235,13 +235,23 @@ const BUSY_CODES = new Map([
   ["53200", "a lack of memory"],
 ]);
 
-/** Why the database could not complete the statement, when it may on a retry (BUSY_CODES); null otherwise. */
-export function databaseBusyReason(err: unknown): string | null {
+/**
+ * The error and its causes (drizzle wraps driver errors), at most 5 deep, each with its
+ * string `code`: what the classifications below read.
+ */
+function* codedCauses(err: unknown): Generator<{ e: object; code: string }> {
   for (let e = err, depth = 0; typeof e === "object" && e !== null && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;
-    const reason = typeof code === "string" ? BUSY_CODES.get(code) : undefined;
-    if (reason !== undefined) return `${reason} (SQLSTATE ${code as string})`;
+    if (typeof code === "string") yield { e, code };
     e = (e as { cause?: unknown }).cause;
+  }
+}
+
+/** Why the database could not complete the statement, when it may on a retry (BUSY_CODES); null otherwise. */
+export function databaseBusyReason(err: unknown): string | null {
+  for (const { code } of codedCauses(err)) {
+    const reason = BUSY_CODES.get(code);
+    if (reason !== undefined) return `${reason} (SQLSTATE ${code})`;
   }
   return null;
 }
@@ -255,10 +265,8 @@ const isMissingSocket = (e: object, code: string) => code === "ENOENT" && (e as 
 
 /** True for connection-level failures, also when wrapped (drizzle wraps driver errors). */
 export function isDatabaseUnavailable(err: unknown): boolean {
-  for (let e = err, depth = 0; typeof e === "object" && e !== null && depth < 5; depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && (UNAVAILABLE_CODES.has(code) || code.startsWith("08") || isMissingSocket(e, code))) return true;
-    e = (e as { cause?: unknown }).cause;
+  for (const { e, code } of codedCauses(err)) {
+    if (UNAVAILABLE_CODES.has(code) || code.startsWith("08") || isMissingSocket(e, code)) return true;
   }
   return false;
 }
