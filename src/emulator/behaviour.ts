@@ -11,7 +11,7 @@ import { isTimeZone, wallClock } from "../domain/time-zones.ts";
 
 export const PLACE_ANSWERS = ["spec", "sfx"] as const;
 export const EDIT_ANSWERS = ["spec", "sfx"] as const;
-export const CALLBACK_SHAPES = ["spec", "nested", "unified"] as const;
+export const CALLBACK_SHAPES = ["spec", "nested", "unified", "sparse"] as const;
 
 export interface Behaviour {
   /** false: a repeated (store_code, client_order_id) is refused naming the first order. true: another order is created. */

@@ -9,6 +9,9 @@ import type { EmulatorContext } from "./types.ts";
  * rider under `rider_details` and coordinates as strings. unified: one `order_id` whose
  * meaning differs by kind (the client's id in status callbacks, the provider's beside
  * `client_order_id` in location callbacks), as the real provider is reported to send.
+ * sparse: the leanest layouts reported (PRODUCT.md §10): the provider's id alone as
+ * `order_id`, the rider's fields at the top with `rider_phone`, string coordinates, the
+ * masked number as `masked_rider_contact.contact`, the time as `event_timestamp`.
  */
 
 export interface Coordinates {
@@ -23,7 +26,7 @@ export interface StatusEvent {
   at: number;
   /** The step-time field of this status (allot_time, …). */
   timeField: string;
-  /** Step-specific fields (cancel reason, virtual contact number, …): spec and nested carry them, unified only its own. */
+  /** Step-specific fields (cancel reason, virtual contact number, …): spec and nested carry them, unified and sparse only their own. */
   extra: Record<string, unknown>;
   /** Where the rider was at this step, if the step says (doorstep arrival). */
   location: Coordinates | null;
@@ -101,7 +104,23 @@ export function statusCallback(ctx: EmulatorContext, order: EmulatorOrder, event
         track_url: order.trackUrl,
       };
     }
+    case "sparse": {
+      const contact = order.virtualContactNumber ?? order.rider?.contact;
+      return {
+        order_id: order.svcOrderId,
+        status,
+        event_timestamp: time,
+        ...(order.rider ? { rider_id: riderId(order), rider_name: order.rider.name } : {}),
+        ...(order.rider && contact ? { masked_rider_contact: { contact } } : {}),
+        ...(stepLocation ? stringCoordinates(stepLocation) : {}),
+      };
+    }
   }
+}
+
+/** `rider_latitude` / `rider_longitude` as numeric strings, as some real payloads carry them. */
+function stringCoordinates(at: Coordinates): Record<string, string> {
+  return { rider_latitude: String(at.latitude), rider_longitude: String(at.longitude) };
 }
 
 /** Sent on a rider-location update; there is always a rider and a location by then. */
@@ -131,6 +150,13 @@ export function locationCallback(ctx: EmulatorContext, order: EmulatorOrder, at:
         order_id: order.svcOrderId,
         client_order_id: order.clientOrderId,
         ...withRider(order, loc),
+        event_timestamp: time,
+      };
+    case "sparse":
+      return {
+        order_id: order.svcOrderId,
+        ...(order.rider ? { rider_id: riderId(order), rider_phone: order.rider.contact } : {}),
+        ...(loc ? stringCoordinates(loc) : {}),
         event_timestamp: time,
       };
   }

@@ -1,7 +1,7 @@
 /**
  * The real provider's variants (PRODUCT.md §10), end to end over real HTTP against the
  * emulator in its realistic mode: it accepts a repeated client_order_id, answers places
- * with a numeric `sfx_order_id` and no track_url, calls back in the nested and Unified
+ * with a numeric `sfx_order_id` and no track_url, calls back in the nested, Unified and sparse
  * shapes with zone-less times (Asia/Kolkata), and can create an order and then lose the
  * answer. Provider orders are counted at the emulator.
  */
@@ -358,6 +358,65 @@ describe("§10 callbacks in the real shapes", () => {
       assert.equal(moved.status, "ALLOTTED");
       assert.deepEqual([moved.rider?.latitude, moved.rider?.longitude], [12.9, 77.6]);
       assert.ok(moved.rider?.contact, "masked_rider_contact read");
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("Sparse shape: order_id alone as the provider's id, rider_phone, masked_rider_contact.contact and string coordinates carry an order to DELIVERED", async () => {
+    const s = await realistic();
+    try {
+      assert.equal((await s.pair.control.send("PUT", "/behaviour", { callback_shape: "sparse" })).status, 200);
+      const { coid, order: o } = await place(s);
+      const svc = o.svc_order_id!;
+      await s.pair.client.allot(svc, { rider_id: 31 });
+      await s.pair.emulator.callbacks.idle();
+      await settle(s.t, s.pair);
+      const allotted = await order(s, coid);
+      const rider = (await s.pair.control.order(svc)).rider as { contact: string };
+      assert.equal(allotted.status, "ALLOTTED");
+      assert.equal(allotted.rider?.id, "31");
+      assert.equal(allotted.rider?.contact, rider.contact, "the status callback's masked_rider_contact.contact");
+
+      // A minute apart at the emulator: zone-less times have whole seconds, and events of one
+      // second tie (broken by their dedupe keys, not by arrival).
+      const steps: (() => Promise<unknown>)[] = [
+        () => s.pair.client.collect(svc, { status: "COLLECTED", pickup_lat: 12.9, pickup_lng: 77.6 }),
+        () => s.pair.client.riderLocation(svc, { latitude: 12.93, longitude: 77.62 }),
+        () => s.pair.client.doorstepArrival(svc, { arrival_lat: 12.95, arrival_lng: 77.64 }),
+        () => s.pair.client.deliver(svc, { status: "DELIVERED" }),
+      ];
+      for (const step of steps) {
+        await s.pair.control.advanceClock(60);
+        await step();
+      }
+      await s.pair.emulator.callbacks.idle();
+      await settle(s.t, s.pair);
+
+      const payloads = s.pair.emulator.callbacks.deliveries().map((d) => d.payload);
+      assert.ok(payloads.length >= 5);
+      for (const p of payloads) {
+        assert.equal(p.order_id, svc, "every callback names the order by the provider's id alone");
+        assert.equal(p.client_order_id, undefined);
+        assert.equal(p.sfx_order_id, undefined);
+      }
+      assert.ok(payloads.some((p) => typeof p.rider_latitude === "string" && p.rider_phone !== undefined), "a location callback with rider_phone");
+      assert.ok(payloads.some((p) => (p.masked_rider_contact as { contact?: string } | undefined)?.contact), "masked_rider_contact.contact");
+
+      assert.equal(await ordersRows(s), 1, "the provider's id resolved to the placed order: no phantom");
+      const done = await order(s, coid);
+      assert.equal(done.status, "DELIVERED");
+      assert.equal(done.rider?.id, "31");
+      // The doorstep arrival's string coordinates are the last position sent.
+      assert.deepEqual([done.rider?.latitude, done.rider?.longitude], [12.95, 77.64]);
+      const events = await json<{ items: TimelineEvent[] }>(await s.t.request(`/v1/orders/${coid}/events?limit=100`));
+      const fromProvider = events.items.filter((e) => e.source === "provider");
+      assert.deepEqual(
+        fromProvider.map((e) => e.status),
+        ["ALLOTTED", "COLLECTED", null, "CUSTOMER_DOOR_STEP", "DELIVERED"],
+        "every sparse callback stored under the order, the location one without a status",
+      );
+      assert.ok(events.items.some((e) => e.kind === "location"), "the sparse location callback is a location event");
     } finally {
       await s.close();
     }
