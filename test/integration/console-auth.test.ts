@@ -80,6 +80,19 @@ describe("signing in and out", () => {
     }
   });
 
+  it("a place to come back to holding a control character is refused, not a 500 after a good sign-in", async () => {
+    for (const next of ["/orders\x01", "/\x7f", "/a\x1bb"]) {
+      const res = await fetch(`${base}/sign-in`, form({ token: API_TOKEN, next }));
+      assert.equal(res.status, 303, JSON.stringify(next));
+      assert.equal(res.headers.get("location"), "/", JSON.stringify(next));
+    }
+    // Signed in already, the sign-in page sends the browser straight on: the same check.
+    const { cookie } = await signIn();
+    const res = await fetch(`${base}/sign-in?next=%2Forders%01`, { headers: { cookie }, redirect: "manual" });
+    assert.equal(res.status, 303);
+    assert.equal(res.headers.get("location"), "/");
+  });
+
   it("a sign-in from another site's page (Origin) is 403 even with the right token", async () => {
     const res = await fetch(`${base}/sign-in`, { ...form({ token: API_TOKEN }), headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://evil.example" } });
     assert.equal(res.status, 403);
