@@ -413,6 +413,36 @@ export async function orderTimeline(
 }
 
 /**
+ * The newest `limit` events of an order by either of its identifiers, in event-time order,
+ * and whether older ones exist: what a person looking at the order needs (its latest
+ * status, the rider's latest location), however long the order ran. Each id is a backward
+ * scan of the same indexes as orderTimeline.
+ */
+export async function latestOrderEvents(
+  sql: Tx,
+  order: { svc_order_id: string | null; client_order_id: string | null },
+  limit: number,
+): Promise<{ rows: EventRow[]; older: boolean }> {
+  if (order.svc_order_id === null && order.client_order_id === null) return { rows: [], older: false };
+  const n = limit + 1;
+  const bySvc =
+    order.svc_order_id !== null
+      ? sql`(select * from order_events where svc_order_id = ${order.svc_order_id} order by occurred_at desc, id desc limit ${n})`
+      : sql`(select * from order_events where false)`;
+  const byClient =
+    order.client_order_id !== null
+      ? sql`(select * from order_events where client_order_id = ${order.client_order_id} order by occurred_at desc, id desc limit ${n})`
+      : sql`(select * from order_events where false)`;
+  // As in orderTimeline: an event with both ids comes from both sides, and is kept once.
+  const rows = await sql<EventRow[]>`
+    select distinct on (occurred_at, id) e.* from (${bySvc} union all ${byClient}) e
+    order by occurred_at desc, id desc
+    limit ${n}`;
+  const older = rows.length > limit;
+  return { rows: (older ? rows.slice(0, limit) : rows).reverse(), older };
+}
+
+/**
  * Redaction, the one change the log allows (migration 0009's trigger checks it): the
  * payloads of the order's events, as `redact` returns them (null: unchanged), with values
  * replaced by "[redacted]" and nothing else. How many events changed.

@@ -262,6 +262,34 @@ describe("the orders pages", () => {
     assert.equal((await fetch(`${base}/orders/99999999`, { headers: { cookie } })).status, 404);
   });
 
+  it("an order with more events than its page shows: the latest ones, the rider's latest location, the path to it", async () => {
+    const { cookie } = await signIn();
+    const coid = "CA-LONG";
+    const ids = { client_order_id: coid, svc_order_id: "779001" };
+    const at = (s: number) => new Date(Date.UTC(2026, 10, 23, 9, 0, s)).toISOString();
+    assert.equal((await t.callback({ ...ids, order_status: "ALLOTTED", timestamp: at(0), rider_name: "Ravi" })).status, 200);
+    const locations = 520;
+    for (let k = 1; k <= locations; k += 40) {
+      await Promise.all(
+        Array.from({ length: Math.min(40, locations + 1 - k) }, (_, i) => {
+          const n = k + i;
+          return t.callback({ ...ids, rider_latitude: Number((12.9 + n / 10_000).toFixed(4)), rider_longitude: 77.6, timestamp: at(n) });
+        }),
+      );
+    }
+    assert.equal((await t.callback({ ...ids, order_status: "DELIVERED", timestamp: at(locations + 1) })).status, 200);
+    await t.runJobs();
+    const [row] = await t.database.sql<{ id: number; event_count: number }[]>`select id, event_count from orders where client_order_id = ${coid}`;
+    assert.equal(row!.event_count, locations + 2);
+    const page = await (await fetch(`${base}/orders/${row!.id}`, { headers: { cookie } })).text();
+    // The path ends where the rider was last: the newest location, not the 500th oldest.
+    assert.match(page, /last at 12\.95200, 77\.60000\./);
+    const timeline = /<h2>Timeline<\/h2>([\s\S]*)$/.exec(page)![1]!;
+    assert.match(timeline, /DELIVERED/, "the newest event is on the page");
+    assert.match(timeline, /Showing the latest 500 events/);
+    assert.equal((timeline.match(/<tr>/g) ?? []).length, 1 + 500, "a header row and 500 events");
+  });
+
   it("filters narrow the list, and the live fragment has the same rows", async () => {
     const { cookie } = await signIn();
     await newOrder("DELIVERED");

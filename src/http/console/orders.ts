@@ -13,7 +13,7 @@ import { commandById, commandsWithAnswersOf } from "../../commands/store.ts";
 import type { CommandRow, CommandWithAnswer } from "../../commands/store.ts";
 import { coordinates, isJsonObject } from "../../domain/normalise.ts";
 import { CANONICAL_STATUSES, canonicalStatus } from "../../domain/statuses.ts";
-import { orderTimeline } from "../../events/log.ts";
+import { latestOrderEvents } from "../../events/log.ts";
 import { PLACEMENT_STATES } from "../../orders/json.ts";
 import { findOrder, findOrderById, listOrders } from "../../orders/read.ts";
 import type { OrderRow } from "../../orders/read.ts";
@@ -34,7 +34,7 @@ export interface OrdersDeps extends ConsolePools {
 }
 
 const PAGE_SIZE = 50;
-/** Events shown on an order's page; the API pages through the rest. */
+/** Events shown on an order's page, the newest; the API pages through the rest. */
 const TIMELINE_MAX = 500;
 
 const SINCE = { "1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000 } as const;
@@ -223,7 +223,7 @@ export function orderPages(deps: OrdersDeps) {
 
   /** The parts of an order's page that move: status, actions, commands and timeline. */
   const liveParts = async (db: Sql, o: OrderRow) => {
-    const [timeline, commands] = await Promise.all([orderTimeline(db, o, { limit: TIMELINE_MAX }), commandsWithAnswersOf(db, o.id)]);
+    const [timeline, commands] = await Promise.all([latestOrderEvents(db, o, TIMELINE_MAX), commandsWithAnswersOf(db, o.id)]);
     const path: PathPoint[] = [];
     for (const e of timeline.rows) {
       const point = isJsonObject(e.payload) ? coordinates(e.payload) : null;
@@ -240,7 +240,7 @@ export function orderPages(deps: OrdersDeps) {
       ${commandsOf(o, commands)}
       <h2>Timeline</h2>
       ${timelineOf(timeline.rows)}
-      ${timeline.next ? html`<p>Showing the first ${TIMELINE_MAX} events; the API (GET /v1/orders/{order}/events) pages through all of them.</p>` : null}`;
+      ${timeline.older ? html`<p>Showing the latest ${TIMELINE_MAX} events; the API (GET /v1/orders/{order}/events) pages through all of them.</p>` : null}`;
   };
 
   app.get("/orders/:id/live", async (c) => {
