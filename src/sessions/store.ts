@@ -1,26 +1,31 @@
 /**
  * Console sessions: the one owner of console_sessions. The browser holds a random token;
- * the table holds its SHA-256, so a copy of the database signs nobody in. A session ends
- * at its expiry or when it signs out.
+ * the table holds its HMAC-SHA256 keyed with the API token the session was signed in with,
+ * so a copy of the database signs nobody in, and a new API_TOKEN ends every session made
+ * with the old one (signing in is proving the API token: changing it is how access is
+ * taken back). A session ends at its expiry or when it signs out.
  */
-import { createHash, randomBytes } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import type { Tx } from "../db/client.ts";
 
 export interface Session {
-  /** Hex SHA-256 of the token. */
+  /** Hex HMAC-SHA256 of the token (keyed with the API token). */
   id: string;
   csrfToken: string;
   expiresAt: Date;
 }
 
-const hashOf = (token: string) => createHash("sha256").update(token, "utf8").digest("hex");
+const hashOf = (token: string, key: string) => createHmac("sha256", key).update(token, "utf8").digest("hex");
 const newToken = () => randomBytes(32).toString("base64url");
 
-/** A new session lasting `ttlMs`; the token goes in the cookie and nowhere else. Expired sessions are removed on the way. */
-export async function startSession(sql: Tx, ttlMs: number): Promise<{ token: string; session: Session }> {
+/**
+ * A new session lasting `ttlMs`, signed in with the API token `key`; the token goes in the
+ * cookie and nowhere else. Expired sessions are removed on the way.
+ */
+export async function startSession(sql: Tx, ttlMs: number, key: string): Promise<{ token: string; session: Session }> {
   const token = newToken();
   const csrfToken = newToken();
-  const id = hashOf(token);
+  const id = hashOf(token, key);
   await sql`delete from console_sessions where expires_at <= now()`;
   const [row] = await sql<{ expires_at: Date }[]>`
     insert into console_sessions (id, csrf_token, expires_at)
@@ -29,10 +34,10 @@ export async function startSession(sql: Tx, ttlMs: number): Promise<{ token: str
   return { token, session: { id, csrfToken, expiresAt: row!.expires_at } };
 }
 
-/** The live session of this cookie token, if any. */
-export async function findSession(sql: Tx, token: string): Promise<Session | undefined> {
+/** The live session of this cookie token, if any, made with the API token `key`. */
+export async function findSession(sql: Tx, token: string, key: string): Promise<Session | undefined> {
   const [row] = await sql<{ id: string; csrf_token: string; expires_at: Date }[]>`
-    select id, csrf_token, expires_at from console_sessions where id = ${hashOf(token)} and expires_at > now()`;
+    select id, csrf_token, expires_at from console_sessions where id = ${hashOf(token, key)} and expires_at > now()`;
   return row ? { id: row.id, csrfToken: row.csrf_token, expiresAt: row.expires_at } : undefined;
 }
 

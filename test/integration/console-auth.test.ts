@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { API_TOKEN, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { consoleSignIn } from "../helpers/console.ts";
-import { CONSOLE_FORM_MAX_BYTES } from "../../src/http/console/index.ts";
+import { CONSOLE_FORM_MAX_BYTES, consoleRoutes } from "../../src/http/console/index.ts";
 
 let t: TestApp;
 let base: string;
@@ -107,6 +107,15 @@ describe("signing in and out", () => {
     assert.match(out.headers.get("set-cookie") ?? "", /tracklane_session=;.*Max-Age=0/);
     const again = await fetch(`${base}/orders`, { headers: { cookie }, redirect: "manual" });
     assert.equal(again.status, 303, "the old cookie opens nothing");
+  });
+
+  it("a new API_TOKEN ends the sessions signed in with the old one", async () => {
+    const { cookie } = await signIn();
+    // The same database, a process given another API_TOKEN (a token taken back after a leak).
+    const pages = (apiToken: string) => consoleRoutes({ config: { ...t.config, apiToken }, sql: t.database.sql, readSql: t.database.readSql, log: t.log });
+    const withToken = async (apiToken: string) => (await pages(apiToken).request("/orders", { headers: { cookie }, redirect: "manual" })).status;
+    assert.equal(await withToken(API_TOKEN), 200, "the token it was signed in with");
+    assert.equal(await withToken("a-new-api-token-after-a-leak-0123"), 303, "sent to sign in again");
   });
 
   it("an expired session opens nothing", async () => {

@@ -23,12 +23,14 @@ export interface CookieSettings {
   /** PUBLIC_URL: its origin is accepted in Origin, and https makes the cookie Secure. */
   publicUrl: string;
   sessionHours: number;
+  /** API_TOKEN: a session is only good with the token it was signed in with (sessions/store.ts). */
+  apiToken: string;
 }
 
 /** Signs in: a new session and its cookie (HttpOnly, SameSite=Strict, Secure behind https). */
 export async function signIn(c: Context, sql: Sql, settings: CookieSettings): Promise<void> {
   const ttlMs = settings.sessionHours * 3_600_000;
-  const { token } = await startSession(sql, ttlMs);
+  const { token } = await startSession(sql, ttlMs, settings.apiToken);
   setCookie(c, SESSION_COOKIE, token, {
     httpOnly: true,
     sameSite: "Strict",
@@ -43,10 +45,10 @@ export function clearSessionCookie(c: Context, settings: CookieSettings): void {
 }
 
 /** Pages need a live session; without one a GET goes to the sign-in page (and comes back after), anything else is 403. */
-export function sessionRequired(sql: Sql): MiddlewareHandler<ConsoleEnv> {
+export function sessionRequired(sql: Sql, apiToken: string): MiddlewareHandler<ConsoleEnv> {
   return async (c, next) => {
     const token = getCookie(c, SESSION_COOKIE);
-    const session = token ? await findSession(sql, token) : undefined;
+    const session = token ? await findSession(sql, token, apiToken) : undefined;
     if (!session) {
       if (c.req.method === "GET" || c.req.method === "HEAD") {
         const url = new URL(c.req.url);

@@ -91,7 +91,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
   const pools = { sql, readSql };
   const limiter = deps.limiter ?? createSignInLimiter();
   const matches = secretMatcher(config.apiToken);
-  const cookies = { publicUrl: config.publicUrl, sessionHours: config.console.sessionHours };
+  const cookies = { publicUrl: config.publicUrl, sessionHours: config.console.sessionHours, apiToken: config.apiToken };
   const app = new Hono<ConsoleEnv>();
 
   const headers = secureHeaders({
@@ -137,7 +137,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
   app.get("/sign-in", async (c) => {
     const next = safeNext(c.req.query("next"));
     const token = getCookie(c, SESSION_COOKIE);
-    if (token && (await findSession(sql, token))) return c.redirect(next, 303);
+    if (token && (await findSession(sql, token, config.apiToken))) return c.redirect(next, 303);
     return signInPage(c, { next, notice: c.req.query("signed-out") === "1" ? "Signed out." : undefined });
   });
 
@@ -163,14 +163,14 @@ export function consoleRoutes(deps: ConsoleDeps) {
     return c.redirect(next, 303);
   });
 
-  app.post("/sign-out", sessionRequired(sql), csrfRequired(), async (c) => {
+  app.post("/sign-out", sessionRequired(sql, config.apiToken), csrfRequired(), async (c) => {
     await endSession(sql, c.get("session").id);
     clearSessionCookie(c, cookies);
     return c.redirect("/sign-in?signed-out=1", 303);
   });
 
   for (const path of CONSOLE_PATHS) {
-    app.use(path, sessionRequired(sql));
+    app.use(path, sessionRequired(sql, config.apiToken));
     app.use(path, csrfRequired());
     // Pages hold order data: neither proxies nor the back button should keep them. The
     // time from here to the response (queries and rendering) goes out in Server-Timing,
