@@ -166,6 +166,20 @@ describe("forms", () => {
     assert.deepEqual(row!.request, { reason: "customer asked", user: "Customer" });
   });
 
+  it("a cancel's reason is held to what the API (and the provider) take: over 128 characters is 422, nothing recorded", async () => {
+    const { cookie, csrf } = await signIn();
+    const id = await newOrder();
+    const headers = { "content-type": "application/x-www-form-urlencoded", cookie, origin: base };
+    const cancel = (reason: string) => fetch(`${base}/orders/${id}/cancel`, { method: "POST", redirect: "manual", headers, body: new URLSearchParams({ _csrf: csrf, reason, user: "Seller" }) });
+    const long = await cancel("r".repeat(129));
+    assert.equal(long.status, 422);
+    assert.match(await long.text(), /reason: must be at most 128 characters/);
+    assert.equal((await t.database.sql`select 1 from commands where order_id = ${id}`).length, 0, "nothing recorded");
+    const page = await (await fetch(`${base}/orders/${id}/cancel`, { headers: { cookie } })).text();
+    assert.match(page, /<input name="reason" required="" maxlength="128"/, "the form says so before it is sent");
+    assert.equal((await cancel("r".repeat(128))).status, 303);
+  });
+
   it("an action the order's state does not allow is 409 with the reason, on the confirmation page", async () => {
     const { cookie, csrf } = await signIn();
     const id = await newOrder("DELIVERED");

@@ -17,7 +17,7 @@ import { latestOrderEvents } from "../../events/log.ts";
 import { PLACEMENT_STATES } from "../../orders/json.ts";
 import { findOrder, findOrderById, listOrders } from "../../orders/read.ts";
 import type { OrderRow } from "../../orders/read.ts";
-import { CANCEL_USERS } from "../../provider/schemas.ts";
+import { CANCEL_USERS, CancelOrderBodySchema, MAX_STRING_LENGTH } from "../../provider/schemas.ts";
 import { toApiError } from "../errors.ts";
 import type { ConsoleEnv } from "./auth.ts";
 import { blankToUndefined, problemOf } from "./forms.ts";
@@ -429,9 +429,11 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
     title: "Cancel the order",
     danger: true,
     explain: () => "tracklane asks the provider to cancel this order. A rider on the way is called off.",
-    inputs: html`<p><label>Reason<input name="reason" required maxlength="200" /></label></p>
+    inputs: html`<p><label>Reason<input name="reason" required maxlength=${String(MAX_STRING_LENGTH)} /></label></p>
       <p><label>Asked by<select name="user">${CANCEL_USERS.map((u) => html`<option value=${u} selected=${u === "Seller"}>${u}</option>`)}</select></label></p>`,
-    fields: z.object({ reason: z.string().trim().min(1, "give a reason").max(200), user: z.enum(CANCEL_USERS) }),
+    // The API's own check of a cancel (what the provider takes): a longer reason would be
+    // recorded here and then refused at every attempt to send it.
+    fields: z.object({ reason: z.string().trim().min(1, "give a reason").pipe(CancelOrderBodySchema.shape.reason), user: CancelOrderBodySchema.shape.user }),
     run: async (sql, o, input) => await createCommand(sql, o, "cancel", { reason: input["reason"]!, user: input["user"]! }),
   },
   {
