@@ -10,6 +10,7 @@ import { API_TOKEN, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { consoleSignIn } from "../helpers/console.ts";
 import { CONSOLE_FORM_MAX_BYTES, consoleRoutes } from "../../src/http/console/index.ts";
+import { insertPlacedOrder, recordPlacementEnded } from "../../src/orders/store.ts";
 
 let t: TestApp;
 let base: string;
@@ -178,6 +179,19 @@ describe("forms", () => {
     const page = await (await fetch(`${base}/orders/${id}/cancel`, { headers: { cookie } })).text();
     assert.match(page, /<input name="reason" required="" maxlength="128"/, "the form says so before it is sent");
     assert.equal((await cancel("r".repeat(128))).status, 303);
+  });
+
+  it("an order whose placement the provider refused says to retry it, not to wait for it", async () => {
+    const { cookie } = await signIn();
+    const id = await t.database.sql.begin(async (tx) => {
+      const { orderId } = await insertPlacedOrder(tx, { clientOrderId: "CA-REFUSED", storeCode: null, pickupOtp: null, at: new Date() });
+      await recordPlacementEnded(tx, orderId, "failed", "store_code: unknown store");
+      return orderId;
+    });
+    const page = await (await fetch(`${base}/orders/${id}`, { headers: { cookie } })).text();
+    const actions = /<h2>Actions<\/h2>(.*?)<h2>/s.exec(page)![1]!;
+    assert.match(actions, /refused this order&#39;s placement/);
+    assert.doesNotMatch(actions, /wait for its placement/);
   });
 
   it("an action the order's state does not allow is 409 with the reason, on the confirmation page", async () => {

@@ -481,6 +481,10 @@ function actionsOf(o: OrderRow): JSXNode {
     if (a.path === "confirm-placement" || a.path === "retry-placement") return o.placement_state === "unconfirmed";
     return !finished && o.placement_state !== "pending" && o.placement_state !== "unconfirmed" && o.placement_state !== "failed";
   });
+  // A refused placement waits for nobody: a person fixes its cause and sends it again.
+  if (offered.length === 0 && !finished && o.placement_state === "failed") {
+    return html`<p>The provider refused this order's placement: once its cause is fixed, retry the place command under Commands.</p>`;
+  }
   if (offered.length === 0) return html`<p>Nothing to do: ${finished ? "the order is finished." : "wait for its placement."}</p>`;
   return html`<div class="actions">${offered.map((a) => html`<a class=${a.danger ? "button secondary" : "button"} href=${`/orders/${o.id}/${a.path}`}>${a.title}…</a>`)}</div>`;
 }
