@@ -120,15 +120,16 @@ async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readon
 
 /** One send; its outcome as a record, with the metrics and the log line it calls for. */
 async function attempt(deps: DeliverDeps, endpoint: EndpointRow, d: Claimed): Promise<AttemptRecord> {
-  const timestampS = Math.floor(Date.now() / 1000);
+  const at = new Date();
+  const timestampS = Math.floor(at.getTime() / 1000);
   const result = await sendWebhook({
     url: endpoint.url,
-    headers: webhookHeaders(signingSecrets(endpoint, new Date()), d.message_id, timestampS, d.body),
+    headers: webhookHeaders(signingSecrets(endpoint, at), d.message_id, timestampS, d.body),
     body: d.body,
     timeoutMs: deps.settings.timeoutMs,
     allowPrivate: deps.settings.allowPrivateUrls,
   });
-  const base = { deliveryId: d.id, lease: d.lease, statusCode: result.statusCode, durationMs: result.durationMs, responseExcerpt: result.responseExcerpt, error: result.error };
+  const base = { deliveryId: d.id, lease: d.lease, at, statusCode: result.statusCode, durationMs: result.durationMs, responseExcerpt: result.responseExcerpt, error: result.error };
   deps.metrics.notifyAttempts.inc({ outcome: result.outcome });
   if (result.outcome === "delivered") {
     deps.metrics.notifyMessages.inc({ type: d.type, outcome: "delivered" });

@@ -56,6 +56,8 @@ export interface AttemptRecord {
   deliveryId: number;
   /** The lease the delivery was claimed with (Claimed.lease). */
   lease: string;
+  /** When the request went out: the attempt's time, not when its round was recorded. */
+  at: Date;
   statusCode: number | null;
   durationMs: number;
   responseExcerpt: string | null;
@@ -78,22 +80,24 @@ export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]
   // SQL, not the builder: many rows as column arrays (db/columns.ts), like the other
   // set-based writes, attempts and states together.
   const column = columnOf(attempts);
+  // A round records its attempts after its last send: each attempt's own time goes with it
+  // (as epoch ms, like the projection's instants), and a delivery was delivered when its answer came.
   const rows = await sql<{ id: number }[]>`
     with input as (
       select * from unnest(${attempts.map((a) => a.deliveryId)}::bigint[], ${column((a) => a.lease)}::text[], ${column((a) => a.next.state)}::text[],
-        ${column((a) => (a.next.state === "pending" ? a.next.retryInS : null))}::float8[], ${column((a) => a.statusCode)}::int[],
-        ${column((a) => Math.round(a.durationMs))}::int[], ${column((a) => a.responseExcerpt)}::text[], ${column((a) => a.error)}::text[],
-        ${column(lastError)}::text[])
-        as t(id, lease, state, retry_s, status_code, duration_ms, excerpt, error, last_error)
+        ${column((a) => (a.next.state === "pending" ? a.next.retryInS : null))}::float8[], ${column((a) => a.at.getTime())}::float8[],
+        ${column((a) => a.statusCode)}::int[], ${column((a) => Math.round(a.durationMs))}::int[], ${column((a) => a.responseExcerpt)}::text[],
+        ${column((a) => a.error)}::text[], ${column(lastError)}::text[])
+        as t(id, lease, state, retry_s, at_ms, status_code, duration_ms, excerpt, error, last_error)
     ),
     logged as (
-      insert into notification_attempts (delivery_id, status_code, duration_ms, response_excerpt, error)
-      select id, status_code, duration_ms, excerpt, error from input
+      insert into notification_attempts (delivery_id, at, status_code, duration_ms, response_excerpt, error)
+      select id, to_timestamp(at_ms / 1000), status_code, duration_ms, excerpt, error from input
     )
     update notification_deliveries d set
       attempts = d.attempts + 1, leased_until = null, status = i.state,
       last_status_code = i.status_code, last_error = i.last_error,
-      delivered_at = case when i.state = 'delivered' then now() end,
+      delivered_at = case when i.state = 'delivered' then to_timestamp((i.at_ms + i.duration_ms) / 1000) end,
       next_attempt_at = case when i.state = 'pending' then now() + i.retry_s * interval '1 second' else d.next_attempt_at end
     from input i
     -- The array gives the planner the rows' ids (an unnest's rows it can only guess): an index
@@ -218,7 +222,7 @@ export async function messageDetail(sql: Tx, messageId: string): Promise<Message
     sql<DeliveryRow[]>`select * from notification_deliveries where message_id = ${messageId} order by id`,
     sql<(AttemptRow & { endpoint_id: string })[]>`
       select a.*, d.endpoint_id from notification_attempts a join notification_deliveries d on d.id = a.delivery_id
-      where d.message_id = ${messageId} order by a.id`,
+      where d.message_id = ${messageId} order by a.at, a.id`,
   ]);
   return { message, deliveries, attempts };
 }
