@@ -134,5 +134,5 @@ export async function enabledEndpoints(tx: Tx): Promise<Pick<EndpointRow, "id" |
 }
 
 function notFound(id: string): DomainError {
-  return new DomainError("notification_endpoint_not_found", `no notification endpoint ${id}`);
+  return new DomainError("notification_endpoint_not_found", `no notification endpoint ${id.slice(0, 64)}`);
 }

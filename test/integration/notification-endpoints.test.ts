@@ -186,10 +186,27 @@ describe("reading, changing and deleting", () => {
   });
 
   it("answers 404 for an id it never gave, well-formed or not", async () => {
-    for (const id of [UNKNOWN_ID, "nope", "ep_short", "1"]) {
+    for (const id of [UNKNOWN_ID, "nope", "ep_short", "1", `ep_${"x".repeat(200)}`]) {
       const res = await t.request(`${BASE}/${id}`);
       assert.equal(res.status, 404, id);
       assert.equal((await json<Err>(res)).error.code, "notification_endpoint_not_found");
+    }
+  });
+
+  it("the message and recovery routes answer 404 too for any id they never gave, however long (docs/api.md)", async () => {
+    const long = "x".repeat(200);
+    for (const [method, path, code] of [
+      ["GET", `/v1/notifications/messages/msg_${long}`, "notification_message_not_found"],
+      ["GET", "/v1/notifications/messages/nope", "notification_message_not_found"],
+      ["POST", `/v1/notifications/messages/msg_${long}/resend`, "notification_message_not_found"],
+      ["POST", `${BASE}/ep_${long}/test`, "notification_endpoint_not_found"],
+      ["POST", `${BASE}/ep_${long}/recover`, "notification_endpoint_not_found"],
+    ] as const) {
+      const res = await t.request(path, { method, ...(path.endsWith("/recover") ? { json: { since: "2026-01-01T00:00:00Z" } } : {}) });
+      assert.equal(res.status, 404, `${method} ${path.slice(0, 60)}: ${await res.clone().text()}`);
+      const body = await json<Err>(res);
+      assert.equal(body.error.code, code);
+      assert.ok(body.error.message.length < 120, body.error.message);
     }
   });
 });

@@ -105,12 +105,15 @@ function detailJson(d: MessageDetail): z.infer<typeof MessageDetailSchema> {
   };
 }
 
+// No length limit: an id that is not a stored message or endpoint is 404, malformed or not (docs/api.md).
 const MessageIdParams = z.object({
-  id: z.string().max(100).openapi({ param: { name: "id", in: "path" }, example: "msg_01JDX3ZK5V0A8E2W4Q6R7T9Y1B" }),
+  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "msg_01JDX3ZK5V0A8E2W4Q6R7T9Y1B" }),
 });
 const EndpointIdParams = z.object({
-  id: z.string().max(100).openapi({ param: { name: "id", in: "path" }, example: "ep_01JDX3ZK5V0A8E2W4Q6R7T9Y1B" }),
+  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "ep_01JDX3ZK5V0A8E2W4Q6R7T9Y1B" }),
 });
+
+const messageNotFound = (id: string) => new ApiError("notification_message_not_found", `no notification message ${id.slice(0, 64)}`);
 
 const notFound = (what: string) => ({ description: `No such ${what}`, content: { "application/json": { schema: errors[404].content["application/json"].schema } } });
 
@@ -178,7 +181,7 @@ export function notificationMessageRoutes(deps: { sql: Sql; readSql: Sql }) {
     async (c) => {
       const { id } = c.req.valid("param");
       const detail = await messageDetail(readSql, id);
-      if (!detail) throw new ApiError("notification_message_not_found", `no notification message ${id}`);
+      if (!detail) throw messageNotFound(id);
       return c.json(detailJson(detail), 200);
     },
   );
@@ -202,7 +205,7 @@ export function notificationMessageRoutes(deps: { sql: Sql; readSql: Sql }) {
     async (c) => {
       const { id } = c.req.valid("param");
       const deliveries = await resendMessage(sql, id);
-      if (deliveries === null) throw new ApiError("notification_message_not_found", `no notification message ${id}`);
+      if (deliveries === null) throw messageNotFound(id);
       return c.json({ message_id: id, deliveries }, 202);
     },
   );
