@@ -122,6 +122,17 @@ async function lastMessages(tx: Tx, ids: readonly number[], located: readonly nu
   return new Map(rows.map((r) => [r.order_id, { sequence: r.sequence, locationAt: r.location_at }]));
 }
 
+/**
+ * Rows found to be one order (orders/store.ts mergeOrders): their messages become the
+ * survivor's, so that its next `sequence` is above every one sent about either row. A
+ * receiver that kept the highest sequence it saw under either id would otherwise drop
+ * the merged order's next message as stale. The messages keep the ids they were sent with.
+ */
+export async function moveOrderMessages(tx: Tx, fromIds: readonly number[], toId: number): Promise<void> {
+  if (fromIds.length === 0) return;
+  await tx`update notification_messages set order_id = ${toId} where order_id = any(${fromIds as number[]}::bigint[])`;
+}
+
 /** A message that is not about an order's state (command.failed, awb.pool_low, test.ping). */
 export async function recordMessage(tx: Tx, draft: Draft): Promise<string | null> {
   if (draft.endpointId === undefined) {

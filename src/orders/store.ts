@@ -15,7 +15,7 @@ import type { OrderRow } from "./read.ts";
 import { NEW_ORDER } from "./change.ts";
 import type { OrderChange, OrderSnapshot } from "./change.ts";
 import { enabledEndpoints } from "../notify/endpoints.ts";
-import { recordOrderChanges } from "../notify/outbox.ts";
+import { moveOrderMessages, recordOrderChanges } from "../notify/outbox.ts";
 
 type AfterRow = { id: number } & OrderSnapshot;
 
@@ -212,11 +212,13 @@ export async function insertSeenOrders(
 }
 
 /**
- * Rows that turned out to be one order: the survivor takes over the others' commands and
- * what only they knew; the others are deleted.
+ * Rows that turned out to be one order: the survivor takes over the others' commands, their
+ * notification messages (its sequence continues above theirs) and what only they knew; the
+ * others are deleted.
  */
 export async function mergeOrders(tx: TransactionSql, survivorId: number, otherIds: readonly number[]): Promise<void> {
   await moveCommands(tx, otherIds, survivorId);
+  await moveOrderMessages(tx, otherIds, survivorId);
   const others = await tx<Pick<OrderRow, "svc_order_id" | "client_order_id" | "store_code" | "awb_number" | "pickup_otp" | "created_at">[]>`
     delete from orders where id = any(${otherIds as number[]}::bigint[])
     returning svc_order_id, client_order_id, store_code, awb_number, pickup_otp, created_at`;

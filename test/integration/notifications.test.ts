@@ -87,4 +87,27 @@ describe("notifications", () => {
     await t.runJobs();
     assert.deepEqual(receiver.received.map((r) => verified(endpoint.secret, r).type), ["order.rider_assigned"]);
   });
+  it("an order's sequence keeps growing when two rows of it merge: the survivor's next message is above every one sent for either", async () => {
+    const at = (m: number) => `2026-11-23T11:0${m}:00Z`;
+    // The provider's id alone first (the older row, so the survivor): one message.
+    assert.equal((await t.callback({ svc_order_id: "M-900", order_status: "ALLOTTED", timestamp: at(0) })).status, 200);
+    await t.runJobs();
+    // The client_order_id alone next: three messages, sequences 1 to 3.
+    for (const [i, status] of ["ALLOTTED", "ARRIVED", "DISPATCHED"].entries()) {
+      assert.equal((await t.callback({ client_order_id: "M-1", order_status: status, timestamp: at(i + 1) })).status, 200);
+      await t.runJobs();
+    }
+    // An event naming both merges the rows; its message is about the one order both were.
+    assert.equal((await t.callback({ client_order_id: "M-1", svc_order_id: "M-900", order_status: "DELIVERED", timestamp: at(5) })).status, 200);
+    await t.runJobs();
+    const messages = receiver.received.map((r) => verified(endpoint.secret, r));
+    const byClient = messages.filter((m) => m.data.order?.client_order_id === "M-1" && m.type === "order.status_changed");
+    const bySvc = messages.filter((m) => m.data.order?.svc_order_id === "M-900" && m.type === "order.status_changed");
+    assert.deepEqual(byClient.map((m) => m.data.order?.status), ["ALLOTTED", "ARRIVED", "COLLECTED", "DELIVERED"]);
+    const last = byClient.at(-1)!;
+    assert.equal(last.data.order?.svc_order_id, "M-900");
+    // A receiver keeping the highest sequence per order (docs/notifications.md) would drop a lower one as stale.
+    const seen = [...byClient, ...bySvc].filter((m) => m !== last).map((m) => m.data.sequence!);
+    assert.ok(last.data.sequence! > Math.max(...seen), `merged order's sequence ${last.data.sequence} after ${seen.join(", ")}`);
+  });
 });
