@@ -26,7 +26,26 @@ export interface DeliverDeps {
   settings: { timeoutMs: number; retryScheduleS: readonly number[]; allowPrivateUrls: boolean; burstEventsS: number; burstMaxWaitS: number };
   /** How many events the worker projects: deliveries yield to a burst. */
   load: LoadMeter;
+  /** This runner's delivery runs in progress, and how many may be (absent: no limit). */
+  runs?: RunSlots | undefined;
 }
+
+/**
+ * A run holds a worker slot for as long as its endpoint has something due, and a receiver
+ * that hangs makes every send last the whole timeout: with as many hanging endpoints as
+ * WORKER_CONCURRENCY, nothing else would run (no projection, no provider command). So a
+ * runner runs at most `max` at once; another comes back a second later.
+ */
+export interface RunSlots {
+  active: number;
+  readonly max: number;
+}
+
+/** A run put off because the runner's delivery runs are all taken comes back after this. */
+const SLOT_RECHECK_MS = 1000;
+
+/** The most delivery runs a worker runs at once: all its slots but two, at least one. */
+export const deliveryRunsOf = (concurrency: number): number => Math.max(1, concurrency - 2);
 
 /** While a burst lasts, the endpoint's run is looked at again this often. */
 const BURST_RECHECK_MS = 1000;
@@ -59,6 +78,21 @@ async function waitsForBurst(deps: DeliverDeps, endpointId: string): Promise<boo
 
 /** Sends everything due for the endpoint, until nothing is; schedules the next retry's run. How many it sent. */
 export async function deliverDue(deps: DeliverDeps, endpointId: string): Promise<number> {
+  const slots = deps.runs;
+  if (slots === undefined) return await deliverAll(deps, endpointId);
+  if (slots.active >= slots.max) {
+    await enqueueDelivery(deps.sql, endpointId, new Date(Date.now() + SLOT_RECHECK_MS));
+    return 0;
+  }
+  slots.active++;
+  try {
+    return await deliverAll(deps, endpointId);
+  } finally {
+    slots.active--;
+  }
+}
+
+async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number> {
   let sent = 0;
   // A round sends its deliveries PER_ENDPOINT at a time, each within the timeout.
   const leaseMs = Math.ceil(ROUND / PER_ENDPOINT) * deps.settings.timeoutMs + 5_000;

@@ -5,7 +5,7 @@ import { defineTask } from "../worker/define-task.ts";
 import type { TaskDefinition } from "../worker/define-task.ts";
 import type { WorkerDeps } from "../worker/deps.ts";
 import { enqueueDelivery, endpointsWithDue } from "./deliveries.ts";
-import { deliverDue } from "./deliver.ts";
+import { deliverDue, deliveryRunsOf } from "./deliver.ts";
 import { DELIVER_TASK } from "./outbox.ts";
 
 const SWEEP_TASK = "notify__sweep";
@@ -26,9 +26,12 @@ const settingsOf = (deps: WorkerDeps) => ({
 
 const notifyDeliver = defineTask(DELIVER_TASK, z.object({ endpoint_id: z.string().min(1) }), {
   // Every delivery is updated twice and its job inserted and deleted: vacuumed as the projection's queue is.
-  setup: (deps) => createQueueVacuum(deps.sql, { tables: ["notification_deliveries", "graphile_worker._private_jobs"], everyRows: 2000, minIntervalMs: 2000 }),
-  run: async (payload, { deps, shared, log, state: vacuum }) => {
-    const deliverDeps = { sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps), load: shared.load };
+  setup: (deps) => ({
+    vacuum: createQueueVacuum(deps.sql, { tables: ["notification_deliveries", "graphile_worker._private_jobs"], everyRows: 2000, minIntervalMs: 2000 }),
+    runs: { active: 0, max: deliveryRunsOf(deps.config.worker.concurrency) },
+  }),
+  run: async (payload, { deps, shared, log, state: { vacuum, runs } }) => {
+    const deliverDeps = { sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps), load: shared.load, runs };
     vacuum.rowsDone(await deliverDue(deliverDeps, payload.endpoint_id));
   },
 });
