@@ -68,8 +68,8 @@ export interface AttemptRecord {
 
 /**
  * Records a round of attempts and each delivery's new state, in one statement. Every
- * attempt is logged (it happened); a delivery's state changes only while it still holds
- * the attempt's lease. Once a resend or a recovery cleared it, or the lease ran out and
+ * attempt of a delivery that still exists is logged (it happened); a delivery's state
+ * changes only while it still holds the attempt's lease. Once a resend or a recovery cleared it, or the lease ran out and
  * another run claimed the delivery, the outcome is no longer this run's to record: written
  * anyway, it would end (or count against) a delivery someone asked to send again, or
  * overwrite what the newer claim found. Returns the deliveries whose state was recorded.
@@ -91,8 +91,11 @@ export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]
         as t(id, lease, state, retry_s, at_ms, status_code, duration_ms, excerpt, error, last_error)
     ),
     logged as (
+      -- Not for a delivery gone meanwhile (its endpoint deleted while the round was out):
+      -- its attempt has nothing left to belong to, and would fail the whole write.
       insert into notification_attempts (delivery_id, at, status_code, duration_ms, response_excerpt, error)
-      select id, to_timestamp(at_ms / 1000), status_code, duration_ms, excerpt, error from input
+      select i.id, to_timestamp(i.at_ms / 1000), i.status_code, i.duration_ms, i.excerpt, i.error from input i
+      where exists (select from notification_deliveries d where d.id = i.id)
     )
     update notification_deliveries d set
       attempts = d.attempts + 1, leased_until = null, status = i.state,

@@ -150,4 +150,17 @@ describe("notification delivery leases", () => {
     assert.match(left.last_error ?? "", /^endpoint disabled/);
     assert.equal(r.received.length, 2);
   });
+  it("an endpoint deleted while a send is in flight: the run ends without an error, nothing of it is left", async () => {
+    const { r, id } = await endpoint();
+    const messageId = await ping(id);
+    r.answers.push({ status: 200, delayMs: 600 });
+    const sending = run(id);
+    await r.waitFor(1);
+    assert.equal((await t.request(`${ENDPOINTS}/${id}`, { method: "DELETE" })).status, 204);
+    // Recording the attempt of a delivery deleted meanwhile failed the run (a foreign-key error, the job retried).
+    assert.equal(await sending, 1);
+    const [left] = await t.database.sql<{ n: number }[]>`
+      select count(*)::int as n from notification_deliveries where endpoint_id = ${id} or message_id = ${messageId}`;
+    assert.equal(left!.n, 0);
+  });
 });
