@@ -139,6 +139,12 @@ describe("DATABASE_READ_URL set: GETs and pages read the read database, writes g
     assert.deepEqual((await listEndpoints(p.database.sql)).map((e) => e.id), [id], "written to the primary");
     const listed = await json<{ items: { id: string }[] }>(await p.request("/v1/notifications/endpoints"));
     assert.deepEqual(listed.items.map((e) => e.id), [ids.readEndpoint], "listed from the read database");
+    // The signing secret is the primary's: a replica behind a rotation would hand out the old one.
+    const rotated = await p.request(`/v1/notifications/endpoints/${id}/secret/rotate`, { method: "POST" });
+    assert.equal(rotated.status, 200);
+    const secret = await p.request(`/v1/notifications/endpoints/${id}/secret`);
+    assert.equal(secret.status, 200, "read from the primary, where the endpoint is");
+    assert.deepEqual(await secret.json(), await rotated.json());
   });
 
   it("console pages read the read database; sessions and the page an action redirects to read the primary", async () => {
@@ -212,8 +218,8 @@ describe("DATABASE_READ_URL set: GETs and pages read the read database, writes g
     }
     await assert.rejects(p.database.sql`select 1 from orders`, (err: { code?: string }) => err.code === "42P01");
 
-    // Readiness and metrics are the primary's by design (src/http/app.ts).
-    const primaryOnly = new Set(["/readyz", "/metrics"]);
+    // Readiness, metrics and an endpoint's signing secret are the primary's by design.
+    const primaryOnly = new Set(["/readyz", "/metrics", "/v1/notifications/endpoints/:id/secret"]);
     const concrete = (path: string) =>
       path
         .replace(":order", "R-1")

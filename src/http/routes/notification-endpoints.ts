@@ -203,7 +203,9 @@ export function notificationEndpointRoutes(deps: { sql: Sql; readSql: Sql; allow
       request: { params: IdParams },
       responses: { 200: { description: "The current secret", content: { "application/json": { schema: SecretSchema } } }, ...errors },
     }),
-    async (c) => c.json({ secret: await endpointSecret(readSql, endpointId(c.req.valid("param"))) }, 200),
+    // The primary's, not the read pool's: a replica a moment behind a rotation would answer
+    // the old secret, which stops verifying 24 hours later.
+    async (c) => c.json({ secret: await endpointSecret(sql, endpointId(c.req.valid("param"))) }, 200),
   );
 
   app.openapi(
