@@ -59,6 +59,17 @@ export async function ensurePartitions(sql: Sql, span: PartitionSpan, now = new 
 }
 
 /**
+ * PostgreSQL's refusal of a row no partition of the log takes (check_violation, "no
+ * partition of relation … found for row"): the partitions for today's orders were not
+ * made ahead, because no worker ran the hourly job for longer than SPANS_AHEAD spans.
+ */
+export function isMissingPartition(err: unknown): boolean {
+  if (typeof err !== "object" || err === null) return false;
+  const { code, message } = err as { code?: unknown; message?: unknown };
+  return code === "23514" && typeof message === "string" && message.startsWith("no partition of relation");
+}
+
+/**
  * ensurePartitions on its own connection, for the entry points that migrate (npm start,
  * npm run migrate): a log that went without a worker for a while gets its partitions
  * before any append needs them.

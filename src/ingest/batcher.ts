@@ -8,7 +8,9 @@ import type { Sql } from "postgres";
 import { isDatabaseUnavailable } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
+import type { PartitionSpan } from "../domain/periods.ts";
 import { appendEvents } from "../events/log.ts";
+import { ensurePartitions, isMissingPartition } from "../events/partitions.ts";
 import type { Appended, EventInput } from "../events/log.ts";
 
 export interface BatcherOptions {
@@ -26,6 +28,12 @@ export interface BatcherOptions {
    * arriving at an empty buffer is always taken.
    */
   maxPendingBytes: number;
+  /**
+   * The span of the log's partitions (EVENTS_PARTITION). An append that finds no partition
+   * for its events (the worker's hourly job did not run for weeks) makes them, as the job
+   * would, and is tried once more: the callback is stored instead of answered with a 500.
+   */
+  partitionSpan?: PartitionSpan;
 }
 
 export class OverloadedError extends Error {
@@ -62,7 +70,13 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
     // One statement inserts the events, queues them and adds the drain job: atomic on
     // its own, and in autocommit PostgreSQL answers only once it has committed (flushed
     // to disk: synchronous_commit stays on). No BEGIN and COMMIT round trips per flush.
-    const results = await appendEvents(sql, batch.map((p) => p.input));
+    const inputs = batch.map((p) => p.input);
+    const results = await appendEvents(sql, inputs).catch(async (err: unknown) => {
+      if (options.partitionSpan === undefined || !isMissingPartition(err)) throw err;
+      const made = await ensurePartitions(sql, options.partitionSpan);
+      log.warn({ made }, "event log: an append found no partition for its events, so they were made now; is a worker running the hourly events__partitions job?");
+      return await appendEvents(sql, inputs);
+    });
     batch.forEach((p, i) => p.resolve(results[i]!));
   };
 

@@ -46,6 +46,7 @@ export function ingestorFor(config: Config, database: Database, log: Logger, met
       maxPending: Math.max(1024, batchMax * 16),
       // 128 full-size (256 KiB) callbacks; thousands of real ones (a few hundred bytes).
       maxPendingBytes: 32 * 1024 * 1024,
+      partitionSpan: config.events.partition,
     },
     log,
     metrics,

@@ -1,0 +1,55 @@
+/**
+ * A log whose partitions were not made ahead (no worker ran the hourly events__partitions
+ * job for longer than the spans made ahead): a callback is still stored, once, instead of
+ * answered with a 500 (src/ingest/batcher.ts makes the partitions and appends again).
+ */
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
+import { listPartitions } from "../../src/events/partitions.ts";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await createTestApp();
+});
+after(async () => {
+  await t.close();
+});
+
+const today = dayOf(new Date());
+
+it("a callback arriving when the partitions end before today is stored once in a partition made then, not refused with a 500", async () => {
+  const sql = t.database.sql;
+  // The log as a worker last left it two months ago: its partitions end before this month.
+  const old = spanStart(addDays(spanStart(today, "month"), -40), "month");
+  for (const kind of ["location", "status"]) await sql`select order_events_attach_partition(${kind}, ${old}::date, ${nextBoundary(old, "month")}::date)`;
+  for (const p of await listPartitions(sql)) {
+    if (p.starts < spanStart(today, "month")) continue;
+    await sql`delete from event_partitions where name = ${p.name}`;
+    await sql`alter table order_events detach partition ${sql(p.name)}`;
+    await sql`drop table ${sql(p.name)}`;
+  }
+  assert.ok((await listPartitions(sql)).every((p) => p.ends <= today), "no partition holds today");
+
+  const body = { client_order_id: "LATE-P-1", svc_order_id: "7700001", order_status: "ALLOTTED", rider_id: "R-1" };
+  const res = await t.callback(body);
+  assert.equal(res.status, 200, await res.clone().text());
+  const first = (await res.json()) as { event_id: string; duplicate: boolean };
+  assert.equal(first.duplicate, false);
+  const again = (await (await t.callback(body)).json()) as { event_id: string; duplicate: boolean };
+  assert.deepEqual(again, { ...first, duplicate: true });
+  const ping = await t.callback({ client_order_id: "LATE-P-1", svc_order_id: "7700001", rider_latitude: 12.9, rider_longitude: 77.6 });
+  assert.equal(ping.status, 200);
+
+  // Stored in its own period's partition, made ahead again for both kinds.
+  const [row] = await sql<{ period: string }[]>`select period::text from order_events where id = ${first.event_id}`;
+  assert.equal(row!.period, today);
+  const parts = await listPartitions(sql);
+  for (const kind of ["location", "status"]) assert.ok(parts.some((p) => p.kind === kind && p.starts <= today && today < p.ends), kind);
+  await t.runJobs();
+  const order = (await (await t.request("/v1/orders/LATE-P-1")).json()) as { status: string; rider: { latitude: number } | null };
+  assert.equal(order.status, "ALLOTTED");
+  assert.equal(order.rider?.latitude, 12.9);
+});
