@@ -46,9 +46,19 @@ export async function redactDue(sql: Sql, piiDays: number, now = new Date()): Pr
         const counts = await sql.begin(async (tx) => {
           const identities = identitiesOfRow(order);
           const svcOrderIds = identities.flatMap((i) => (i.svcOrderId === null ? [] : [i.svcOrderId]));
-          const events = await redactOrderEvents(tx, { svcOrderIds, clientOrderId: order.client_order_id }, redactEventPayload);
+          const ids = { svcOrderIds, clientOrderId: order.client_order_id };
+          let events = await redactOrderEvents(tx, ids, redactEventPayload);
           const commands = await redactCommands(tx, order.id, redactCommandRequest);
-          await projectOrdersIn(tx, identities, { redacting: true });
+          // A callback stored after the events were read may be folded (and claimed) by the
+          // projection: its payload is redacted and the order projected again, until a look
+          // after the projection finds nothing. One stored after that is left queued, and
+          // its projection makes the order due again.
+          for (;;) {
+            await projectOrdersIn(tx, identities, { redacting: true });
+            const more = await redactOrderEvents(tx, ids, redactEventPayload);
+            if (more === 0) break;
+            events += more;
+          }
           await markRedacted(tx, order.id);
           return { events, commands };
         });
