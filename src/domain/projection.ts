@@ -6,7 +6,7 @@
  */
 import { LATITUDE_FIELDS, LONGITUDE_FIELDS, eventDetails } from "./normalise.ts";
 import type { EventDetails, EventKind, JsonObject } from "./normalise.ts";
-import { STATUS_RANK, TERMINAL_RANK, canonicalStatus } from "./statuses.ts";
+import { CANONICAL_STATUSES, STATUS_RANK, TERMINAL_RANK, canonicalStatus } from "./statuses.ts";
 import type { CanonicalStatus } from "./statuses.ts";
 
 /** An event as stored in order_events. */
@@ -151,6 +151,61 @@ function unionOf(a: readonly string[], b: readonly string[]): string[] {
   if (b.length === 0 || (a.length === 1 && b.length === 1 && a[0] === b[0])) return a as string[];
   if (a.length === 0) return b as string[];
   return [...new Set([...a, ...b])].sort().slice(0, MAX_SVC_IDS);
+}
+
+/** What an order row shows (its columns in `orders`): all a row without a stored state has. */
+export interface ShownColumns {
+  status: string | null;
+  provider_status: string | null;
+  status_at: Date | null;
+  svc_order_id: string | null;
+  svc_order_ids: string[];
+  client_order_id: string | null;
+  track_url: string | null;
+  rider_id: string | null;
+  rider_name: string | null;
+  rider_contact: string | null;
+  rider_latitude: number | null;
+  rider_longitude: number | null;
+  rider_location_at: Date | null;
+  event_count: number;
+  last_event_at: Date | null;
+}
+
+/**
+ * A state that projects to what a row without a stored state shows (a row projected
+ * before states were stored, migration 0003): for an order retention shed events of,
+ * what those events told lives on in these columns only (withShed). The events behind
+ * them are unknown, so each part gets a stamp of its own: the time the row gives it
+ * (status_at, rider_location_at; else the last event's time), and a key naming the part,
+ * distinct per part so that the stored form (projection/state.ts) keeps every time.
+ */
+export function stateOfColumns(row: ShownColumns): FoldState {
+  const ms = (d: Date | null) => (d === null ? null : d.getTime());
+  const last = ms(row.last_event_at) ?? 0;
+  const riderAt = ms(row.rider_location_at) ?? ms(row.status_at) ?? last;
+  const winner = <T>(value: T | null, at: number, part: string): Winner<T> | null => (value === null ? null : { value, at, key: `row:${part}` });
+  const rider = <T>(value: T | null, at: number, part: string): RiderWinner<T> | null => {
+    const w = winner(value, at, part);
+    return w === null ? null : { ...w, rider: row.rider_id };
+  };
+  const status = CANONICAL_STATUSES.find((c) => c === row.status) ?? null;
+  return {
+    status: status === null ? null : { status, raw: row.provider_status ?? row.status ?? status, at: ms(row.status_at) ?? last, key: "row:status" },
+    svcOrderId: winner(row.svc_order_id, 0, "svc"),
+    svcOrderIds: row.svc_order_ids,
+    clientOrderId: winner(row.client_order_id, 0, "client"),
+    riderId: winner(row.rider_id, riderAt, "rider"),
+    riderName: rider(row.rider_name, riderAt, "rider"),
+    riderContact: rider(row.rider_contact, riderAt, "rider"),
+    location:
+      row.rider_latitude === null || row.rider_longitude === null
+        ? null
+        : rider({ latitude: row.rider_latitude, longitude: row.rider_longitude }, ms(row.rider_location_at) ?? riderAt, "location"),
+    trackUrl: winner(row.track_url, 0, "track"),
+    lastEventAt: ms(row.last_event_at),
+    eventCount: row.event_count,
+  };
 }
 
 /** The state of A ∪ B from the states of two DISJOINT sets of events A and B. */

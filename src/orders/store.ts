@@ -7,7 +7,7 @@
 import type { PendingQuery, Row, TransactionSql } from "postgres";
 import type { Tx } from "../db/client.ts";
 import { arrayLiteral, columnOf, jsonLines } from "../db/columns.ts";
-import type { Projection } from "../domain/projection.ts";
+import type { Projection, ShownColumns } from "../domain/projection.ts";
 import { moveCommands } from "../commands/store.ts";
 import { ORDER_JSON_COLUMNS } from "./json.ts";
 import type { OrderJsonRow } from "./json.ts";
@@ -185,6 +185,17 @@ export async function lockOrdersOf(tx: TransactionSql, svcs: readonly string[], 
     where svc_order_id = any(${svcs as string[]}::text[]) or client_order_id = any(${coids as string[]}::text[])
     order by id
     for update`;
+}
+
+/**
+ * What these rows show, for rows without a stored state whose orders retention shed events
+ * of (projection/project.ts): rare, so not read with every lock (lockOrdersOf).
+ */
+export async function shownColumnsOf(tx: Tx, ids: readonly number[]): Promise<(ShownColumns & { id: number })[]> {
+  return await tx<(ShownColumns & { id: number })[]>`
+    select id, status, provider_status, status_at, svc_order_id, svc_order_ids, client_order_id, track_url,
+           rider_id, rider_name, rider_contact, rider_latitude, rider_longitude, rider_location_at, event_count, last_event_at
+    from orders where id = any(${ids as number[]}::bigint[])`;
 }
 
 /** New rows for orders first seen in events, one statement; their ids, in input order. */

@@ -5,7 +5,7 @@
  * docs/architecture.md, "Projection".
  */
 import type { Sql, TransactionSql } from "postgres";
-import { DETAIL_SOURCES, foldState, latestFirst, mergeStates, payloadsNeeded, project, withShed } from "../domain/projection.ts";
+import { DETAIL_SOURCES, foldState, latestFirst, mergeStates, payloadsNeeded, project, stateOfColumns, withShed } from "../domain/projection.ts";
 import type { FoldState, StoredEvent } from "../domain/projection.ts";
 import { eventDetails, isJsonObject } from "../domain/normalise.ts";
 import type { EventDetails, JsonObject } from "../domain/normalise.ts";
@@ -16,7 +16,7 @@ import type { EventColumns, FoldEvent } from "../events/log.ts";
 import type { Logger } from "../logger.ts";
 import { NEW_ORDER } from "../orders/change.ts";
 import type { OrderChange, OrderSnapshot } from "../orders/change.ts";
-import { insertSeenOrders, lockOrdersOf, mergeOrders, writeProjected } from "../orders/store.ts";
+import { insertSeenOrders, lockOrdersOf, mergeOrders, shownColumnsOf, writeProjected } from "../orders/store.ts";
 import type { ProjectionRow, ProjectedWrite } from "../orders/store.ts";
 import { claimAndRead, withQueueProbes } from "./backlog.ts";
 import { decodeState, encodeState } from "./state.ts";
@@ -219,10 +219,27 @@ async function loadPayloads(tx: Tx, work: Iterable<OrderWork>): Promise<void> {
   }
 }
 
-/** What an order's rows hold between them (rows of one order merge: their events are disjoint); null: no state. */
-function keptState(rows: readonly ProjectionRow[]): FoldState | null {
-  const states = rows.map((r) => decodeState(r.projection_state)).filter((s): s is FoldState => s !== null);
+/**
+ * What an order's rows hold between them (rows of one order merge: their events are
+ * disjoint); null: no state. A row without a stored state counts with `columns`' state of
+ * it when given (stateOfColumns), else not at all.
+ */
+function keptState(rows: readonly ProjectionRow[], columns: ReadonlyMap<number, FoldState> = NO_COLUMNS): FoldState | null {
+  const states = rows.map((r) => decodeState(r.projection_state) ?? columns.get(r.id) ?? null).filter((s): s is FoldState => s !== null);
   return states.length === 0 ? null : states.reduce(mergeStates);
+}
+
+const NO_COLUMNS: ReadonlyMap<number, FoldState> = new Map();
+
+/**
+ * The states of the rows without a stored state (rows projected before states were
+ * stored) of the orders retention shed events of, read from their columns: what the
+ * dropped events told is there only, and a derivation from the events left would blank it.
+ */
+async function columnStates(tx: Tx, work: ReadonlyMap<string, OrderWork>, shed: ReadonlySet<string>): Promise<ReadonlyMap<number, FoldState>> {
+  const ids = [...work].flatMap(([root, w]) => (shed.has(root) ? w.rows.filter((r) => decodeState(r.projection_state) === null).map((r) => r.id) : []));
+  if (ids.length === 0) return NO_COLUMNS;
+  return new Map((await shownColumnsOf(tx, ids)).map((r) => [r.id, stateOfColumns(r)]));
 }
 
 /** The latest arrival among these events, for the projection-lag metric. */
@@ -298,8 +315,9 @@ export interface DeriveOptions {
  */
 export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[], options: DeriveOptions = {}): Promise<(ProjectResult | null)[]> {
   const { links, work, shed } = await withQueueProbes(tx, () => readOrders(tx, starts));
+  const columns = await columnStates(tx, work, shed);
   const kept = (rows: readonly ProjectionRow[]) => {
-    const state = keptState(rows);
+    const state = keptState(rows, columns);
     return state !== null && options.redacting ? redactState(state) : state;
   };
 
