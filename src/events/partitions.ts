@@ -70,6 +70,22 @@ export function isMissingPartition(err: unknown): boolean {
 }
 
 /**
+ * Runs `work`, which appends to the log in statements or transactions of its own; when it
+ * finds no partition for its events (isMissingPartition), makes them as the hourly job
+ * would and runs it once more: what it appends is stored instead of failing with a 500.
+ */
+export async function withPartitionsMade<T>(sql: Sql, span: PartitionSpan, log: Logger, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!isMissingPartition(err)) throw err;
+    const made = await ensurePartitions(sql, span);
+    log.warn({ made }, "event log: an append found no partition for its events, so they were made now; is a worker running the hourly events__partitions job?");
+    return await work();
+  }
+}
+
+/**
  * ensurePartitions on its own connection, for the entry points that migrate (npm start,
  * npm run migrate): a log that went without a worker for a while gets its partitions
  * before any append needs them.

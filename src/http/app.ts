@@ -10,6 +10,7 @@ import type { Sql } from "postgres";
 import type { Config } from "../config.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import type { Ingestor } from "../ingest/batcher.ts";
+import { withPartitionsMade } from "../events/partitions.ts";
 import { redactPath } from "../logger.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
@@ -95,7 +96,8 @@ export function createApp(deps: AppDeps) {
   app.route("/", exportRoutes({ sql: deps.readSql, log: deps.log }));
   app.route("/", orderReadRoutes(deps.readSql));
   app.route("/", rejectedRoutes(deps.readSql));
-  app.route("/", commandRoutes({ sql: deps.sql, readSql: deps.readSql }));
+  const appending = <T>(work: () => Promise<T>) => withPartitionsMade(deps.sql, deps.config.events.partition, deps.log, work);
+  app.route("/", commandRoutes({ sql: deps.sql, readSql: deps.readSql, appending }));
   app.route("/", sandboxRoutes({ sql: deps.sql, provider: deps.provider, env: deps.config.provider.env }));
   app.route("/", awbRoutes({ config: deps.config, sql: deps.sql, readSql: deps.readSql, provider: deps.provider }));
   app.route("/", notificationEndpointRoutes({ sql: deps.sql, readSql: deps.readSql, allowPrivateUrls: deps.config.notify.allowPrivateUrls }));

@@ -10,7 +10,7 @@ import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import type { PartitionSpan } from "../domain/periods.ts";
 import { appendEvents } from "../events/log.ts";
-import { ensurePartitions, isMissingPartition } from "../events/partitions.ts";
+import { withPartitionsMade } from "../events/partitions.ts";
 import type { Appended, EventInput } from "../events/log.ts";
 
 export interface BatcherOptions {
@@ -71,12 +71,8 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
     // its own, and in autocommit PostgreSQL answers only once it has committed (flushed
     // to disk: synchronous_commit stays on). No BEGIN and COMMIT round trips per flush.
     const inputs = batch.map((p) => p.input);
-    const results = await appendEvents(sql, inputs).catch(async (err: unknown) => {
-      if (options.partitionSpan === undefined || !isMissingPartition(err)) throw err;
-      const made = await ensurePartitions(sql, options.partitionSpan);
-      log.warn({ made }, "event log: an append found no partition for its events, so they were made now; is a worker running the hourly events__partitions job?");
-      return await appendEvents(sql, inputs);
-    });
+    const append = () => appendEvents(sql, inputs);
+    const results = options.partitionSpan === undefined ? await append() : await withPartitionsMade(sql, options.partitionSpan, log, append);
     batch.forEach((p, i) => p.resolve(results[i]!));
   };
 

@@ -6,6 +6,7 @@ import type { Config } from "../config.ts";
 import { POOL_NAMES, createDatabase } from "../db/client.ts";
 import type { Database } from "../db/client.ts";
 import type { HttpServer } from "../http/server.ts";
+import { ensurePartitions } from "../events/partitions.ts";
 import { createIngestor } from "../ingest/batcher.ts";
 import type { Ingestor } from "../ingest/batcher.ts";
 import type { Logger } from "../logger.ts";
@@ -91,6 +92,14 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
     http = await listen({ fetch }, options.port ?? config.port, config.host, config.http);
   }
   if (options.worker) {
+    // A worker back after weeks away makes the log's partitions before its jobs append to
+    // it (a place's outcome, a status poll): the hourly job's next run may be an hour off.
+    try {
+      const made = await ensurePartitions(database.sql, config.events.partition);
+      if (made.length > 0) log.info({ made }, "event log: partitions made ahead");
+    } catch (err) {
+      log.warn({ err }, "event log: could not make partitions ahead at start; the hourly job tries again");
+    }
     const { superviseWorker } = await import("../worker/supervisor.ts");
     worker = await superviseWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, log, metrics, provider: options.provider });
   }

@@ -1,12 +1,21 @@
 /**
  * A log whose partitions were not made ahead (no worker ran the hourly events__partitions
- * job for longer than the spans made ahead): a callback is still stored, once, instead of
- * answered with a 500 (src/ingest/batcher.ts makes the partitions and appends again).
+ * job for longer than the spans made ahead): a callback is still stored, once, and an order
+ * placed, instead of a 500 (events/partitions.ts withPartitionsMade makes the partitions
+ * and appends again).
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
 import { listPartitions } from "../../src/events/partitions.ts";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../../src/config.ts";
+import { createLogger } from "../../src/logger.ts";
+import { startServices } from "../../src/runtime/services.ts";
+import { API_TOKEN, CALLBACK_SECRET } from "../helpers/app.ts";
+import { placeOrderBody } from "../helpers/emulator.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 
@@ -20,18 +29,28 @@ after(async () => {
 
 const today = dayOf(new Date());
 
-it("a callback arriving when the partitions end before today is stored once in a partition made then, not refused with a 500", async () => {
+/** The log as a worker last left it two months ago: its partitions end before this month. */
+async function partitionsEndBeforeToday(): Promise<void> {
   const sql = t.database.sql;
-  // The log as a worker last left it two months ago: its partitions end before this month.
   const old = spanStart(addDays(spanStart(today, "month"), -40), "month");
-  for (const kind of ["location", "status"]) await sql`select order_events_attach_partition(${kind}, ${old}::date, ${nextBoundary(old, "month")}::date)`;
+  for (const kind of ["location", "status"]) {
+    await sql`
+      select order_events_attach_partition(${kind}, ${old}::date, ${nextBoundary(old, "month")}::date)
+      where not exists (select from event_partitions where kind = ${kind} and starts = ${old}::date)`;
+  }
   for (const p of await listPartitions(sql)) {
     if (p.starts < spanStart(today, "month")) continue;
+    // A test's own setup: what an earlier test stored there goes with it.
     await sql`delete from event_partitions where name = ${p.name}`;
     await sql`alter table order_events detach partition ${sql(p.name)}`;
     await sql`drop table ${sql(p.name)}`;
   }
   assert.ok((await listPartitions(sql)).every((p) => p.ends <= today), "no partition holds today");
+}
+
+it("a callback arriving when the partitions end before today is stored once in a partition made then, not refused with a 500", async () => {
+  const sql = t.database.sql;
+  await partitionsEndBeforeToday();
 
   const body = { client_order_id: "LATE-P-1", svc_order_id: "7700001", order_status: "ALLOTTED", rider_id: "R-1" };
   const res = await t.callback(body);
@@ -52,4 +71,26 @@ it("a callback arriving when the partitions end before today is stored once in a
   const order = (await (await t.request("/v1/orders/LATE-P-1")).json()) as { status: string; rider: { latitude: number } | null };
   assert.equal(order.status, "ALLOTTED");
   assert.equal(order.rider?.latitude, 12.9);
+});
+
+it("an order placed (POST /v1/orders) when the partitions end before today is recorded, not refused with a 500", async () => {
+  await partitionsEndBeforeToday();
+  const body = placeOrderBody({ clientOrderId: "LATE-P-2" });
+  const res = await t.request("/v1/orders", { method: "POST", json: body });
+  assert.equal(res.status, 202, await res.clone().text());
+  const [row] = await t.database.sql<{ period: string }[]>`select period::text from order_events where client_order_id = 'LATE-P-2'`;
+  assert.equal(row!.period, today);
+  assert.equal((await t.request("/v1/orders", { method: "POST", json: body })).status, 200, "the same body again is the same order");
+});
+
+it("a worker starting after weeks away makes the partitions before its jobs append (the hourly job may be an hour off)", async () => {
+  await partitionsEndBeforeToday();
+  const config = loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-late-")), API_TOKEN, CALLBACK_SECRET, DATABASE_URL: t.testDb.url, LOG_LEVEL: "silent" });
+  const services = await startServices({ config, databaseUrl: t.testDb.url, log: createLogger({ level: "silent" }), web: false, worker: true });
+  try {
+    const parts = await listPartitions(t.database.sql);
+    for (const kind of ["location", "status"]) assert.ok(parts.some((p) => p.kind === kind && p.starts <= today && today < p.ends), kind);
+  } finally {
+    await services.stop();
+  }
 });

@@ -90,10 +90,16 @@ async function shownCommand(sql: Sql, id: number): Promise<z.infer<typeof Comman
   return commandJson(row);
 }
 
-/** The primary for the commands' writes, the read pool for the GETs (src/http/app.ts). */
-export function commandRoutes(deps: { sql: Sql; readSql: Sql }) {
+/**
+ * The primary for the commands' writes, the read pool for the GETs (src/http/app.ts).
+ * `appending` runs the writes that append to the event log (a place, a confirmation), so
+ * that a log whose partitions were not made ahead gets them (events/partitions.ts
+ * withPartitionsMade) instead of a 500.
+ */
+export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(work: () => Promise<T>) => Promise<T> }) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const { sql, readSql } = deps;
+  const appending = deps.appending ?? (<T>(work: () => Promise<T>) => work());
 
   app.openapi(
     createRoute({
@@ -112,7 +118,7 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql }) {
     }),
     async (c) => {
       const body = c.req.valid("json");
-      const result = await placeOrder(sql, body);
+      const result = await appending(() => placeOrder(sql, body));
       const order = await requireOrder(sql, { by: "client", id: body.order_details.client_order_id });
       return c.json(orderJson(order), result.created ? 202 : 200);
     },
@@ -197,7 +203,7 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql }) {
       }),
       async (c) => {
         const order = await requireOrder(sql, ref(c.req.valid("param") as Record<string, string>));
-        const { commandId } = await confirmPlacement(sql, order.id, c.req.valid("json").svc_order_id);
+        const { commandId } = await appending(() => confirmPlacement(sql, order.id, c.req.valid("json").svc_order_id));
         return c.json(await shownCommand(sql, commandId), 200);
       },
     );
