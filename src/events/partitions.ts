@@ -61,12 +61,15 @@ export async function ensurePartitions(sql: Sql, span: PartitionSpan, now = new 
 /**
  * PostgreSQL's refusal of a row no partition of the log takes (check_violation, "no
  * partition of relation … found for row"): the partitions for today's orders were not
- * made ahead, because no worker ran the hourly job for longer than SPANS_AHEAD spans.
+ * made ahead, because no worker ran the hourly job for longer than SPANS_AHEAD spans. A
+ * server whose messages are not in English still names no constraint for it, as every
+ * CHECK constraint's violation does.
  */
 export function isMissingPartition(err: unknown): boolean {
   if (typeof err !== "object" || err === null) return false;
-  const { code, message } = err as { code?: unknown; message?: unknown };
-  return code === "23514" && typeof message === "string" && message.startsWith("no partition of relation");
+  const { code, message, constraint_name } = err as { code?: unknown; message?: unknown; constraint_name?: unknown };
+  if (code !== "23514") return false;
+  return (typeof message === "string" && message.startsWith("no partition of relation")) || constraint_name === undefined || constraint_name === null;
 }
 
 /**
