@@ -11,6 +11,7 @@ import { redactCommandRequest, redactEventPayload, REDACTED } from "../../src/do
 import { redactDue } from "../../src/retention/redact.ts";
 import { CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
+import { consoleSignIn } from "../helpers/console.ts";
 import { placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
 import type { EmulatorPair } from "../helpers/emulator.ts";
 
@@ -96,6 +97,22 @@ describe("redaction of personal data", () => {
 
     const recent = await json<Order>(await t.request("/v1/orders/PII-NEW"));
     assert.deepEqual([recent.rider?.name, recent.rider?.contact], ["Ravi Kumar", "9812345678"]);
+
+    // The console says so too, and offers no number to call.
+    const server = await t.listen();
+    try {
+      const { cookie } = await consoleSignIn(server.url);
+      const page = async (coid: string) => {
+        const [row] = await t.database.sql<{ id: number }[]>`select id from orders where client_order_id = ${coid}`;
+        return await (await fetch(`${server.url}/orders/${row!.id}`, { headers: { cookie } })).text();
+      };
+      const oldPage = await page("PII-OLD");
+      assert.match(oldPage, /<dt>Rider<\/dt><dd>\[redacted\], contact \[redacted\]/);
+      assert.doesNotMatch(oldPage, /tel:|Ravi Kumar|9812345678/);
+      assert.match(await page("PII-NEW"), /<a href="tel:9812345678">9812345678<\/a>/);
+    } finally {
+      await server.close();
+    }
 
     // Done once: the next run finds nothing; a rebuild keeps the redaction (the log itself is redacted).
     assert.deepEqual(await redactDue(t.database.sql, 90), { orders: 0, events: 0, commands: 0, failed: [] });

@@ -12,6 +12,7 @@ import { confirmPlacement, createCommand, retryCommand, retryPlacement } from ".
 import { commandById, commandsWithAnswersOf } from "../../commands/store.ts";
 import type { CommandRow, CommandWithAnswer } from "../../commands/store.ts";
 import { coordinates, isJsonObject } from "../../domain/normalise.ts";
+import { REDACTED } from "../../domain/redact.ts";
 import { CANONICAL_STATUSES, canonicalStatus } from "../../domain/statuses.ts";
 import { latestOrderEvents } from "../../events/log.ts";
 import { PLACEMENT_STATES } from "../../orders/json.ts";
@@ -181,7 +182,7 @@ export function orderPages(deps: OrdersDeps) {
   const summaryOf = (o: OrderRow) => html`<dl class="facts">
       <dt>Status</dt><dd>${badge(canonicalStatus(o.status))} ${o.provider_status && o.provider_status !== o.status ? html`(provider: ${o.provider_status})` : null} ${at(o.status_at)}</dd>
       <dt>Placement</dt><dd>${badge(o.placement_state)} ${o.placement_error ?? ""}</dd>
-      <dt>Rider</dt><dd>${o.rider_name ?? o.rider_id ?? "none yet"}${o.rider_contact ? html`, <a href=${`tel:${o.rider_contact}`}>${o.rider_contact}</a>` : null}${o.rider_location_at ? html`; last seen ${at(o.rider_location_at)}` : null}</dd>
+      <dt>Rider</dt><dd>${o.rider_name ?? o.rider_id ?? "none yet"}${o.rider_contact === REDACTED ? html`, contact ${REDACTED}` : o.rider_contact ? html`, <a href=${`tel:${o.rider_contact}`}>${o.rider_contact}</a>` : null}${o.rider_location_at ? html`; last seen ${at(o.rider_location_at)}` : null}</dd>
       <dt>Client id</dt><dd>${o.client_order_id ?? "–"}</dd>
       <dt>Provider ids</dt><dd>${o.svc_order_ids.length > 0 ? o.svc_order_ids.join(", ") : (o.svc_order_id ?? "none yet")}</dd>
       <dt>Store</dt><dd>${o.store_code ?? "–"}</dd>
