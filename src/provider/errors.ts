@@ -11,7 +11,8 @@ import { DuplicateOrderErrorSchema, NotCancellableErrorSchema } from "./schemas.
  * - failure: HTTP 2xx whose body says `message: "Failure"` (a business refusal).
  * - invalid_response: a 2xx body that is not JSON or does not match the schema (likely a
  *   proxy or gateway glitch), or an unexpected status class.
- * - invalid_request: the client refused to send a body that fails the request schema.
+ * - invalid_request: the client refused to send a body that fails the request schema, or
+ *   a request fetch cannot build (a header value or URL it refuses, http.ts).
  */
 export type ProviderErrorKind =
   | "network"
@@ -54,7 +55,7 @@ export function isRetryable(kind: ProviderErrorKind): boolean {
 /**
  * What a failed call may have done at the provider (PRODUCT.md §10):
  * - not_sent: the request never reached it (connection refused, DNS, TLS, refused by
- *   our own schema, or no OAuth token could be had for it, however the token endpoint
+ *   our own schema or by fetch before sending, or no OAuth token could be had for it, however the token endpoint
  *   failed: the call itself was never sent);
  * - refused: it answered that it did not act (429, 503, any other 4xx, a 2xx that names
  *   no order or says "Failure");

@@ -49,6 +49,21 @@ export async function send(deps: HttpDeps, req: HttpRequest): Promise<RawRespons
   const url = joinUrl(req.baseUrl, req.path);
   const started = performance.now();
   const log = { method: req.method, path: req.path };
+  // Built first, on its own: fetch refuses a header value with a line break or a character
+  // beyond Latin-1 (a token pasted with one), or a URL holding a password, before sending
+  // anything, and its words repeat the value. Such a call was never sent (never
+  // "ambiguous"), and its error names no header or URL.
+  try {
+    new Request(url, { method: req.method, headers, body });
+  } catch (err) {
+    const why = err instanceof Error ? err.name : typeof err;
+    deps.logger?.warn({ ...log, error: why }, "provider request could not be built");
+    throw new ProviderError({
+      kind: "invalid_request",
+      operation: operationOf(req),
+      providerMessage: `the request could not be built (${why}: a header value or the URL is not valid for HTTP); nothing was sent`,
+    });
+  }
   try {
     // One signal covers connecting, the headers and the body: a stalled body is a timeout too.
     const res = await deps.fetch(url, { method: req.method, headers, body, signal: AbortSignal.timeout(deps.timeoutMs) });

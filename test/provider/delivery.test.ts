@@ -99,6 +99,21 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
     assert.equal(requests, before);
   });
 
+  it("not sent: a request fetch cannot build (a header value with a line break, a URL with a password) never leaves, and its error does not repeat the secret", async () => {
+    const before = requests;
+    const badToken = createProviderClient({ baseUrl: url, auth: { method: "token", token: "tok\nSECRET-IN-HEADER" }, timeoutMs: 300 });
+    const header = await failure(http(200, "{}"), badToken);
+    expect(header, "invalid_request", "not_sent", false);
+    const withPassword = createProviderClient({ baseUrl: url.replace("http://", "http://user:SECRET-IN-URL@"), auth: { method: "token", token: "t" }, timeoutMs: 300 });
+    const creds = await failure(http(200, "{}"), withPassword);
+    expect(creds, "invalid_request", "not_sent", false);
+    assert.equal(requests, before, "nothing reached the server");
+    for (const err of [header, creds]) {
+      assert.doesNotMatch(`${err.message} ${err.providerMessage} ${String(err.cause)}`, /SECRET-IN/);
+      assert.match(err.providerMessage, /could not be built/);
+    }
+  });
+
   it("refused: 429, 503, 400, 401/403, 408", async () => {
     expect(await failure(http(429, '{"detail":"slow down"}', "application/json", "retry-after: 2\r\n")), "rate_limited", "refused", true);
     expect(await failure(http(503, "")), "server", "refused", true);
