@@ -343,7 +343,12 @@ export const AWB_NUMBER_PATTERN = /^SF\d{10}[A-Z]{3}$/;
 // ---------------------------------------------------------------- OAuth2 (§5.2)
 
 export const OAuthTokenResponseSchema = z.looseObject({
-  access_token: z.string().min(1),
+  /**
+   * Sent back in the Authorization header: a token no header can carry (a line break, a
+   * character beyond ASCII) fails the exchange (retried, the call not sent), rather than
+   * every call made with it until it expires. RFC 6750's b64token is a subset of this.
+   */
+  access_token: z.string().regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces: it is sent in the Authorization header"),
   token_type: z.string(),
   /** Seconds; some gateways send it as a numeric string. Absent: the product's default. */
   expires_in: z.coerce.number().positive().optional(),

@@ -19,6 +19,8 @@ const LEAKY_ANSWERS: [string, Record<string, unknown>][] = [
   ["JSON that says Failure", { status: 200, body: { access_token: SECRET, refresh_token: SECRET, message: "Failure" } }],
   ["a form-encoded body", { status: 200, body: `access_token=${SECRET}&token_type=bearer&expires_in=3600`, content_type: "application/x-www-form-urlencoded" }],
   ["a JSON error body", { status: 400, body: { error: "invalid_grant", access_token: SECRET, details: { token: SECRET } } }],
+  // Well formed but unusable: no HTTP header can carry it (fetch refuses it, quoting it).
+  ["a token with a line break in it", { status: 200, body: { access_token: `${SECRET}\nx`, token_type: "Bearer", expires_in: 3600 } }],
 ];
 
 async function storedErrors(s: Stack): Promise<string> {
@@ -66,4 +68,16 @@ describe("the access token from a bad token answer", () => {
       assert.ok(!(await storedErrors(s)).includes(SECRET), "a stored error holds the token");
     });
   }
+
+  it("a token no header can carry is refused at the exchange: the place is never sent with it, and fails as not sent, not unconfirmed", async () => {
+    await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, action: "status", status: 200, body: { access_token: `${SECRET}\nx`, token_type: "Bearer", expires_in: 3600 } });
+    const body = placeOrderBody();
+    assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+    await settle(s.t, s.pair);
+    const order = (await (await s.t.request(`/v1/orders/${body.order_details.client_order_id}`)).json()) as { placement: { state: string; error: string } };
+    assert.equal(order.placement.state, "failed", order.placement.error);
+    assert.match(order.placement.error, /token request failed/);
+    const places = (await s.pair.control.requests()).filter((r) => r.path === "/api/v2/stores/orders/");
+    assert.equal(places.length, 0, "no place went out");
+  });
 });
