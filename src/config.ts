@@ -119,7 +119,8 @@ const envSchema = z.object({
   PROVIDER_PRODUCT: z.preprocess(emptyToUndefined, z.enum(PRODUCTS).default("hyperlocal_dedicated_store")),
   PROVIDER_BASE_URL: url,
   PROVIDER_GATEWAY_URL: url,
-  PROVIDER_TOKEN: optionalString,
+  /** Sent as `Authorization: Token <token>`: a space, line break or character beyond ASCII (pasted from an e-mail) could not be. */
+  PROVIDER_TOKEN: z.preprocess(emptyToUndefined, z.string().regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces (it is sent in a header)").optional()),
   PROVIDER_CLIENT_ID: optionalString,
   PROVIDER_CLIENT_SECRET: optionalString,
   PROVIDER_TIMEOUT_MS: positiveInt(10_000, 120_000),

@@ -171,6 +171,12 @@ describe("config", () => {
     it("half of the OAuth pair is an error", () => {
       assert.ok(problems({ ...base, PROVIDER_PRODUCT: "exchange", PROVIDER_CLIENT_ID: "id" }).some((l) => /set both or neither/.test(l)));
     });
+    it("a PROVIDER_TOKEN no header can carry (a space, a line break, a character pasted from an e-mail) is an error that does not echo it", () => {
+      for (const token of ["tok en", "tok\nen", "tok\u200ben", "tok\u00a0en"]) {
+        const found = problems({ ...base, PROVIDER_TOKEN: token });
+        assert.deepEqual(found, ["PROVIDER_TOKEN: must be printable ASCII without spaces (it is sent in a header)"], JSON.stringify(token));
+      }
+    });
     it("credentials without a provider URL are an error", () => {
       assert.match(problems({ PROVIDER_TOKEN: "t" })[0]!, /^PROVIDER_BASE_URL/);
     });
