@@ -49,7 +49,9 @@ type Outcome =
   /** A place that may have created an order: not re-sent; a person or evidence decides. */
   | { type: "unconfirmed"; error: string }
   /** Not attempted yet (the order has no provider id yet): check again later. */
-  | { type: "wait"; reason: string };
+  | { type: "wait"; reason: string }
+  /** Another run of the same command ended it meanwhile: nothing to record. */
+  | { type: "ended" };
 
 const MAX_DELAY_MS = 10 * 60_000;
 const WAIT_MS = 5_000;
@@ -169,7 +171,13 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
       }
       // Durable before the call: a run that dies during it leaves the mark, and the next
       // run knows the provider may have acted. A definite outcome clears it (below).
-      await markSending(deps.sql, command.id);
+      // Claimed, too: two runs of one command at once (its job unlocked under a runner that
+      // still ran it) both read it unmarked, and both would send.
+      if (!(await markSending(deps.sql, command.id, deps.dedupesOrders))) {
+        const now = await commandById(deps.sql, command.id);
+        if (now?.state !== "pending") return { type: "ended" };
+        return { type: "unconfirmed", error: "outcome unknown, not re-sent: another run of this place sent it at the same time" };
+      }
       try {
         return { type: "succeeded", response: await provider.placeOrder(body) };
       } catch (err) {
@@ -240,6 +248,10 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
   }
   const unknownBefore = command.outcome_unknown;
   const outcome = await attempt(deps, deps.provider, command, order, unknownBefore);
+  if (outcome.type === "ended") {
+    log.warn("another run of this command ended it meanwhile; not sent again");
+    return;
+  }
   if (outcome.type === "wait") {
     await enqueueCommand(deps.sql, command.id, order.id, new Date(Date.now() + WAIT_MS));
     return;

@@ -166,9 +166,18 @@ export async function requeue(tx: TransactionSql, id: number, orderId: number): 
   await enqueueCommand(tx, id, orderId);
 }
 
-/** The "sending" mark, durable before a call whose outcome could be lost. */
-export async function markSending(tx: Tx, id: number): Promise<void> {
-  await tx`update commands set outcome_unknown = true where id = ${id}`;
+/**
+ * The "sending" mark, durable before a call whose outcome could be lost. Also the claim
+ * of the attempt: false when the command is no longer pending, or (unless `again`, for a
+ * command that may be sent after an attempt of unknown outcome) when the mark is already
+ * set, by another run of the same command that is sending it now or died doing so.
+ */
+export async function markSending(tx: Tx, id: number, again: boolean): Promise<boolean> {
+  const rows = await tx`
+    update commands set outcome_unknown = true
+    where id = ${id} and state = 'pending' ${again ? tx`` : tx`and not outcome_unknown`}
+    returning id`;
+  return rows.length > 0;
 }
 
 /** An attempt failed and the command runs again after `delayMs`. */

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { abandonStranded } from "../../src/commands/execute.ts";
+import { abandonStranded, executeCommand } from "../../src/commands/execute.ts";
 import { placeOrderBody } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Command, Order } from "../helpers/api.ts";
@@ -225,6 +225,38 @@ describe("a command whose job fails inside tracklane until graphile-worker gives
       await s.t.runJobs();
       assert.equal(await placement(jobRemoved.coid), "placed");
       assert.equal((await s.pair.control.orders(sentThenKilled.coid)).length, 0, "the unconfirmed one was not sent again");
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("two runs of one place at once", () => {
+  it("only one sends it: a job unlocked under a runner that still runs it finds the other run's sending mark (OAuth exchange in between)", async () => {
+    // A worker's liveness lock lost with its runner alive, or a runner replaced while its
+    // job still ran, lets a second run start beside the first. The token exchange they
+    // both wait for (slowed here) lies between reading the command and marking it sent.
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { product: "quick_commerce", auth: "oauth", client: { timeoutMs: 2000 } });
+    try {
+      // As the real provider: a second send would be a second order.
+      assert.equal((await s.pair.control.send("PUT", "/behaviour", { accept_duplicate_orders: true })).status, 200);
+      await s.pair.control.addFault({ method: "POST", path: "/oauth/token/", times: 1, action: "delay", delay_ms: 300 });
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      const [command] = await s.t.database.sql<{ id: number }[]>`
+        select c.id::int from commands c join orders o on o.id = c.order_id where o.client_order_id = ${coid}`;
+      const deps = { sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false };
+      await Promise.all([executeCommand(deps, command!.id), executeCommand(deps, command!.id)]);
+      await settle(s.t, s.pair);
+
+      assert.equal((await s.pair.control.orders(coid)).length, 1, "one provider order");
+      const places = (await s.pair.control.requests()).filter((r) => r.method === "POST" && r.path === "/api/v2/stores/orders/");
+      assert.equal(places.length, 1, "the place went out once");
+      const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+      assert.equal(order.placement.state, "placed", order.placement.error ?? "");
+      const [row] = await s.t.database.sql<{ state: string }[]>`select state from commands where id = ${command!.id}`;
+      assert.equal(row!.state, "succeeded");
     } finally {
       await s.close();
     }
