@@ -200,6 +200,10 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
     case "dispatch_ready":
       return await settle(provider.dispatchReady(order.client_order_id!, DispatchReadyBodySchema.parse(command.request)));
     case "stop_reattempt":
+      // Marked, as a place is: a run that dies during the call leaves the mark, and the next
+      // one reads "no re-attempt scheduled" as its own lost success (noReattemptScheduled),
+      // not as a failure. Repeating it is harmless, so the mark claims nothing.
+      await markSending(deps.sql, command.id, true);
       try {
         return { type: "succeeded", response: await provider.stopReattempt({ svc_order_id: svc! }) };
       } catch (err) {

@@ -266,6 +266,36 @@ describe("lost answers on commands other than place", () => {
     }
   });
 
+  it("a stop-reattempt whose job died after the provider acted (no attempt recorded) ends succeeded on the job's next run, not failed", async () => {
+    const s = await setup();
+    try {
+      const order = await place(s);
+      const coid = order.client_order_id;
+      await s.pair.control.send("POST", `/orders/${order.svc_order_id}/reattempt`, { in_seconds: 3600 });
+      assert.equal((await s.t.request(`/v1/orders/${coid}/stop-reattempt`, { method: "POST" })).status, 202);
+      const [command] = await s.t.database.sql<{ id: number }[]>`
+        select c.id::int from commands c join orders o on o.id = c.order_id where o.client_order_id = ${coid} and c.kind = 'stop_reattempt'`;
+      const deps = { sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false };
+      // The job's first run: the provider stops the re-attempt, then the worker dies before
+      // anything is recorded (here: an error that is not the provider's, thrown out of the run).
+      const dying = {
+        ...s.pair.client,
+        stopReattempt: async (body: { svc_order_id: string }) => {
+          await s.pair.client.stopReattempt(body);
+          throw new Error("worker killed");
+        },
+      };
+      await assert.rejects(executeCommand({ ...deps, provider: dying }, command!.id), /worker killed/);
+      assert.deepEqual(((await s.pair.control.order(order.svc_order_id!)) as { reattempt: { enabled: boolean } }).reattempt.enabled, false, "the provider stopped it");
+      // graphile-worker runs the job again: its second run is told nothing is scheduled.
+      await executeCommand(deps, command!.id);
+      const stop = (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items.at(-1)!;
+      assert.deepEqual([stop.kind, stop.state, stop.last_error], ["stop_reattempt", "succeeded", null], JSON.stringify(stop));
+    } finally {
+      await s.close();
+    }
+  });
+
   it("a cancel refused on its first attempt because the order was cancelled elsewhere ends succeeded: the state it wants holds", async () => {
     const s = await setup();
     try {
