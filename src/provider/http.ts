@@ -154,7 +154,7 @@ export function interpret<S extends z.ZodType>(
  * Words with which a provider announces that it did act. A 2xx saying one of them but
  * missing what we need may still have created an order: ambiguous, never a refusal.
  */
-const SUCCESS_WORDS = /\b(success|successful|successfully|placed|created|accepted|ok|done|updated|cancelled)\b/i;
+const SUCCESS_WORDS = /\b(success|successful|successfully|placed|created|accepted|received|booked|confirmed|scheduled|submitted|queued|registered|ok|done|updated|cancelled)\b/i;
 
 function isFailureBody(value: unknown): boolean {
   return typeof value === "object" && value !== null && (value as Record<string, unknown>)["message"] === "Failure";

@@ -158,6 +158,10 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
     assert.match(garbled.providerMessage, /not JSON/);
     expect(await failure(http(200, "")), "invalid_response", "ambiguous", true);
     expect(await failure(http(201, '{"message":"Order placed successfully","data":{}}')), "invalid_response", "ambiguous", true);
+    // Other ways of saying the order was taken: not refusals either.
+    for (const said of ["Order received", "Booking confirmed", "Request submitted", "Order booked", "Delivery scheduled", "Order queued", "Order registered"]) {
+      expect(await failure(http(200, JSON.stringify({ message: said }))), "invalid_response", "ambiguous", true);
+    }
   });
 
   it("reads the order id from svc_order_id, sfx_order_id or id, as a number or a string; track_url optional", async () => {
