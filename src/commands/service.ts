@@ -174,6 +174,14 @@ async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise
     if (owner && owner.id !== orderId && owner.placement_state !== "external") {
       throw new DomainError("conflict", `provider order ${svcOrderId} already belongs to order ${owner.client_order_id ?? "(unknown)"}`);
     }
+    // Known from callbacks under another client_order_id: another client order, not this
+    // one's lost placement. Adopting it would merge the two orders into one.
+    if (owner && owner.id !== orderId && owner.client_order_id !== null && owner.client_order_id !== row.client_order_id) {
+      throw new DomainError(
+        "conflict",
+        `provider order ${svcOrderId} belongs to order ${owner.client_order_id} (known from the provider's callbacks), not to ${row.client_order_id ?? "this order"}`,
+      );
+    }
     const request = { svc_order_id: svcOrderId };
     const commandId = await insertSucceeded(tx, orderId, "confirm_placement", request, { message: "placement confirmed by hand", data: request });
     // An external row already holding the id (its callbacks came first) is merged into

@@ -177,6 +177,23 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     await settle(s.t, s.pair);
   });
 
+  it("confirm by hand refuses the provider id of another client order known from callbacks, which stays as it is", async () => {
+    // An order placed outside tracklane, known from its callback: the provider's 88800001 is B's.
+    const other = `B-${Date.now()}`;
+    assert.equal((await s.t.callback({ sfx_order_id: 88800001, client_order_id: other, order_status: "ACCEPTED" })).status, 200);
+    await settle(s.t, s.pair);
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
+    const { coid } = await place(s);
+    const refused = await s.t.request(`/v1/orders/${coid}/placement/confirm`, { method: "POST", json: { svc_order_id: "88800001" } });
+    assert.equal(refused.status, 409, await refused.clone().text());
+    assert.match((await json<{ error: { message: string } }>(refused)).error.message, new RegExp(`belongs to order ${other}`));
+    await settle(s.t, s.pair);
+    const b = await order(s, other);
+    assert.deepEqual([b.svc_order_id, b.placement.state], ["88800001", "external"]);
+    const a = await order(s, coid);
+    assert.deepEqual([a.svc_order_id, a.placement.state], [null, "unconfirmed"]);
+  });
+
   it("retry by hand sends the place again; a second provider order shows on the order with a warning, once", async () => {
     await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
     const { coid } = await place(s);

@@ -196,7 +196,7 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(wo
         tags: ["commands"],
         summary: "Adopt the order found at the provider for an unconfirmed (or failed) placement",
         description:
-          "For a placement whose outcome is unknown (`unconfirmed`): a person found the order at the provider and gives its id. The order becomes placed; recorded as a `confirm_placement` command. The same id again: 200 with the same command. 409 when the placement is pending, already placed with another id, or the order was not placed through tracklane.",
+          "For a placement whose outcome is unknown (`unconfirmed`): a person found the order at the provider and gives its id. The order becomes placed; recorded as a `confirm_placement` command. The same id again: 200 with the same command. 409 when the placement is pending, already placed with another id, the order was not placed through tracklane, or the provider id belongs to another client order.",
         security,
         request: { params, body: { required: true, content: { "application/json": { schema: ConfirmBodySchema } } } },
         responses: { 200: { description: "Placement confirmed", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors },
