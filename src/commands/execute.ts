@@ -121,8 +121,8 @@ export function noReattemptScheduled(err: unknown): boolean {
  * Why a command cannot be sent yet, or null when it can. Every command but a place acts on
  * an order the provider must have: edit, cancel and stop-reattempt name it by the
  * provider's id; dispatch-ready names it by the client's id (provider-api.md §4.2), so it
- * needs only that the provider has the order. While the order's place is pending they
- * wait for it. Once the place has ended without the provider naming the order they fail
+ * needs only that the provider has the order. While the order's place is pending, or its
+ * provider id is still being linked to it, they wait. Once the place has ended without the provider naming the order they fail
  * (not sent) saying why: `failed`, the provider refused it; `unconfirmed`, the provider
  * may not have it, and a person settles that first, then retries the command.
  */
@@ -132,6 +132,12 @@ export function notReady(kind: string, order: Pick<OrderState, "svc_order_id" | 
   switch (order.placement_state) {
     case "pending":
       return { type: "wait", reason: "waiting for the order to be placed" };
+    case "placed":
+      // The provider named the order with an id another row held (its callbacks came
+      // before the place's answer, or a person confirmed it): the projection merges the
+      // rows and the id arrives here in moments. Failing now would say, wrongly, that the
+      // provider never named it.
+      return { type: "wait", reason: "waiting for the provider's id to be linked to the order" };
     case "unconfirmed":
       return {
         type: "failed",
