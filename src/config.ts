@@ -123,7 +123,8 @@ const envSchema = z.object({
   PROVIDER_TOKEN: z.preprocess(emptyToUndefined, z.string().regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces (it is sent in a header)").optional()),
   PROVIDER_CLIENT_ID: optionalString,
   PROVIDER_CLIENT_SECRET: optionalString,
-  PROVIDER_TIMEOUT_MS: positiveInt(10_000, 120_000),
+  /** 12 s: see DEFAULT_TIMEOUT_MS in src/provider/client.ts (above fetch's 10 s connect timeout). */
+  PROVIDER_TIMEOUT_MS: positiveInt(12_000, 120_000),
   AWB_POOL_LOW_WATERMARK: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(100_000).default(100)),
   AWB_POOL_TARGET: positiveInt(500, 1_000_000),
   AWB_MODE: z.preprocess(emptyToUndefined, z.enum(["pool", "fresh"]).default("pool")),
@@ -264,7 +265,10 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   PROVIDER_TOKEN: { description: "static provider token (token auth)", example: "your-provider-token", sensitive: true },
   PROVIDER_CLIENT_ID: { description: "OAuth2 client id (set with PROVIDER_CLIENT_SECRET)", example: "your-client-id" },
   PROVIDER_CLIENT_SECRET: { description: "OAuth2 client secret (set with PROVIDER_CLIENT_ID)", example: "your-client-secret", sensitive: true },
-  PROVIDER_TIMEOUT_MS: { description: "timeout of one provider call, in ms (1 to 120000)", example: "15000" },
+  PROVIDER_TIMEOUT_MS: {
+    description: "timeout of one provider call, in ms (1 to 120000); above 10000 a connection never made is retried, at or below it a place that meets one becomes unconfirmed",
+    example: "15000",
+  },
   AWB_POOL_LOW_WATERMARK: { description: "top the AWB pool up when fewer than this many are available (at most AWB_POOL_TARGET)", example: "200" },
   AWB_POOL_TARGET: { description: "top the AWB pool up to this many", example: "1000" },
   AWB_MODE: { description: "pool (replenishment endpoint) or fresh (async request and poll)", example: "fresh" },

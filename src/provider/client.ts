@@ -60,13 +60,22 @@ export type ProviderAuthConfig =
   | { method: "token"; token: string }
   | { method: "oauth"; clientId: string; clientSecret: string; product: Product };
 
+/**
+ * A call's timeout unless told otherwise (PROVIDER_TIMEOUT_MS's default too). Longer than
+ * the 10 s in which fetch gives up connecting (UND_ERR_CONNECT_TIMEOUT): a connection never
+ * made then reads as not sent, and a place is retried. Cut short by a shorter timeout, the
+ * same wait is a timeout like any other, and a place that meets it becomes unconfirmed.
+ * Shorter than the 15 s a stopping worker gives its running jobs.
+ */
+export const DEFAULT_TIMEOUT_MS = 12_000;
+
 export interface ProviderClientOptions {
   /** `{base_url}`: order and sandbox endpoints. */
   baseUrl: string;
   /** `{gateway_url}`: OAuth token and AWB endpoints. Default: baseUrl. */
   gatewayUrl?: string;
   auth: ProviderAuthConfig;
-  /** Per call, covering connect, headers and body. Default 10000. */
+  /** Per call, covering connect, headers and body. Default DEFAULT_TIMEOUT_MS. */
   timeoutMs?: number;
   /** Clock for token renewal and Retry-After dates. Default Date.now. */
   now?: () => number;
@@ -139,7 +148,7 @@ const GATEWAY_PATHS: ReadonlySet<PathName> = new Set(["oauthToken", "awbPool", "
 export function createProviderClient(options: ProviderClientOptions): ProviderClient {
   const http: HttpDeps = {
     fetch: options.fetch ?? fetch,
-    timeoutMs: options.timeoutMs ?? 10_000,
+    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     now: options.now ?? Date.now,
     logger: options.logger?.child({ component: "provider" }),
   };

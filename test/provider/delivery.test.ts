@@ -6,7 +6,8 @@
  * words from any of its keys, HTML and empty bodies excerpted.
  */
 import assert from "node:assert/strict";
-import { createServer } from "node:net";
+import { spawn } from "node:child_process";
+import { connect, createServer } from "node:net";
 import type { AddressInfo, Server, Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { createProviderClient } from "../../src/provider/client.ts";
@@ -85,6 +86,29 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
     await new Promise<void>((resolve) => probe.close(() => resolve()));
     const dead = createProviderClient({ baseUrl: `http://127.0.0.1:${port}`, auth: { method: "token", token: "t" }, timeoutMs: 300 });
     expect(await failure(http(200, "{}"), dead), "network", "not_sent", true);
+  });
+
+  it("not sent: a connection that is never made (the provider's address takes no connection) is retried, with the default timeout", async () => {
+    // A listener whose accept queue is full: the kernel drops further SYNs, so a connect
+    // hangs, as towards an address that swallows packets. Its process blocks its own
+    // event loop, so it never accepts.
+    const child = spawn(
+      process.execPath,
+      ["-e", `const s = require("node:net").createServer().listen({ port: 0, host: "127.0.0.1", backlog: 1 }, () =>
+        process.stdout.write(s.address().port + "\\n", () => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 30000)));`],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const fill: Socket[] = [];
+    try {
+      const port = await new Promise<number>((resolve) => child.stdout.once("data", (d: Buffer) => resolve(Number(String(d).trim()))));
+      for (let i = 0; i < 6; i++) fill.push(connect(port, "127.0.0.1").on("error", () => {}));
+      await new Promise((r) => setTimeout(r, 200));
+      const hanging = createProviderClient({ baseUrl: `http://127.0.0.1:${port}`, auth: { method: "token", token: "t" } });
+      expect(await failure(http(200, "{}"), hanging), "network", "not_sent", true);
+    } finally {
+      child.kill();
+      for (const socket of fill) socket.destroy();
+    }
   });
 
   it("not sent: a body our own schema refuses never leaves", async () => {
