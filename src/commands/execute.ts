@@ -364,6 +364,10 @@ async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome:
 }
 
 async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<void> {
+  // A place changes its order too: the order first, then the command, whatever the
+  // outcome (as below, and as confirmPlacement and retryCommand lock them), so that two
+  // runs of one place ending at once wait for each other rather than deadlock.
+  if (command.kind === "place") await lockOrder(tx, order.id);
   if (outcome.type === "succeeded") {
     await recordSucceeded(tx, command.id, command.attempts, outcome.response);
     if (command.kind === "place") {
