@@ -22,6 +22,7 @@ import {
   PlaceOrderBodySchema,
 } from "../provider/schemas.ts";
 import { recordAccepted, recordPlaced, recordPlacementEnded, lockOrder } from "../orders/store.ts";
+import { latestProviderEventNaming } from "../events/log.ts";
 import { appendTracklaneEvent } from "./service.ts";
 import type { OrderState } from "./service.ts";
 import { recordMessage } from "../notify/outbox.ts";
@@ -164,6 +165,16 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
       // The provider already named this order (its callback, or a confirmation by hand):
       // it has it, and sending again could only make a second one.
       if (svc !== null) return { type: "succeeded", response: { message: "the provider already has the order", data: { svc_order_id: svc } } };
+      // Its callbacks name the order by the client's id alone: it has it, under an id it
+      // has not told us. Not sent; a person adopts it by that id (placement/confirm). (A
+      // provider that refuses duplicates would name it in its refusal: sent, then.)
+      const seen = order.client_order_id === null || deps.dedupesOrders ? undefined : await latestProviderEventNaming(deps.sql, order.client_order_id);
+      if (seen) {
+        return {
+          type: "unconfirmed",
+          error: `not sent: the provider's callbacks name the order (last: ${seen.provider_status ?? "a location"}) without its svc_order_id; confirm it with that id`,
+        };
+      }
       if (unknownBefore && !deps.dedupesOrders) {
         return { type: "unconfirmed", error: "outcome unknown, not re-sent: an earlier attempt ended without an answer" };
       }

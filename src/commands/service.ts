@@ -9,7 +9,7 @@ import { dedupeKey } from "../domain/normalise.ts";
 import type { JsonObject } from "../domain/normalise.ts";
 import { STATUS_RANK, canonicalStatus, isTerminal } from "../domain/statuses.ts";
 import { DomainError } from "../domain/errors.ts";
-import { appendEvents } from "../events/log.ts";
+import { appendEvents, latestProviderEventNaming } from "../events/log.ts";
 import { insertPlacedOrder, lockOrder, recordConfirmed, recordPlacementPending } from "../orders/store.ts";
 import type { LockedOrder } from "../orders/store.ts";
 import { findOrder, findOrderById } from "../orders/read.ts";
@@ -131,6 +131,23 @@ function refuseNamedOrder(row: LockedOrder): void {
   }
 }
 
+/**
+ * The provider's own callbacks (or status answers) name this order by its client_order_id,
+ * without an id of theirs (so it is not placed): the provider has an order under it, and
+ * sending the place again could only make a second one.
+ */
+async function refuseKnownToProvider(tx: TransactionSql, row: LockedOrder): Promise<void> {
+  if (row.client_order_id === null) return;
+  const seen = await latestProviderEventNaming(tx, row.client_order_id);
+  if (seen) {
+    throw new DomainError(
+      "conflict",
+      `the provider's callbacks name order ${row.client_order_id} (last: ${seen.provider_status ?? "a location"} at ${seen.occurred_at.toISOString()}): ` +
+        `it has the order, so it is not sent again. Find its svc_order_id at the provider and adopt it (POST /v1/orders/${encodeURIComponent(row.client_order_id)}/placement/confirm)`,
+    );
+  }
+}
+
 function refuseUnresolvable(row: LockedOrder): never {
   const name = row.client_order_id ?? row.svc_order_id;
   if (row.placement_state === "external") {
@@ -208,6 +225,7 @@ export async function retryPlacement(sql: Sql, orderId: number): Promise<number>
     const row = await lockOrderOrFail(tx, orderId);
     if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
     refuseNamedOrder(row);
+    await refuseKnownToProvider(tx, row);
     const first = await firstPlaceRequest(tx, orderId);
     if (!first) throw new DomainError("conflict", "the order has no place command to send again");
     await recordPlacementPending(tx, orderId);
@@ -243,6 +261,7 @@ export async function retryCommand(sql: Sql, id: number): Promise<number> {
     if (command.kind === "place") {
       checkPlaceRetryable(command, placement!);
       refuseNamedOrder(placement!);
+      await refuseKnownToProvider(tx, placement!);
       await recordPlacementPending(tx, orderId);
     } else if (command.kind === "confirm_placement") {
       throw new DomainError("conflict", `command ${id} is a confirmation by hand: there is nothing to send again`);

@@ -443,6 +443,20 @@ export async function latestOrderEvents(
 }
 
 /**
+ * The latest event the provider itself sent (a callback or a status poll, not tracklane's
+ * own) that names this client_order_id: proof that the provider has an order under it,
+ * even when it gave no id of its own. Served by order_events_client_order_id_idx.
+ */
+export async function latestProviderEventNaming(sql: Tx, clientOrderId: string): Promise<{ provider_status: string | null; occurred_at: Date } | undefined> {
+  const [row] = await sql<{ provider_status: string | null; occurred_at: Date }[]>`
+    select provider_status, occurred_at from order_events
+    where client_order_id = ${clientOrderId} and source <> 'tracklane'
+    order by occurred_at desc, id desc
+    limit 1`;
+  return row;
+}
+
+/**
  * Redaction, the one change the log allows (migration 0009's trigger checks it): the
  * payloads of the order's events, as `redact` returns them (null: unchanged), with values
  * replaced by "[redacted]" and nothing else. How many events changed.

@@ -194,6 +194,38 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     assert.deepEqual([a.svc_order_id, a.placement.state], [null, "unconfirmed"]);
   });
 
+  it("the provider's callbacks naming the order by its client id alone: not sent again, by hand or by a pending place's retry", async () => {
+    // Unified-shape status callbacks name the order by `order_id` (the client's id) only:
+    // no provider id, so the placement stays unconfirmed, but the provider has the order.
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
+    const { coid } = await place(s);
+    assert.equal((await s.t.callback({ order_id: coid, status: "ALLOTTED", event_timestamp: "2026-11-23 10:00:00" })).status, 200);
+    await settle(s.t, s.pair);
+    assert.deepEqual([(await order(s, coid)).status, (await order(s, coid)).placement.state], ["ALLOTTED", "unconfirmed"]);
+    const retried = await s.t.request(`/v1/orders/${coid}/placement/retry`, { method: "POST" });
+    assert.equal(retried.status, 409, await retried.clone().text());
+    assert.match((await json<{ error: { message: string } }>(retried)).error.message, /callbacks name order .* ALLOTTED/);
+    await settle(s.t, s.pair);
+    assert.equal((await providerOrders(s, coid)).length, 1, "one provider order");
+
+    // A place waiting for its retry after a 503, when such a callback arrives: not sent.
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 503, process: true });
+    const body = placeOrderBody();
+    const second = body.order_details.client_order_id;
+    assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+    const [command] = await s.t.database.sql<{ id: number }[]>`
+      select c.id::int from commands c join orders o on o.id = c.order_id where o.client_order_id = ${second}`;
+    const { executeCommand } = await import("../../src/commands/execute.ts");
+    const deps = { sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false };
+    await executeCommand(deps, command!.id);
+    assert.equal((await s.t.callback({ order_id: second, status: "ACCEPTED", event_timestamp: "2026-11-23 10:00:00" })).status, 200);
+    await settle(s.t, s.pair);
+    const o = await order(s, second);
+    assert.equal(o.placement.state, "unconfirmed", o.placement.error ?? "");
+    assert.match(o.placement.error!, /callbacks name the order/);
+    assert.equal((await providerOrders(s, second)).length, 1, "the retry was not sent");
+  });
+
   it("retry by hand sends the place again; a second provider order shows on the order with a warning, once", async () => {
     await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
     const { coid } = await place(s);
