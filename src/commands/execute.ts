@@ -57,6 +57,12 @@ type Outcome =
 const MAX_DELAY_MS = 10 * 60_000;
 const WAIT_MS = 5_000;
 /**
+ * How long a command waits for a placed order's provider id to be linked (notReady):
+ * moments as a rule; longer, the order's projection is failing, and the command ends
+ * failed, where a person sees it, rather than waiting for ever.
+ */
+export const LINK_WAIT_MAX_MS = 15 * 60_000;
+/**
  * The longest Retry-After honoured: a provider asking for more (a day, say) is asked again
  * after this, rather than leaving the command, and for a place its order, pending that long.
  */
@@ -274,6 +280,13 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
     return;
   }
   if (outcome.type === "wait") {
+    // updated_at: when this round of the command began (recorded, or retried by hand).
+    if (order.placement_state === "placed" && Date.now() - command.updated_at.getTime() > LINK_WAIT_MAX_MS) {
+      const error = `not sent: the order is placed but its provider id has not reached it in ${LINK_WAIT_MAX_MS / 60_000} minutes (its projection may be failing: see the worker's log); retry this command once it has`;
+      await finish(deps.sql, command, order, { type: "failed", error });
+      log.warn({ error }, "command failed");
+      return;
+    }
     await enqueueCommand(deps.sql, command.id, order.id, new Date(Date.now() + WAIT_MS));
     return;
   }

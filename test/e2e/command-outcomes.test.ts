@@ -262,3 +262,36 @@ describe("two runs of one place at once", () => {
     }
   });
 });
+
+describe("a placed order whose provider id is still being linked", () => {
+  it("a command waits for the id, but not for ever: after 15 minutes it ends failed, saying why", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 2000 } });
+    try {
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      await settle(s.t, s.pair);
+      // As when another row held the provider's id and the projection has not merged them
+      // (here: never will, as if its projection kept failing).
+      await s.t.database.sql`update orders set svc_order_id = null where client_order_id = ${coid}`;
+      const deps = { sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false };
+      const cancel = async () => {
+        const res = await s.t.request(`/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "changed mind", user: "Seller" } });
+        assert.equal(res.status, 202);
+        return Number((await json<Command>(res)).id);
+      };
+      const stale = await cancel();
+      await s.t.database.sql`update commands set updated_at = now() - interval '16 minutes' where id = ${stale}`;
+      await executeCommand(deps, stale);
+      const fresh = await cancel();
+      await executeCommand(deps, fresh);
+      const rows = await s.t.database.sql<{ id: number; state: string; last_error: string | null }[]>`
+        select id::int, state, last_error from commands where id in (${stale}, ${fresh}) order by id`;
+      assert.deepEqual(rows.map((r) => r.state), ["failed", "pending"]);
+      assert.match(rows[0]!.last_error!, /placed but its provider id has not reached it in 15 minutes/);
+      assert.equal((await s.pair.control.requests()).filter((r) => r.path.endsWith("/cancel/")).length, 0, "nothing sent");
+    } finally {
+      await s.close();
+    }
+  });
+});
