@@ -129,8 +129,8 @@ export function noReattemptScheduled(err: unknown): boolean {
  * an order the provider must have: edit, cancel and stop-reattempt name it by the
  * provider's id; dispatch-ready names it by the client's id (provider-api.md §4.2), so it
  * needs only that the provider has the order. While the order's place is pending, or its
- * provider id is still being linked to it, they wait. Once the place has ended without the provider naming the order they fail
- * (not sent) saying why: `failed`, the provider refused it; `unconfirmed`, the provider
+ * provider id is still being linked to it, they wait. Once the place has ended without the
+ * provider naming the order they fail (not sent) saying why: `failed`, the provider refused it; `unconfirmed`, the provider
  * may not have it, and a person settles that first, then retries the command.
  */
 export function notReady(kind: string, order: Pick<OrderState, "svc_order_id" | "placement_state">): Outcome | null {
@@ -389,7 +389,7 @@ async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome:
 
 async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<void> {
   // A place changes its order too: the order first, then the command, whatever the
-  // outcome (as below, and as confirmPlacement and retryCommand lock them), so that two
+  // outcome (as below, and as confirmPlacement and retryPlacement lock them), so that two
   // runs of one place ending at once wait for each other rather than deadlock.
   if (command.kind === "place") await lockOrder(tx, order.id);
   if (outcome.type === "succeeded") {

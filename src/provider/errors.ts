@@ -55,8 +55,8 @@ export function isRetryable(kind: ProviderErrorKind): boolean {
 /**
  * What a failed call may have done at the provider (PRODUCT.md §10):
  * - not_sent: the request never reached it (connection refused, DNS, TLS, refused by
- *   our own schema or by fetch before sending, or no OAuth token could be had for it, however the token endpoint
- *   failed: the call itself was never sent);
+ *   our own schema or by fetch before sending, or no OAuth token could be had for it,
+ *   however the token endpoint failed: the call itself was never sent);
  * - refused: it answered that it did not act (429, 503, any other 4xx, a 2xx that names
  *   no order or says "Failure");
  * - ambiguous: it may have acted and the answer was lost (timeout, connection closed
