@@ -130,8 +130,9 @@ export function noReattemptScheduled(err: unknown): boolean {
  * provider's id; dispatch-ready names it by the client's id (provider-api.md §4.2), so it
  * needs only that the provider has the order. While the order's place is pending, or its
  * provider id is still being linked to it, they wait. Once the place has ended without the
- * provider naming the order they fail (not sent) saying why: `failed`, the provider refused it; `unconfirmed`, the provider
- * may not have it, and a person settles that first, then retries the command.
+ * provider naming the order they fail (not sent) saying why: `failed`, the provider
+ * refused it; `unconfirmed`, the provider may not have it, and a person settles that
+ * first, then retries the command.
  */
 export function notReady(kind: string, order: Pick<OrderState, "svc_order_id" | "placement_state">): Outcome | null {
   if (kind === "place" || order.svc_order_id !== null) return null;
