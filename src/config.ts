@@ -266,7 +266,7 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   PROVIDER_CLIENT_ID: { description: "OAuth2 client id (set with PROVIDER_CLIENT_SECRET)", example: "your-client-id" },
   PROVIDER_CLIENT_SECRET: { description: "OAuth2 client secret (set with PROVIDER_CLIENT_ID)", example: "your-client-secret", sensitive: true },
   PROVIDER_TIMEOUT_MS: {
-    description: "timeout of one provider call, in ms (1 to 120000); above 10000 a connection never made is retried, at or below it a place that meets one becomes unconfirmed",
+    description: "timeout of one provider call, in ms (1 to 120000); from 11000 up a connection never made is retried; below that a place that meets one becomes unconfirmed",
     example: "15000",
   },
   AWB_POOL_LOW_WATERMARK: { description: "top the AWB pool up when fewer than this many are available (at most AWB_POOL_TARGET)", example: "200" },
