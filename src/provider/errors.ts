@@ -6,7 +6,8 @@ import { DuplicateOrderErrorSchema, NotCancellableErrorSchema } from "./schemas.
  * - network: no HTTP answer (connection refused/reset, DNS).
  * - timeout: no complete answer within the client's timeout (also HTTP 408).
  * - rate_limited: 429. server: 5xx.
- * - client: another 4xx (bad request, not found, conflict...).
+ * - client: another 4xx (bad request, not found, conflict...), or a redirect (3xx, not
+ *   followed: the configured address is not where the provider answers).
  * - auth: 401/403, or a refused OAuth exchange.
  * - failure: HTTP 2xx whose body says `message: "Failure"` (a business refusal).
  * - invalid_response: a 2xx body that is not JSON or does not match the schema (likely a
@@ -57,8 +58,8 @@ export function isRetryable(kind: ProviderErrorKind): boolean {
  * - not_sent: the request never reached it (connection refused, DNS, TLS, refused by
  *   our own schema or by fetch before sending, or no OAuth token could be had for it,
  *   however the token endpoint failed: the call itself was never sent);
- * - refused: it answered that it did not act (429, 503, any other 4xx, a 2xx that names
- *   no order or says "Failure");
+ * - refused: it answered that it did not act (429, 503, any other 4xx, a redirect, a 2xx
+ *   that names no order or says "Failure");
  * - ambiguous: it may have acted and the answer was lost (timeout, connection closed
  *   after the request was written, 500/502/504 and other 5xx, an unreadable 2xx).
  * Only an ambiguous place can have created an order; it is never re-sent automatically
@@ -132,6 +133,7 @@ export function kindForStatus(status: number): ProviderErrorKind {
   if (status === 429) return "rate_limited";
   if (status >= 500 && status <= 599) return "server";
   if (status >= 400 && status <= 499) return "client";
+  if (status >= 300 && status <= 399) return "client";
   return "invalid_response";
 }
 

@@ -66,7 +66,9 @@ export async function send(deps: HttpDeps, req: HttpRequest): Promise<RawRespons
   }
   try {
     // One signal covers connecting, the headers and the body: a stalled body is a timeout too.
-    const res = await deps.fetch(url, { method: req.method, headers, body, signal: AbortSignal.timeout(deps.timeoutMs) });
+    // A redirect is not followed: fetch would turn a POST answered 301/302 into a GET
+    // without its body, or send the body again elsewhere (interpret reads the 3xx).
+    const res = await deps.fetch(url, { method: req.method, headers, body, redirect: "manual", signal: AbortSignal.timeout(deps.timeoutMs) });
     const text = await res.text();
     deps.logger?.debug({ ...log, status: res.status, durationMs: Math.round(performance.now() - started) }, "provider call");
     return { status: res.status, headers: res.headers, text };
@@ -116,7 +118,7 @@ export function interpret<S extends z.ZodType>(
       operation,
       status: res.status,
       retryAfterMs: parseRetryAfter(res.headers.get("retry-after"), deps.now()),
-      providerMessage: blank ? "empty body" : providerMessageOf(body) || excerpt(res.text),
+      providerMessage: isRedirect(res.status) ? redirectMessage(res) : blank ? "empty body" : providerMessageOf(body) || excerpt(res.text),
       body,
     });
   }
@@ -155,6 +157,15 @@ export function interpret<S extends z.ZodType>(
  * missing what we need may still have created an order: ambiguous, never a refusal.
  */
 const SUCCESS_WORDS = /\b(success|successful|successfully|placed|created|accepted|received|booked|confirmed|scheduled|submitted|queued|registered|ok|done|updated|cancelled)\b/i;
+
+const isRedirect = (status: number) => status >= 300 && status <= 399;
+
+/** A redirect names where the provider answers: the configured address is not it. */
+function redirectMessage(res: RawResponse): string {
+  const location = res.headers.get("location");
+  const where = location === null ? "without a Location" : `to ${excerpt(location)}`;
+  return `the provider redirected (${res.status}) ${where}; nothing was done there. Set PROVIDER_BASE_URL (or PROVIDER_GATEWAY_URL) to the address it answers at`;
+}
 
 function isFailureBody(value: unknown): boolean {
   return typeof value === "object" && value !== null && (value as Record<string, unknown>)["message"] === "Failure";

@@ -149,6 +149,19 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
     expect(await failure(http(408, "")), "timeout", "refused", true);
   });
 
+  it("refused: a redirect is not followed (a POST answered 301 would come back a GET without its body) and says where to point tracklane", async () => {
+    for (const status of [301, 302, 307, 308]) {
+      const before = requests;
+      // Followed, the redirect would reach this same loopback server a second time.
+      const err = await failure(http(status, "", "text/html", `location: ${url}/moved/api/v2/stores/orders/\r\n`));
+      expect(err, "client", "refused", false);
+      assert.equal(err.status, status);
+      assert.equal(requests, before + 1, `${status}: one request, the redirect not followed`);
+      assert.ok(err.providerMessage.includes(`redirected (${status}) to ${url}/moved/api/v2/stores/orders/`), err.providerMessage);
+      assert.match(err.providerMessage, /PROVIDER_BASE_URL/);
+    }
+  });
+
   it("refused: a 2xx that names no order, with the provider's words; or that says Failure", async () => {
     const err = await failure(http(200, '{"message":"Order in non-serviceable area"}'));
     expect(err, "failure", "refused", false);
