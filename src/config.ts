@@ -26,6 +26,24 @@ const url = z.preprocess(
     .transform((u) => u.replace(/\/+$/, ""))
     .optional(),
 );
+/**
+ * The provider's addresses: fetch refuses a URL with a user name or password in it, so
+ * every call would fail; credentials have variables of their own.
+ */
+const providerUrl = z.preprocess(
+  emptyToUndefined,
+  z
+    .url({ protocol: /^https?$/, error: "must be an http(s) URL" })
+    .refine((u) => !hasUserInfo(u), {
+      error: "must not hold a user name or password (no request can be sent to such a URL): put the provider's credentials in PROVIDER_TOKEN, or PROVIDER_CLIENT_ID and PROVIDER_CLIENT_SECRET",
+    })
+    .transform((u) => u.replace(/\/+$/, ""))
+    .optional(),
+);
+/** `scheme://user[:password]@host…`: read without parsing, so that a URL that does not parse is caught too. */
+function hasUserInfo(value: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(value);
+}
 const port = (fallback: number) =>
   z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(65535).default(fallback));
 const positiveInt = (fallback: number, max: number) =>
@@ -117,8 +135,8 @@ const envSchema = z.object({
   METRICS_TOKEN: secret,
   PROVIDER_ENV: z.preprocess(emptyToUndefined, z.enum(["staging", "production"]).default("staging")),
   PROVIDER_PRODUCT: z.preprocess(emptyToUndefined, z.enum(PRODUCTS).default("hyperlocal_dedicated_store")),
-  PROVIDER_BASE_URL: url,
-  PROVIDER_GATEWAY_URL: url,
+  PROVIDER_BASE_URL: providerUrl,
+  PROVIDER_GATEWAY_URL: providerUrl,
   /** Sent as `Authorization: Token <token>`: a space, line break or character beyond ASCII (pasted from an e-mail) could not be. */
   PROVIDER_TOKEN: z.preprocess(emptyToUndefined, z.string().regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces (it is sent in a header)").optional()),
   PROVIDER_CLIENT_ID: optionalString,
@@ -521,8 +539,10 @@ function parseEnv(env: Env): { e: z.infer<typeof envSchema>; problems: ConfigPro
   const problems = parsed.error.issues.map((issue) => {
     const variable = issue.path.join(".") || "environment";
     const raw = env[variable];
-    // Echo what was found, so a typo shows; never a secret, and not a whole essay.
-    const shown = raw === undefined || ENV_DOCS[variable]?.sensitive === true ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw)})`;
+    // Echo what was found, so a typo shows; never a secret (nor a URL that holds a
+    // password), and not a whole essay.
+    const hidden = raw === undefined || ENV_DOCS[variable]?.sensitive === true || hasUserInfo(raw);
+    const shown = hidden ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw)})`;
     return { variable, message: `${issue.message}${shown}` };
   });
   const bad = new Set(problems.map((p) => p.variable));

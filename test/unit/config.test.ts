@@ -177,6 +177,19 @@ describe("config", () => {
         assert.deepEqual(found, ["PROVIDER_TOKEN: must be printable ASCII without spaces (it is sent in a header)"], JSON.stringify(token));
       }
     });
+    it("a provider URL holding a user name or password is an error that does not echo it (no request could be sent to it)", () => {
+      for (const [variable, value] of [
+        ["PROVIDER_BASE_URL", "https://merchant:pw-zq9x@provider.example"],
+        ["PROVIDER_GATEWAY_URL", "https://user-zq9x@gateway.provider.example/v1"],
+      ] as const) {
+        const found = problems({ ...base, PROVIDER_TOKEN: "tok", [variable]: value });
+        assert.equal(found.length, 1, found.join("\n"));
+        assert.match(found[0]!, new RegExp(`^${variable}: must not hold a user name or password .*PROVIDER_TOKEN`));
+        assert.doesNotMatch(found[0]!, /zq9x/);
+      }
+      // An @ after the host (a path or query) is no user name.
+      assert.equal(loadConfig({ DATA_DIR: dataDir(), ...base, PROVIDER_TOKEN: "tok", PROVIDER_GATEWAY_URL: "https://gw.example/a@b" }).provider.gatewayUrl, "https://gw.example/a@b");
+    });
     it("credentials without a provider URL are an error", () => {
       assert.match(problems({ PROVIDER_TOKEN: "t" })[0]!, /^PROVIDER_BASE_URL/);
     });
