@@ -16,6 +16,7 @@ import { findOrder, findOrderById } from "../orders/read.ts";
 import { pickupOtp } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
 import {
+  commandById,
   firstPlaceRequest,
   insertCommand,
   insertSucceeded,
@@ -248,13 +249,19 @@ export async function retryPlacement(sql: Sql, orderId: number): Promise<number>
  */
 export async function retryCommand(sql: Sql, id: number): Promise<number> {
   return await sql.begin(async (tx) => {
-    const peek = await lockCommand(tx, id);
+    const peek = await commandById(tx, id);
     if (!peek) throw new DomainError("command_not_found", `no command with id ${id}`);
     const orderId = peek.order_id;
     // A place changes its order's placement: the order, then the command, as
-    // confirmPlacement and retryPlacement lock them (the command's kind never changes).
+    // confirmPlacement, retryPlacement, a place's end and the projection lock them (the
+    // command's kind never changes). Locked the other way round, a retry and the
+    // projection adopting the same place could deadlock.
     const placement = peek.kind === "place" ? await lockOrderOrFail(tx, orderId) : undefined;
-    const command = peek;
+    const command = await lockCommand(tx, id);
+    if (!command) throw new DomainError("command_not_found", `no command with id ${id}`);
+    if (command.order_id !== orderId) {
+      throw new DomainError("conflict", `command ${id} moved to another order (two rows of one order were merged) while it was being retried: retry it again`);
+    }
     if (command.state !== "failed") {
       throw new DomainError("conflict", `command ${id} is ${command.state}: only a failed command can be retried`);
     }
