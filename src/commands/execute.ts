@@ -29,7 +29,7 @@ import { recordMessage } from "../notify/outbox.ts";
 import { orderJson } from "../orders/json.ts";
 import { findOrderById } from "../orders/read.ts";
 import { commandJson } from "./json.ts";
-import { commandById, commandWithOrder, earlierPending, enqueueCommand, lockStranded, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
+import { commandById, commandWithOrder, earlierPending, enqueueCommand, lastPlacedAt, lockStranded, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
 import type { CommandRow } from "./store.ts";
 
 export interface ExecuteDeps {
@@ -281,8 +281,10 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
     return;
   }
   if (outcome.type === "wait") {
-    // updated_at: when this round of the command began (recorded, or retried by hand).
-    if (order.placement_state === "placed" && Date.now() - command.updated_at.getTime() > LINK_WAIT_MAX_MS) {
+    // From when this round of the command began (updated_at: recorded, or retried by hand),
+    // or when the order became placed, if later: a command that waited long for a pending
+    // place (retried through an outage) has waited for the link only since then.
+    if (order.placement_state === "placed" && Date.now() - (await linkWaitSince(deps.sql, command, order.id)) > LINK_WAIT_MAX_MS) {
       const error = `not sent: the order is placed but its provider id has not reached it in ${LINK_WAIT_MAX_MS / 60_000} minutes (its projection may be failing: see the worker's log); retry this command once it has`;
       await finish(deps.sql, command, order, { type: "failed", error });
       log.warn({ error }, "command failed");
@@ -311,6 +313,12 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
   if (final.type === "failed") log.warn({ attempts, error: final.error }, "command failed");
   else if (final.type === "unconfirmed") log.warn({ attempts, error: final.error }, "placement unconfirmed: the provider may have created the order");
   else log.info({ attempts }, "command succeeded");
+}
+
+/** Since when (epoch ms) a command has waited for its placed order's provider id (LINK_WAIT_MAX_MS). */
+async function linkWaitSince(sql: Sql, command: CommandRow, orderId: number): Promise<number> {
+  const placedAt = await lastPlacedAt(sql, orderId);
+  return Math.max(command.updated_at.getTime(), placedAt?.getTime() ?? 0);
 }
 
 /**

@@ -130,6 +130,17 @@ export async function lastPlacement(tx: Tx, orderId: number): Promise<number | u
   return row?.id;
 }
 
+/**
+ * When the order's latest place or confirmation succeeded: when it became placed. Served
+ * by commands_order_id_idx.
+ */
+export async function lastPlacedAt(tx: Tx, orderId: number): Promise<Date | null> {
+  const [row] = await tx<{ completed_at: Date | null }[]>`
+    select completed_at from commands where order_id = ${orderId} and kind in ('place', 'confirm_placement') and state = 'succeeded'
+    order by id desc limit 1`;
+  return row?.completed_at ?? null;
+}
+
 /** The body of the order's first place command. */
 export async function firstPlaceRequest(tx: Tx, orderId: number): Promise<JsonObject | undefined> {
   const [row] = await tx<{ request: JsonObject }[]>`

@@ -281,7 +281,15 @@ describe("a placed order whose provider id is still being linked", () => {
         return Number((await json<Command>(res)).id);
       };
       const stale = await cancel();
-      await s.t.database.sql`update commands set updated_at = now() - interval '16 minutes' where id = ${stale}`;
+      // Accepted long before the order was placed (it waited for a pending place through an
+      // outage): its wait for the link began when the order became placed, moments ago.
+      await s.t.database.sql`update commands set updated_at = now() - interval '30 minutes' where id = ${stale}`;
+      await executeCommand(deps, stale);
+      const [waiting] = await s.t.database.sql<{ state: string }[]>`select state from commands where id = ${stale}`;
+      assert.equal(waiting!.state, "pending", "15 minutes from the placement, not from the command's acceptance");
+      await s.t.database.sql`
+        update commands c set completed_at = now() - interval '16 minutes' from orders o
+        where o.id = c.order_id and o.client_order_id = ${coid} and c.kind = 'place'`;
       await executeCommand(deps, stale);
       const fresh = await cancel();
       await executeCommand(deps, fresh);
