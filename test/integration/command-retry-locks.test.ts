@@ -1,0 +1,58 @@
+/**
+ * A place retried by hand (retryCommand) locks its order before its command, as the
+ * projection does when a callback names the order (lockOrdersOf, then succeedFailedPlaces
+ * or a merge's moveCommands): a retry that locked the command first, then waited for the
+ * order, deadlocked with a projection holding the order and coming for the command.
+ */
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import { retryCommand } from "../../src/commands/service.ts";
+import { driverSql } from "../../src/db/client.ts";
+import { placeOrderBody } from "../helpers/emulator.ts";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await createTestApp();
+});
+after(async () => {
+  await t.close();
+});
+
+it("a retried place waits for the order's lock without holding its command's: no deadlock with a projection", async () => {
+  const sql = t.database.sql;
+  const body = placeOrderBody();
+  const coid = body.order_details.client_order_id;
+  assert.equal((await t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+  await t.runJobs(); // no provider configured: the place ends failed, retryable
+  const [place] = await sql<{ id: number; order_id: number; state: string }[]>`
+    select c.id::int, c.order_id::int, c.state from commands c join orders o on o.id = c.order_id where o.client_order_id = ${coid}`;
+  assert.equal(place!.state, "failed");
+
+  const other = driverSql(t.testDb.url, { max: 1 });
+  let retry: Promise<number | Error> | undefined;
+  try {
+    await other.begin(async (tx) => {
+      // As the projection: the order first ...
+      await tx`select id from orders where id = ${place!.order_id} for update`;
+      retry = retryCommand(sql, place!.id).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+      // ... the retry is now waiting for a lock ...
+      for (let i = 0; i < 100; i++) {
+        const [w] = await tx<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`;
+        if (w!.n > 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      // ... then the command (a deadlock, PostgreSQL ends one of the two, if the retry held it).
+      await tx`set local lock_timeout = '5s'`;
+      await tx`update commands set updated_at = now() where id = ${place!.id}`;
+    });
+  } finally {
+    await other.end();
+  }
+  const result = await retry!;
+  assert.equal(result, place!.id, result instanceof Error ? result.message : "");
+  const [row] = await sql<{ state: string }[]>`select state from commands where id = ${place!.id}`;
+  assert.equal(row!.state, "pending", "sent again");
+});
