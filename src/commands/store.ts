@@ -73,8 +73,11 @@ export async function earlierPending(
 }
 
 /**
- * Pending commands that nothing will run again, locked (skipping any another transaction
- * holds): their job is gone, or out of attempts and not running. Left so when the last
+ * Pending commands that nothing will run again, locked with their orders (skipping any
+ * whose command or order another transaction holds: their end locks the order, and
+ * waiting for it while holding the command would deadlock with whoever holds the order
+ * and comes for the command, the projection or a retry): their job is gone, or out of
+ * attempts and not running. Left so when the last
  * attempt failed and recording the command's end failed too (the database down at that
  * moment), when a worker died during the last attempt (its job unlocked with no attempt
  * left), or when someone removed the job. Only commands unchanged for `graceS` seconds.
@@ -83,12 +86,13 @@ export async function earlierPending(
 export async function lockStranded(tx: Tx, graceS: number, limit: number): Promise<number[]> {
   const rows = await tx<{ id: number }[]>`
     select c.id from commands c
+    join orders o on o.id = c.order_id
     left join graphile_worker.jobs j on j.key = 'command:' || c.id -- jobKey
     where c.state = 'pending' and c.updated_at < now() - ${graceS}::int * interval '1 second'
       and (j.id is null or (j.attempts >= j.max_attempts and j.locked_at is null))
     order by c.id
     limit ${limit}
-    for update of c skip locked`;
+    for update of o, c skip locked`;
   return rows.map((r) => r.id);
 }
 
