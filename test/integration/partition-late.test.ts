@@ -1,8 +1,8 @@
 /**
  * A log whose partitions were not made ahead (no worker ran the hourly events__partitions
  * job for longer than the spans made ahead): a callback is still stored, once, and an order
- * placed, instead of a 500 (events/partitions.ts withPartitionsMade makes the partitions
- * and appends again).
+ * placed, or its placement confirmed (through the API or the console), instead of a 500
+ * (events/partitions.ts withPartitionsMade makes the partitions and appends again).
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
@@ -18,6 +18,7 @@ import { API_TOKEN, CALLBACK_SECRET } from "../helpers/app.ts";
 import { placeOrderBody } from "../helpers/emulator.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
+import { consoleSignIn } from "../helpers/console.ts";
 
 let t: TestApp;
 before(async () => {
@@ -93,4 +94,30 @@ it("a worker starting after weeks away makes the partitions before its jobs appe
   } finally {
     await services.stop();
   }
+});
+
+it("a placement confirmed on the console when the partitions end before today is recorded, not a 500", async () => {
+  const sql = t.database.sql;
+  const body = placeOrderBody({ clientOrderId: "LATE-P-3" });
+  assert.equal((await t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+  const [order] = await sql<{ id: number }[]>`select id::int from orders where client_order_id = 'LATE-P-3'`;
+  await sql`update orders set placement_state = 'unconfirmed', placement_error = 'the provider did not answer in time' where id = ${order!.id}`;
+  await partitionsEndBeforeToday();
+  const server = await t.listen();
+  try {
+    const session = await consoleSignIn(server.url);
+    const res = await fetch(`${server.url}/orders/${order!.id}/confirm-placement`, {
+      method: "POST",
+      redirect: "manual",
+      headers: { "content-type": "application/x-www-form-urlencoded", cookie: session.cookie, origin: server.url },
+      body: new URLSearchParams({ _csrf: session.csrf, svc_order_id: "7700003" }),
+    });
+    assert.equal(res.status, 303, await res.text());
+  } finally {
+    await server.close();
+  }
+  const [row] = await sql<{ period: string }[]>`select period::text from order_events where svc_order_id = '7700003'`;
+  assert.equal(row!.period, today);
+  const [placed] = await sql<{ placement_state: string }[]>`select placement_state from orders where id = ${order!.id}`;
+  assert.equal(placed!.placement_state, "placed");
 });

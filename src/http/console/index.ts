@@ -13,6 +13,7 @@ import type { Sql } from "postgres";
 import type { Config } from "../../config.ts";
 import { findUnstorable } from "../../domain/normalise.ts";
 import { secretMatcher } from "../../domain/secrets.ts";
+import { withPartitionsMade } from "../../events/partitions.ts";
 import type { Logger } from "../../logger.ts";
 import type { ProviderClient } from "../../provider/client.ts";
 import { endSession, findSession } from "../../sessions/store.ts";
@@ -182,7 +183,8 @@ export function consoleRoutes(deps: ConsoleDeps) {
       c.res.headers.append("server-timing", `page;dur=${(performance.now() - started).toFixed(1)}`);
     });
   }
-  app.route("/", orderPages({ ...pools, timeZone: config.provider.timezone }));
+  const appending = <T>(work: () => Promise<T>) => withPartitionsMade(sql, config.events.partition, log, work);
+  app.route("/", orderPages({ ...pools, timeZone: config.provider.timezone, appending }));
   app.route("/", attentionPages({ ...pools, timeZone: config.provider.timezone, stuckAfterMin: config.console.stuckAfterMin, lowWatermark: config.awb.lowWatermark }));
   app.route("/", awbPages({ ...pools, timeZone: config.provider.timezone, settings: config.awb, provider: deps.provider }));
   app.route("/", notificationPages({ ...pools, timeZone: config.provider.timezone }));

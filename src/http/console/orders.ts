@@ -32,6 +32,12 @@ import type { PathPoint } from "./svg.ts";
 
 export interface OrdersDeps extends ConsolePools {
   timeZone: string;
+  /**
+   * Runs an action, which may append to the event log (a confirmation by hand), so that a
+   * log whose partitions were not made ahead gets them instead of a 500, as the API's
+   * (events/partitions.ts withPartitionsMade).
+   */
+  appending?: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 const PAGE_SIZE = 50;
@@ -86,6 +92,7 @@ function filterQuery(q: ListQuery, extra: Record<string, string> = {}): string {
 
 export function orderPages(deps: OrdersDeps) {
   const { sql, readSql, timeZone } = deps;
+  const appending = deps.appending ?? (<T>(work: () => Promise<T>) => work());
   const at = (d: Date | null) => timeOf(d, timeZone);
   const app = new Hono<ConsoleEnv>();
 
@@ -283,7 +290,7 @@ export function orderPages(deps: OrdersDeps) {
       const input = action.fields.safeParse(form);
       if (!input.success) return confirmPage(c, order, action, { status: 422, error: problemOf(input.error) });
       try {
-        const commandId = await action.run(sql, order, input.data);
+        const commandId = await appending(() => action.run(sql, order, input.data));
         return c.redirect(`/orders/${order.id}?done=${action.path}&command=${commandId}`, 303);
       } catch (err) {
         const api = toApiError(err);
