@@ -51,7 +51,7 @@ type Outcome =
   | { type: "unconfirmed"; error: string }
   /** Not attempted yet (the order has no provider id yet): check again later. */
   | { type: "wait"; reason: string }
-  /** Another run of the same command ended it meanwhile: nothing to record. */
+  /** Another run of the same command is sending it, or ended it meanwhile: that run records its outcome. */
   | { type: "ended" };
 
 const MAX_DELAY_MS = 10 * 60_000;
@@ -196,12 +196,11 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
       // Durable before the call: a run that dies during it leaves the mark, and the next
       // run knows the provider may have acted. A definite outcome clears it (below).
       // Claimed, too: two runs of one command at once (its job unlocked under a runner that
-      // still ran it) both read it unmarked, and both would send.
-      if (!(await markSending(deps.sql, command.id, deps.dedupesOrders))) {
-        const now = await commandById(deps.sql, command.id);
-        if (now?.state !== "pending") return { type: "ended" };
-        return { type: "unconfirmed", error: "outcome unknown, not re-sent: another run of this place sent it at the same time" };
-      }
+      // still ran it) both read it unmarked, and both would send. The one that loses records
+      // nothing: the other one's outcome, still to come, is the command's (a refusal, a retry
+      // after a 503, a success), and should that run die, the mark it left ends the command
+      // unconfirmed (abandonStranded). Recorded here, `unconfirmed` would race that outcome.
+      if (!(await markSending(deps.sql, command.id, deps.dedupesOrders))) return { type: "ended" };
       try {
         return { type: "succeeded", response: await provider.placeOrder(body) };
       } catch (err) {
@@ -277,7 +276,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
   const unknownBefore = command.outcome_unknown;
   const outcome = await attempt(deps, deps.provider, command, order, unknownBefore);
   if (outcome.type === "ended") {
-    log.warn("another run of this command ended it meanwhile; not sent again");
+    log.warn("another run of this command is sending it or ended it; not sent again");
     return;
   }
   if (outcome.type === "wait") {

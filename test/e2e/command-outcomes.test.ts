@@ -263,6 +263,38 @@ describe("two runs of one place at once", () => {
   });
 });
 
+describe("two runs of one place at once, the sender's answer late", () => {
+  it("the run that lost the claim records nothing: the sender's 503 is retried and places the order, not left unconfirmed", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 2000 } });
+    try {
+      assert.equal((await s.pair.control.send("PUT", "/behaviour", { accept_duplicate_orders: true })).status, 200);
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 503, body: { message: "busy" } });
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      const [command] = await s.t.database.sql<{ id: number }[]>`
+        select c.id::int from commands c join orders o on o.id = c.order_id where o.client_order_id = ${coid}`;
+      // The sender's answer comes after the other run has found the mark set.
+      const slow = { ...s.pair.client, placeOrder: async (b: Parameters<typeof s.pair.client.placeOrder>[0]) => {
+        await new Promise((r) => setTimeout(r, 300));
+        return await s.pair.client.placeOrder(b);
+      } };
+      const deps = { sql: s.t.database.sql, provider: slow, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false };
+      await Promise.all([executeCommand(deps, command!.id), executeCommand(deps, command!.id)]);
+      const [mid] = await s.t.database.sql<{ state: string; placement_state: string }[]>`
+        select c.state, o.placement_state from commands c join orders o on o.id = c.order_id where c.id = ${command!.id}`;
+      assert.deepEqual(mid, { state: "pending", placement_state: "pending" }, "the 503 is retried: nothing was sent");
+      await settle(s.t, s.pair);
+
+      const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+      assert.equal(order.placement.state, "placed", order.placement.error ?? "");
+      assert.equal((await s.pair.control.orders(coid)).length, 1, "one provider order");
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe("a placed order whose provider id is still being linked", () => {
   it("a command waits for the id, but not for ever: after 15 minutes it ends failed, saying why", async () => {
     const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 2000 } });
