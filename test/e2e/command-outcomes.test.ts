@@ -265,9 +265,12 @@ describe("two runs of one place at once", () => {
 
 describe("two runs of one place at once, the sender's answer late", () => {
   it("the run that lost the claim records nothing: the sender's 503 is retried and places the order, not left unconfirmed", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 2000 } });
+    // Both runs read the command before either marks it: they wait for the same (slowed)
+    // token exchange in between, as in the test above.
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { product: "quick_commerce", auth: "oauth", client: { timeoutMs: 2000 } });
     try {
       assert.equal((await s.pair.control.send("PUT", "/behaviour", { accept_duplicate_orders: true })).status, 200);
+      await s.pair.control.addFault({ method: "POST", path: "/oauth/token/", times: 1, action: "delay", delay_ms: 300 });
       await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 503, body: { message: "busy" } });
       const body = placeOrderBody();
       const coid = body.order_details.client_order_id;
