@@ -150,10 +150,12 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
   });
 
   it("refused: a redirect is not followed (a POST answered 301 would come back a GET without its body) and says where to point tracklane", async () => {
+    // A timeout of its own: 300 ms is short for four round trips on a loaded machine.
+    const patient = createProviderClient({ baseUrl: url, auth: { method: "token", token: "t" }, timeoutMs: 5000 });
     for (const status of [301, 302, 307, 308]) {
       const before = requests;
       // Followed, the redirect would reach this same loopback server a second time.
-      const err = await failure(http(status, "", "text/html", `location: ${url}/moved/api/v2/stores/orders/\r\n`));
+      const err = await failure(http(status, "", "text/html", `location: ${url}/moved/api/v2/stores/orders/\r\n`), patient);
       expect(err, "client", "refused", false);
       assert.equal(err.status, status);
       assert.equal(requests, before + 1, `${status}: one request, the redirect not followed`);
