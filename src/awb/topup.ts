@@ -10,7 +10,7 @@ import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import type { JobInfo } from "../worker/deps.ts";
 import { ProviderError, describeProviderError } from "../provider/errors.ts";
-import { MAX_AWB_COUNT } from "../provider/schemas.ts";
+import { AWB_NUMBER_PATTERN, MAX_AWB_COUNT } from "../provider/schemas.ts";
 import { MAX_RETRY_AFTER_RESCHEDULES, POLL_KEY_PREFIX, rescheduleReplenish, schedulePoll } from "./jobs.ts";
 import type { PollPayload, ReplenishPayload } from "./jobs.ts";
 import {
@@ -99,23 +99,58 @@ export async function replenish(deps: TopUpDeps, payload: ReplenishPayload, job:
   }
 }
 
+/** An answer's numbers: the well-formed ones, once each, and what was wrong with the rest. */
+export interface ScreenedNumbers {
+  numbers: string[];
+  /** Why some were left out (null: none was): shown as the request's last_error. */
+  problem: string | null;
+}
+
+/**
+ * Keeps the numbers of the documented form (`SF` + 10 digits + 3 letters, PRODUCT.md §3),
+ * each once. Anything else (blank, padded, truncated, another shape) is never stored and
+ * so never handed out; a number repeated within one answer counts once. What was left out
+ * is named, so that it shows on the request in GET /v1/awb/pool and the console.
+ */
+export function screenAwbNumbers(raw: readonly string[]): ScreenedNumbers {
+  const seen = new Set<string>();
+  const malformed: string[] = [];
+  let repeated = 0;
+  for (const n of raw) {
+    if (!AWB_NUMBER_PATTERN.test(n)) malformed.push(n);
+    else if (seen.has(n)) repeated++;
+    else seen.add(n);
+  }
+  const parts: string[] = [];
+  if (malformed.length > 0) {
+    const sample = malformed.slice(0, 3).map((n) => JSON.stringify(n.length > 40 ? `${n.slice(0, 40)}…` : n));
+    parts.push(`${malformed.length} not of the form SF + 10 digits + 3 letters (${sample.join(", ")}${malformed.length > 3 ? ", …" : ""})`);
+  }
+  if (repeated > 0) parts.push(`${repeated} repeated within the answer`);
+  const problem = parts.length > 0 ? `the provider's answer had numbers left out: ${parts.join("; ")}` : null;
+  return { numbers: [...seen], problem };
+}
+
 /** One replenishment call; its numbers and its record in one transaction. */
 async function requestPool(sql: Sql, provider: ProviderClient, count: number, log: Logger): Promise<{ received: number; added: number }> {
   const started = performance.now();
   const answer = await provider.generatePoolAwbs(count);
   const called = performance.now();
+  const screened = screenAwbNumbers(answer.awb_numbers);
+  const received = screened.numbers.length;
   const added = await sql.begin(async (tx) => {
-    const n = await insertAwbNumbers(tx, answer.awb_numbers, { source: "pool", requestId: null });
+    const n = await insertAwbNumbers(tx, screened.numbers, { source: "pool", requestId: null });
     await tx`
-      insert into awb_requests (mode, status, count, received, added, completed_at)
-      values ('pool', 'completed', ${count}, ${answer.awb_numbers.length}, ${n}, now())`;
+      insert into awb_requests (mode, status, count, received, added, last_error, completed_at)
+      values ('pool', 'completed', ${count}, ${received}, ${n}, ${screened.problem}, now())`;
     return n;
   });
+  if (screened.problem !== null) log.warn({ count, problem: screened.problem }, "awb pool answer had unusable numbers");
   log.info(
-    { count, received: answer.awb_numbers.length, added, providerMs: Math.round(called - started), insertMs: Math.round(performance.now() - called) },
+    { count, received, added, providerMs: Math.round(called - started), insertMs: Math.round(performance.now() - called) },
     "awb pool numbers received",
   );
-  return { received: answer.awb_numbers.length, added };
+  return { received, added };
 }
 
 /** One fresh request: recorded as pending, with its first poll scheduled `delay_time` later. */
@@ -198,7 +233,9 @@ export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobI
   }
 
   const hint = typeof answer.delay_time === "number" ? answer.delay_time : undefined;
-  const numbers = answer.awb_numbers;
+  const screened = screenAwbNumbers(answer.awb_numbers);
+  const numbers = screened.numbers;
+  if (screened.problem !== null) log.warn({ requestId: row.request_id, problem: screened.problem }, "awb fresh answer had unusable numbers");
   // Whatever the provider returned is stored in the transaction that records the poll:
   // an answer is never half-applied, and numbers never lost to a later failure.
   const result = await deps.sql.begin(async (tx): Promise<TopUpResult> => {
@@ -215,11 +252,11 @@ export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobI
     const progress = tx`received = received + ${numbers.length}, added = added + ${added}, polls = ${polls}`;
     if (!answer.retry_flag) {
       if (numbers.length === 0) {
-        const error = `provider finished with status ${answer.status} and no numbers`;
+        const error = `provider finished with status ${answer.status} and no numbers` + (screened.problem === null ? "" : ` (${screened.problem})`);
         await tx`update awb_requests set ${progress}, status = 'failed', last_error = ${error}, next_poll_at = null, completed_at = now() where id = ${row.id}`;
         return { outcome: "failed", error };
       }
-      await tx`update awb_requests set ${progress}, status = 'completed', last_error = null, next_poll_at = null, completed_at = now() where id = ${row.id}`;
+      await tx`update awb_requests set ${progress}, status = 'completed', last_error = coalesce(${screened.problem}, last_error), next_poll_at = null, completed_at = now() where id = ${row.id}`;
       return { outcome: "done", mode: "fresh", requested: numbers.length, requests: 1 };
     }
     if (pollGivesUp(polls, locked.age_ms)) {
@@ -228,7 +265,9 @@ export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobI
       return { outcome: "failed", error };
     }
     const delayMs = nextPollDelayMs(polls, hint);
-    await tx`update awb_requests set ${progress}, next_poll_at = now() + ${delayMs}::int * interval '1 millisecond' where id = ${row.id}`;
+    await tx`
+      update awb_requests set ${progress}, last_error = coalesce(${screened.problem}, last_error), next_poll_at = now() + ${delayMs}::int * interval '1 millisecond'
+      where id = ${row.id}`;
     await schedulePoll(tx, row.id, delayMs);
     return { outcome: "rescheduled", afterMs: delayMs };
   });
