@@ -62,9 +62,13 @@ export type PollPayload = z.infer<typeof pollPayload>;
  * Enqueues the automatic top-up unless one is already waiting (not running, attempts
  * left). The check keeps a waiting job's retry backoff intact (replace mode would reset
  * its run_at to now on every allocation) and keeps concurrent allocators from all
- * updating the same job row; a race between two checks ends in one job anyway (job_key).
+ * updating the same job row. Callers check one after another (a transaction-scoped
+ * advisory lock, taken in its own statement so that the check's snapshot sees the job a
+ * caller before committed): without it, concurrent allocators each found no job, each
+ * "queued" it (job_key folded them into one) and each told the merchant awb.pool_low.
  */
 export async function enqueueAutoReplenish(tx: Tx, reason: "allocation" | "empty" | "start"): Promise<boolean> {
+  await tx`select pg_advisory_xact_lock(hashtextextended(${REPLENISH_KEY}, 0))`;
   const added = await tx`
     select graphile_worker.add_job(
       ${REPLENISH_TASK}, json_build_object('reason', ${reason}::text),
