@@ -153,20 +153,41 @@ async function requestPool(sql: Sql, provider: ProviderClient, count: number, lo
   return { received, added };
 }
 
-/** One fresh request: recorded as pending, with its first poll scheduled `delay_time` later. */
+/**
+ * One fresh request: recorded as pending before it is sent (request_id still null), then
+ * given the provider's request_id with its first poll scheduled `delay_time` later. The
+ * provider offers no way to find a request again without its request_id, so an answer
+ * lost on the way (a timeout, a 5xx that may have acted, the worker stopped before
+ * storing it) cannot be collected: the row says so instead of the request vanishing
+ * (here, or later in failLostFreshRequests). A call that certainly did nothing leaves no row.
+ */
 async function requestFresh(sql: Sql, provider: ProviderClient, count: number, log: Logger): Promise<void> {
-  const accepted = await provider.requestFreshAwbs({ awb_count: count, request_type: "forward" });
+  const [row] = await sql<{ id: number }[]>`
+    insert into awb_requests (mode, status, count) values ('fresh', 'pending', ${count}) returning id::int`;
+  const id = row!.id;
+  let accepted;
+  try {
+    accepted = await provider.requestFreshAwbs({ awb_count: count, request_type: "forward" });
+  } catch (err) {
+    if (err instanceof ProviderError && err.delivery === "ambiguous") {
+      await failRequest(sql, id, `${ANSWER_LOST}: ${describeProviderError(err)}`);
+      log.warn({ id, count, error: describeProviderError(err) }, "awb fresh request's answer lost: its numbers cannot be collected");
+    } else {
+      await sql`delete from awb_requests where id = ${id} and request_id is null`;
+    }
+    throw err;
+  }
   const delayMs = firstPollDelayMs(accepted.delay_time);
-  const id = await sql.begin(async (tx) => {
-    const [row] = await tx<{ id: number }[]>`
-      insert into awb_requests (mode, request_id, status, count, next_poll_at)
-      values ('fresh', ${accepted.request_id}, 'pending', ${count}, now() + ${delayMs}::int * interval '1 millisecond')
-      returning id`;
-    await schedulePoll(tx, row!.id, delayMs);
-    return row!.id;
+  await sql.begin(async (tx) => {
+    await tx`
+      update awb_requests set request_id = ${accepted.request_id}, next_poll_at = now() + ${delayMs}::int * interval '1 millisecond'
+      where id = ${id}`;
+    await schedulePoll(tx, id, delayMs);
   });
   log.info({ id, requestId: accepted.request_id, count, delayTime: accepted.delay_time }, "awb fresh request accepted");
 }
+
+const ANSWER_LOST = "the provider's answer was lost, so its request_id is unknown and any numbers it generates cannot be collected";
 
 async function onTopUpFailure(
   deps: TopUpDeps,
@@ -294,12 +315,19 @@ async function failLostFreshRequests(sql: Sql): Promise<number[]> {
   const rows = await sql<{ id: number }[]>`
     update awb_requests r
     set status = 'failed', last_error = ${error}, next_poll_at = null, completed_at = now()
-    where r.mode = 'fresh' and r.status = 'pending'
+    where r.mode = 'fresh' and r.status = 'pending' and r.request_id is not null
       and r.created_at <= now() - ${MAX_POLL_AGE_MS}::int * interval '1 millisecond'
       and not exists (
         select 1 from graphile_worker.jobs j
         where j.key = ${POLL_KEY_PREFIX}::text || r.id::text
           and (j.locked_at is not null or j.attempts < j.max_attempts))
     returning r.id::int`;
-  return rows.map((r) => r.id);
+  // Sent, but its answer never stored (the worker stopped during the call): every AWB job
+  // runs in the one `awb` queue, so no other run is still waiting for that answer.
+  const unanswered = await sql<{ id: number }[]>`
+    update awb_requests
+    set status = 'failed', last_error = ${`${ANSWER_LOST} (the top-up stopped before storing it)`}, completed_at = now()
+    where mode = 'fresh' and status = 'pending' and request_id is null
+    returning id::int`;
+  return [...rows, ...unanswered].map((r) => r.id);
 }

@@ -2,6 +2,7 @@
  * Malformed AWB answers from the provider, over real HTTP (emulator faults): numbers not
  * of the documented form are never stored (so never handed out), a number repeated within
  * one answer counts once, and what was left out shows on the request in GET /v1/awb/pool.
+ * A fresh request whose answer was lost is shown, not forgotten.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -12,7 +13,7 @@ import type { EmulatorPair } from "../helpers/emulator.ts";
 
 interface PoolView {
   available: number;
-  requests: { id: number; mode: string; status: string; received: number; added: number; last_error: string | null }[];
+  requests: { id: number; mode: string; status: string; count: number; received: number; added: number; last_error: string | null }[];
 }
 
 async function pool(t: TestApp): Promise<PoolView> {
@@ -83,5 +84,67 @@ describe("malformed AWB answers", () => {
     const numbers = await stored(t);
     assert.ok(numbers.includes("SF0000000009TST"));
     for (const n of numbers) assert.match(n, /^SF\d{10}[A-Z]{3}$/, "only well-formed numbers stored");
+  });
+});
+
+describe("a fresh request whose answer was lost", () => {
+  let pair: EmulatorPair;
+  let t: TestApp;
+  before(async () => {
+    pair = await startEmulatorPair({ client: { timeoutMs: 30_000 }, emulator: { awb: { baseDelaySeconds: 1, secondsPerThousand: 0, secondsPerPendingRequest: 0 } } });
+    t = await createTestApp({ AWB_POOL_LOW_WATERMARK: "1", AWB_POOL_TARGET: "5", AWB_MODE: "fresh" }, { provider: pair.client });
+  });
+  after(async () => {
+    await t.close();
+    await pair.close();
+  });
+
+  const jobs = async () =>
+    await t.database.sql<{ task: string; attempts: number }[]>`
+      select task_identifier as task, attempts from graphile_worker.jobs where task_identifier like 'awb\\_\\_%' order by id`;
+
+  it("accepted by the provider but the answer lost: shown as failed, saying its numbers cannot be collected; the retry asks again", async () => {
+    await pair.control.addFault({ method: "POST", path: "/v1/clients/awb/", action: "close_after", times: 1 });
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 4 } })).status, 202);
+    await t.runJobs();
+    const emulated = (await pair.control.get<{ requests: { request_id: string }[] }>("/awb")).body.requests;
+    assert.equal(emulated.length, 1, "the provider did accept the request");
+    let [lost] = (await pool(t)).requests;
+    assert.equal(lost?.status, "failed");
+    assert.match(lost?.last_error ?? "", /^the provider's answer was lost, so its request_id is unknown and any numbers it generates cannot be collected: /);
+    assert.equal((await jobs())[0]?.attempts, 1, "the top-up is retried");
+
+    await makeDue(t);
+    await t.runJobs();
+    const requests = (await pool(t)).requests;
+    assert.deepEqual(requests.map((r) => r.status), ["pending", "failed"]);
+    [lost] = requests.slice(1);
+    assert.match(lost?.last_error ?? "", /answer was lost/, "still shown");
+  });
+
+  it("a call that certainly did nothing leaves no request behind", async () => {
+    const before = (await pool(t)).requests.length;
+    await pair.control.addFault({ method: "POST", path: "/v1/clients/awb/", action: "status", status: 503, times: 1 });
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 2 } })).status, 202);
+    await t.runJobs();
+    assert.equal((await pool(t)).requests.length, before);
+  });
+
+  it("a top-up stopped between the provider's answer and storing it: the next top-up shows it failed and is not held back by it", async () => {
+    await t.database.sql`update awb_requests set status = 'completed' where status = 'pending'`;
+    await t.database.sql`select graphile_worker.complete_jobs(array(select id from graphile_worker.jobs))`;
+    // What the stopped run left: the request recorded as sent, no request_id.
+    const [dead] = await t.database.sql<{ id: number }[]>`
+      insert into awb_requests (mode, status, count) values ('fresh', 'pending', 500) returning id::int`;
+    await t.database.sql`delete from awb_numbers`;
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST" })).status, 202);
+    await t.runJobs();
+    const requests = (await pool(t)).requests;
+    const row = requests.find((r) => r.id === dead!.id);
+    assert.equal(row?.status, "failed");
+    assert.match(row?.last_error ?? "", /answer was lost.*\(the top-up stopped before storing it\)/);
+    const [fresh] = requests;
+    assert.deepEqual([fresh?.status, fresh?.mode], ["pending", "fresh"], "a new request for the target");
+    assert.equal((await t.database.sql`select 1 from awb_requests where id > ${dead!.id} and count = 5`).length, 1);
   });
 });
