@@ -115,6 +115,21 @@ export async function insertAwbNumbers(
 }
 
 /**
+ * How many of these numbers the pool already held from another origin than this fresh
+ * request (a replenishment call, or another request): newly minted numbers should never
+ * be among them, so the request names them.
+ */
+export async function heldFromElsewhere(tx: Tx, numbers: readonly string[], requestId: string): Promise<number> {
+  if (numbers.length === 0) return 0;
+  const [row] = await tx<{ n: number }[]>`
+    select count(*)::int as n
+    from json_array_elements_text(${JSON.stringify(numbers)}::text::json) as t(n)
+    join awb_numbers a on a.awb_number = t.n
+    where a.request_id is distinct from ${requestId}::text`;
+  return row?.n ?? 0;
+}
+
+/**
  * What top-up planning needs (see plan.ts). A pending fresh request counts as numbers on
  * the way only within the poll give-up window (MAX_POLL_AGE_MS): one whose polling died
  * without an outcome must not hold every later top-up back.

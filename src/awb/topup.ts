@@ -24,7 +24,7 @@ import {
   pollGivesUp,
   topUpNeed,
 } from "./plan.ts";
-import { insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
+import { heldFromElsewhere, insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
 import type { AwbRequestRow } from "./pool.ts";
 
 export interface TopUpDeps {
@@ -264,6 +264,10 @@ export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobI
       select status, polls, (extract(epoch from now() - created_at) * 1000)::float8 as age_ms
       from awb_requests where id = ${row.id} for update`;
     const added = await insertAwbNumbers(tx, numbers, { source: "fresh", requestId: row.request_id });
+    const foreign = added < numbers.length ? await heldFromElsewhere(tx, numbers, row.request_id!) : 0;
+    const held = `${foreign} numbers the pool already held from elsewhere (kept as they were: an allocated one stays allocated)`;
+    const problem = foreign === 0 ? screened.problem : screened.problem === null ? `the provider's answer had ${held}` : `${screened.problem}; and ${held}`;
+    if (foreign > 0) log.warn({ requestId: row.request_id, foreign }, "awb fresh answer repeats numbers the pool already held");
     if (locked?.status !== "pending") {
       // Finished meanwhile (another run): keep the numbers, leave its outcome.
       await tx`update awb_requests set received = received + ${numbers.length}, added = added + ${added} where id = ${row.id}`;
@@ -277,7 +281,7 @@ export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobI
         await tx`update awb_requests set ${progress}, status = 'failed', last_error = ${error}, next_poll_at = null, completed_at = now() where id = ${row.id}`;
         return { outcome: "failed", error };
       }
-      await tx`update awb_requests set ${progress}, status = 'completed', last_error = coalesce(${screened.problem}, last_error), next_poll_at = null, completed_at = now() where id = ${row.id}`;
+      await tx`update awb_requests set ${progress}, status = 'completed', last_error = coalesce(${problem}, last_error), next_poll_at = null, completed_at = now() where id = ${row.id}`;
       return { outcome: "done", mode: "fresh", requested: numbers.length, requests: 1 };
     }
     if (pollGivesUp(polls, locked.age_ms)) {
@@ -287,7 +291,7 @@ export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobI
     }
     const delayMs = nextPollDelayMs(polls, hint);
     await tx`
-      update awb_requests set ${progress}, last_error = coalesce(${screened.problem}, last_error), next_poll_at = now() + ${delayMs}::int * interval '1 millisecond'
+      update awb_requests set ${progress}, last_error = coalesce(${problem}, last_error), next_poll_at = now() + ${delayMs}::int * interval '1 millisecond'
       where id = ${row.id}`;
     await schedulePoll(tx, row.id, delayMs);
     return { outcome: "rescheduled", afterMs: delayMs };

@@ -85,6 +85,28 @@ describe("malformed AWB answers", () => {
     assert.ok(numbers.includes("SF0000000009TST"));
     for (const n of numbers) assert.match(n, /^SF\d{10}[A-Z]{3}$/, "only well-formed numbers stored");
   });
+
+  it("fresh mode: numbers the pool already held from elsewhere stay as they were, and the request names them", async () => {
+    await t.database.sql`update awb_numbers set state = 'allocated', allocated_at = now(), client_order_id = 'held-1' where awb_number = 'SF0000000009TST'`;
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 2, mode: "fresh" } })).status, 202);
+    await t.runJobs();
+    await pair.control.advanceClock(5);
+    await pair.control.addFault({
+      method: "GET",
+      path: "/v1/clients/awb/",
+      action: "status",
+      status: 200,
+      times: 1,
+      body: { status: "COMPLETED", retry_flag: false, awb_numbers: ["SF0000000009TST", "SF0000000010TST"] },
+    });
+    await makeDue(t);
+    await t.runJobs();
+    const [req] = (await pool(t)).requests;
+    assert.deepEqual([req!.status, req!.received, req!.added], ["completed", 2, 1]);
+    assert.equal(req!.last_error, "the provider's answer had 1 numbers the pool already held from elsewhere (kept as they were: an allocated one stays allocated)");
+    const [row] = await t.database.sql<{ state: string; client_order_id: string }[]>`select state, client_order_id from awb_numbers where awb_number = 'SF0000000009TST'`;
+    assert.deepEqual({ ...row }, { state: "allocated", client_order_id: "held-1" });
+  });
 });
 
 describe("a fresh request whose answer was lost", () => {
