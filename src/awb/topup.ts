@@ -15,6 +15,7 @@ import { MAX_RETRY_AFTER_RESCHEDULES, POLL_KEY_PREFIX, rescheduleReplenish, sche
 import type { PollPayload, ReplenishPayload } from "./jobs.ts";
 import {
   MAX_POLL_AGE_MS,
+  MAX_POLLS,
   MAX_POOL_ROUNDS,
   firstPollDelayMs,
   firstPoolCount,
@@ -215,12 +216,13 @@ async function onTopUpFailure(
 
 // ---------------------------------------------------------------- fresh polling
 
-type PendingRow = Pick<AwbRequestRow, "id" | "request_id" | "status" | "polls">;
+type PendingRow = Pick<AwbRequestRow, "id" | "request_id" | "status" | "polls"> & { age_ms: number };
 
 export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobInfo): Promise<TopUpResult> {
   const log = deps.log.child({ request: payload.request });
   const [row] = await deps.sql<PendingRow[]>`
-    select id, request_id, status, polls from awb_requests where id = ${payload.request} and mode = 'fresh'`;
+    select id, request_id, status, polls, (extract(epoch from now() - created_at) * 1000)::float8 as age_ms
+    from awb_requests where id = ${payload.request} and mode = 'fresh'`;
   if (!row || row.status !== "pending" || row.request_id === null) {
     return { outcome: "skipped", reason: row ? `request is ${row.status}` : "no such request" };
   }
@@ -235,6 +237,18 @@ export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobI
   } catch (err) {
     if (!(err instanceof ProviderError)) throw err;
     const error = describeProviderError(err);
+    if (err.retryable && job.lastAttempt && !pollGivesUp(0, row.age_ms)) {
+      // The provider is still generating (or has finished) this batch and only its poll
+      // keeps failing: failing the request would lose numbers it can still hand over.
+      // A new poll job, at the longest poll interval, until the give-up window ends.
+      const afterMs = nextPollDelayMs(MAX_POLLS, undefined);
+      await deps.sql.begin(async (tx) => {
+        await tx`update awb_requests set next_poll_at = now() + ${afterMs}::int * interval '1 millisecond' where id = ${row.id}`;
+        await schedulePoll(tx, row.id, afterMs);
+      });
+      log.warn({ err, afterMs }, "awb poll keeps failing; polling again later");
+      return { outcome: "rescheduled", afterMs };
+    }
     if (!err.retryable || job.lastAttempt) {
       const message = err.retryable ? `gave up after ${job.attempts} attempts: ${error}` : error;
       await failRequest(deps.sql, row.id, message);

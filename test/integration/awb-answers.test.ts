@@ -170,3 +170,57 @@ describe("a fresh request whose answer was lost", () => {
     assert.equal((await t.database.sql`select 1 from awb_requests where id > ${dead!.id} and count = 5`).length, 1);
   });
 });
+
+describe("a fresh request whose polls keep failing", () => {
+  let pair: EmulatorPair;
+  let t: TestApp;
+  before(async () => {
+    pair = await startEmulatorPair({ client: { timeoutMs: 30_000 }, emulator: { awb: { baseDelaySeconds: 1, secondsPerThousand: 0, secondsPerPendingRequest: 0 } } });
+    t = await createTestApp({ AWB_POOL_LOW_WATERMARK: "0", AWB_POOL_TARGET: "5", AWB_MODE: "fresh" }, { provider: pair.client });
+  });
+  after(async () => {
+    await t.close();
+    await pair.close();
+  });
+
+  const pollJobs = async () =>
+    await t.database.sql<{ attempts: number; max_attempts: number }[]>`
+      select attempts, max_attempts from graphile_worker.jobs where task_identifier = 'awb__poll' order by id`;
+
+  it("is still collected after the poll job used up its attempts within the give-up window", async () => {
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 3 } })).status, 202);
+    await t.runJobs();
+    const [req] = (await pool(t)).requests;
+    assert.equal(req?.status, "pending");
+    await pair.control.advanceClock(5);
+    // The poll job's last attempt (as after half an hour of provider trouble) fails too.
+    await t.database.sql`update graphile_worker._private_jobs set max_attempts = 1 where id in (select id from graphile_worker.jobs where task_identifier = 'awb__poll')`;
+    await pair.control.addFault({ method: "GET", path: "/v1/clients/awb/", action: "status", status: 502, times: 1 });
+    await makeDue(t);
+    await t.runJobs();
+    let [after] = (await pool(t)).requests;
+    assert.equal(after?.status, "pending", "not given up: the batch can still be collected");
+    const jobs = await pollJobs();
+    assert.equal(jobs.length, 1, "a new poll job");
+    assert.equal(jobs[0]!.attempts, 0);
+    await makeDue(t);
+    await t.runJobs();
+    [after] = (await pool(t)).requests;
+    assert.deepEqual([after?.status, after?.received, after?.added], ["completed", 3, 3]);
+  });
+
+  it("is given up once the give-up window has passed", async () => {
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 2 } })).status, 202);
+    await t.runJobs();
+    const [pending] = (await pool(t)).requests;
+    assert.equal(pending?.status, "pending");
+    await t.database.sql`update awb_requests set created_at = now() - interval '3 hours' where id = ${pending!.id}`;
+    await t.database.sql`update graphile_worker._private_jobs set max_attempts = 1 where id in (select id from graphile_worker.jobs where task_identifier = 'awb__poll')`;
+    await pair.control.addFault({ method: "GET", path: "/v1/clients/awb/", action: "status", status: 502, times: 1 });
+    await makeDue(t);
+    await t.runJobs();
+    const req = (await pool(t)).requests.find((r) => r.id === pending!.id);
+    assert.equal(req?.status, "failed");
+    assert.match(req?.last_error ?? "", /^gave up after 1 attempts: server 502/);
+  });
+});
