@@ -104,8 +104,9 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
       if (!(err instanceof ProviderError)) throw err;
       report.failed++;
       log.warn({ error: err.message }, "order status poll failed");
-      // Rate limited or down: the rest of this run would fare no better.
-      stop = err.kind === "rate_limited" || err.kind === "network" || err.kind === "timeout";
+      // Rate limited, down, or our credentials refused (or no token to be had): the rest of
+      // this run would fare no better, and asking again per order only hammers the provider.
+      stop = err.kind === "rate_limited" || err.kind === "network" || err.kind === "timeout" || err.kind === "auth" || err.stage === "token";
     } finally {
       // Whatever happened, this order goes to the back of the line.
       await markPolled(deps.sql, order.id);

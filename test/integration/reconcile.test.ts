@@ -89,6 +89,19 @@ describe("reconciliation", () => {
     assert.equal((await reconcileDue(deps())).off, false, "an empty 404 is an unknown order too, not a missing endpoint");
   });
 
+  it("refused credentials end the run: not one refused call per silent order", async () => {
+    await placed();
+    await placed();
+    await age(5);
+    await s.pair.control.addFault({ path_regex: "/status/$", action: "status", status: 401, body: { detail: "Invalid token." } });
+    try {
+      const report = await reconcileDue(deps());
+      assert.deepEqual([report.asked, report.failed, report.off], [1, 1, false]);
+    } finally {
+      await s.pair.control.send("DELETE", "/faults");
+    }
+  });
+
   it("a poll's payload keeps the answer and adds only the ids it leaves out", () => {
     assert.deepEqual(pollPayload({ status: "ALLOTTED" }, { svc_order_id: "9", client_order_id: "C" }), { status: "ALLOTTED", svc_order_id: "9", client_order_id: "C" });
     assert.deepEqual(pollPayload({ status: "X", sfx_order_id: 9, client_order_id: "C2" }, { svc_order_id: "9", client_order_id: "C" }), { status: "X", sfx_order_id: 9, client_order_id: "C2" });
