@@ -43,13 +43,13 @@ const AllocateResponse = z.object({ awb_number: z.string().openapi({ example: "S
 
 const AwbRequestSchema = z
   .object({
-    request_id: z.string().nullable().openapi({ description: "The provider's request_id (fresh mode); null for a replenishment call (pool mode)." }),
+    request_id: z.string().nullable().openapi({ description: "The provider's request_id (fresh mode); null for a replenishment call (pool mode), and for a fresh request being sent or whose answer was lost (see last_error)." }),
     status: z.enum(["pending", "completed", "failed"]),
     count: z.number().int().openapi({ description: "Numbers asked for." }),
     next_poll_at: z.string().nullable(),
     id: z.number().int(),
     mode: z.enum(["pool", "fresh"]),
-    received: z.number().int().openapi({ description: "Numbers the provider returned." }),
+    received: z.number().int().openapi({ description: "Numbers the provider returned that were kept: well-formed, each once (last_error names the rest)." }),
     added: z.number().int().openapi({ description: "Of those, numbers new to the pool (pool mode returns held numbers again)." }),
     polls: z.number().int(),
     last_error: z.string().nullable(),
