@@ -119,7 +119,7 @@ export async function knownClientIds(sql: Tx, ids: readonly string[]): Promise<S
   return new Set(rows.map((r) => r.id));
 }
 
-export type DueOrder = Pick<OrderRow, "id" | "client_order_id"> & { svc_order_id: string };
+export type DueOrder = Pick<OrderRow, "id" | "client_order_id" | "svc_order_ids"> & { svc_order_id: string };
 
 /**
  * Active orders (a provider id, one of `activeStatuses` or none yet) silent for
@@ -131,7 +131,7 @@ export type DueOrder = Pick<OrderRow, "id" | "client_order_id"> & { svc_order_id
 export async function ordersDueForPoll(sql: Tx, activeStatuses: readonly string[], afterMin: number, limit: number): Promise<DueOrder[]> {
   const seconds = afterMin * 60;
   return await sql<DueOrder[]>`
-    select id, svc_order_id, client_order_id from orders
+    select id, svc_order_id, client_order_id, svc_order_ids from orders
     where svc_order_id is not null
       and (status is null or status = any(${activeStatuses as string[]}::text[]))
       and coalesce(last_event_at, created_at) < now() - make_interval(secs => ${seconds})

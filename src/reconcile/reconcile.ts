@@ -81,32 +81,42 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
   if (deps.afterMin <= 0 || deps.provider === undefined || endpointMissing) return { ...report, off: true };
   const spacing = deps.spacingMs ?? RECONCILE_SPACING_MS;
   const orders = await ordersDueForPoll(deps.sql, ACTIVE, deps.afterMin, deps.batch ?? RECONCILE_BATCH);
+  const batch = deps.batch ?? RECONCILE_BATCH;
   let last = 0;
+  let stop = false;
   for (const order of orders) {
-    const wait = last + spacing - Date.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    last = Date.now();
-    report.asked++;
-    const log = deps.log.child({ orderId: order.id, svcOrderId: order.svc_order_id });
-    let stop = false;
+    // Every provider id the order carries: the provider may have made a second order for
+    // it (PRODUCT.md §10), whose lost callbacks only asking about that id can recover.
+    const svcs = [...new Set([order.svc_order_id, ...order.svc_order_ids])];
+    if (report.asked > 0 && report.asked + svcs.length > batch) break;
     try {
-      const answer = await deps.provider.orderStatus(order.svc_order_id);
-      if (await appendPoll(deps, order, answer.data)) report.learned++;
-    } catch (err) {
-      if (endpointIsMissing(err)) {
-        endpointMissing = true;
-        deps.log.warn(
-          { status: 404 },
-          "the provider has no order-status endpoint: reconciliation is off until restart (set RECONCILE_AFTER_MIN=0 to silence this)",
-        );
-        return { ...report, off: true };
+      for (const svc of svcs) {
+        const wait = last + spacing - Date.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        last = Date.now();
+        report.asked++;
+        const log = deps.log.child({ orderId: order.id, svcOrderId: svc });
+        try {
+          const answer = await deps.provider.orderStatus(svc);
+          if (await appendPoll(deps, { ...order, svc_order_id: svc }, answer.data)) report.learned++;
+        } catch (err) {
+          if (endpointIsMissing(err)) {
+            endpointMissing = true;
+            deps.log.warn(
+              { status: 404 },
+              "the provider has no order-status endpoint: reconciliation is off until restart (set RECONCILE_AFTER_MIN=0 to silence this)",
+            );
+            return { ...report, off: true };
+          }
+          if (!(err instanceof ProviderError)) throw err;
+          report.failed++;
+          log.warn({ error: err.message }, "order status poll failed");
+          // Rate limited, down, or our credentials refused (or no token to be had): the rest of
+          // this run would fare no better, and asking again per order only hammers the provider.
+          stop = err.kind === "rate_limited" || err.kind === "network" || err.kind === "timeout" || err.kind === "auth" || err.stage === "token";
+          if (stop) break;
+        }
       }
-      if (!(err instanceof ProviderError)) throw err;
-      report.failed++;
-      log.warn({ error: err.message }, "order status poll failed");
-      // Rate limited, down, or our credentials refused (or no token to be had): the rest of
-      // this run would fare no better, and asking again per order only hammers the provider.
-      stop = err.kind === "rate_limited" || err.kind === "network" || err.kind === "timeout" || err.kind === "auth" || err.stage === "token";
     } finally {
       // Whatever happened, this order goes to the back of the line.
       await markPolled(deps.sql, order.id);
@@ -118,7 +128,7 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
 }
 
 /** Appends what the answer says; true when it was news (not the same answer as before). */
-async function appendPoll(deps: ReconcileDeps, order: DueOrder, data: JsonObject): Promise<boolean> {
+async function appendPoll(deps: ReconcileDeps, order: Pick<DueOrder, "svc_order_id" | "client_order_id">, data: JsonObject): Promise<boolean> {
   const payload = pollPayload(data, order);
   const normalised = normaliseCallback(payload, { forceLocation: false, receivedAt: new Date(), timeZone: deps.timeZone });
   if (!normalised.ok) {

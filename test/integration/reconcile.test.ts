@@ -108,6 +108,46 @@ describe("reconciliation", () => {
   });
 });
 
+describe("reconciliation of an order with two provider ids", () => {
+  let s: Stack;
+  before(async () => {
+    s = await startStack({}, { client: { timeoutMs: 2000 } });
+    assert.equal((await s.pair.control.send("PUT", "/behaviour", { accept_duplicate_orders: true })).status, 200);
+  });
+  after(async () => {
+    resetEndpointMissing();
+    await s.close();
+  });
+
+  it("asks about each of them: a lost DELIVERED of the provider order that is not the order's svc_order_id is recovered", async () => {
+    const body = placeOrderBody();
+    const coid = body.order_details.client_order_id;
+    assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+    await settle(s.t, s.pair);
+    // The provider made a second order for the same client_order_id; its allotment names both ids.
+    const second = String((await s.pair.client.placeOrder(body)).data.svc_order_id);
+    await s.pair.client.allot(second, { rider_id: 7 });
+    await s.pair.emulator.callbacks.idle();
+    await settle(s.t, s.pair);
+    let o = await json<{ status: string; svc_order_id: string; svc_order_ids: string[] }>(await s.t.request(`/v1/orders/${coid}`));
+    assert.equal(o.svc_order_ids.length, 2);
+    const other = o.svc_order_ids.find((id) => id !== o.svc_order_id)!;
+    // The delivery callback of the provider order that is not the order's svc_order_id is lost.
+    await s.pair.control.addFault({ action: "drop", kind: "status" });
+    await s.pair.client.deliver(other, { status: "DELIVERED" });
+    await s.pair.emulator.callbacks.idle();
+    await settle(s.t, s.pair);
+    assert.equal((await json<{ status: string }>(await s.t.request(`/v1/orders/${coid}`))).status, "ALLOTTED");
+
+    await s.t.database.sql`update orders set last_event_at = now() - interval '5 minutes', created_at = now() - interval '5 minutes', reconciled_at = null`;
+    const report = await reconcileDue({ sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, afterMin: 1, timeZone: "UTC", spacingMs: 0 });
+    assert.equal(report.asked, 2, "both provider ids asked about");
+    await settle(s.t, s.pair);
+    o = await json(await s.t.request(`/v1/orders/${coid}`));
+    assert.equal(o.status, "DELIVERED");
+  });
+});
+
 describe("a place whose job died during the call", () => {
   const deps = (s: Stack) => ({ sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false });
   const places = async (s: Stack) => (await s.pair.control.requests()).filter((r) => r.path === "/api/v2/stores/orders/").length;
