@@ -88,7 +88,10 @@ export async function replenish(deps: TopUpDeps, payload: ReplenishPayload, job:
       total.added += got.added;
       remaining -= got.added;
       const knownUnused = remaining > 0 && got.added === 0 ? await lastKnownUnused(deps.sql) : null;
-      const next = round < MAX_POOL_ROUNDS ? nextPoolCount({ count: request, received: got.received, added: got.added }, remaining, knownUnused) : null;
+      // An answer with numbers left out says nothing sure about the provider's unused set
+      // (those numbers may be in it): asking for more would only mint more, so stop here.
+      const next =
+        round < MAX_POOL_ROUNDS && !got.screenedOut ? nextPoolCount({ count: request, received: got.received, added: got.added }, remaining, knownUnused) : null;
       if (next === null) {
         if (remaining > 0) log.warn({ remaining, rounds: round }, "awb pool top-up stopped short of its goal; the next top-up continues");
         return { outcome: "done", mode, ...total };
@@ -133,7 +136,7 @@ export function screenAwbNumbers(raw: readonly string[]): ScreenedNumbers {
 }
 
 /** One replenishment call; its numbers and its record in one transaction. */
-async function requestPool(sql: Sql, provider: ProviderClient, count: number, log: Logger): Promise<{ received: number; added: number }> {
+async function requestPool(sql: Sql, provider: ProviderClient, count: number, log: Logger): Promise<{ received: number; added: number; screenedOut: boolean }> {
   const started = performance.now();
   const answer = await provider.generatePoolAwbs(count);
   const called = performance.now();
@@ -151,7 +154,7 @@ async function requestPool(sql: Sql, provider: ProviderClient, count: number, lo
     { count, received, added, providerMs: Math.round(called - started), insertMs: Math.round(performance.now() - called) },
     "awb pool numbers received",
   );
-  return { received, added };
+  return { received, added, screenedOut: screened.problem !== null };
 }
 
 /**

@@ -62,6 +62,23 @@ describe("malformed AWB answers", () => {
     }
   });
 
+  it("pool mode: an answer with numbers left out ends the top-up, instead of asking for ever more numbers", async () => {
+    const calls = async () => (await pair.control.requests()).filter((r) => r.path.includes("generate_marketplace_awb")).length;
+    await t.database.sql`select graphile_worker.complete_jobs(array(select id from graphile_worker.jobs))`;
+    const before = await calls();
+    await pair.control.addFault({ path: "/generate_marketplace_awb/", action: "status", status: 200, body: { message: "ok", awb_numbers: ["SF12TST", "SF13TST"] } });
+    try {
+      assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 2 } })).status, 202);
+      await t.runJobs();
+    } finally {
+      await pair.control.send("DELETE", "/faults");
+    }
+    assert.equal((await calls()) - before, 1, "one call, not six ever larger ones");
+    const [req] = (await pool(t)).requests;
+    assert.deepEqual([req!.status, req!.received, req!.added], ["completed", 0, 0]);
+    assert.match(req!.last_error ?? "", /2 not of the form/);
+  });
+
   it("fresh mode: the same screening, and an answer with no usable number fails the request saying why", async () => {
     await t.database.sql`delete from awb_numbers`;
     const poll = { method: "GET", path: "/v1/clients/awb/", action: "status", status: 200, times: 1 } as const;
