@@ -10,7 +10,7 @@ import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import type { JobInfo } from "../worker/deps.ts";
 import { ProviderError, describeProviderError } from "../provider/errors.ts";
-import { AWB_NUMBER_PATTERN, MAX_AWB_COUNT } from "../provider/schemas.ts";
+import { MAX_AWB_COUNT, USABLE_AWB_NUMBER } from "../provider/schemas.ts";
 import { MAX_RETRY_AFTER_RESCHEDULES, POLL_KEY_PREFIX, rescheduleReplenish, schedulePoll } from "./jobs.ts";
 import type { PollPayload, ReplenishPayload } from "./jobs.ts";
 import {
@@ -111,9 +111,10 @@ export interface ScreenedNumbers {
 }
 
 /**
- * Keeps the numbers of the documented form (`SF` + 10 digits + 3 letters, PRODUCT.md §3),
- * each once. Anything else (blank, padded, truncated, another shape) is never stored and
- * so never handed out; a number repeated within one answer counts once. What was left out
+ * Keeps the usable numbers (USABLE_AWB_NUMBER: 8 to 40 capital letters and digits, of
+ * which the documented `SF` + 10 digits + 3 letters is one form), each once. Anything
+ * else (blank, padded, truncated, lower-case, punctuated) is never stored and so never
+ * handed out; a number repeated within one answer counts once. What was left out
  * is named, so that it shows on the request in GET /v1/awb/pool and the console.
  */
 export function screenAwbNumbers(raw: readonly string[]): ScreenedNumbers {
@@ -121,14 +122,14 @@ export function screenAwbNumbers(raw: readonly string[]): ScreenedNumbers {
   const malformed: string[] = [];
   let repeated = 0;
   for (const n of raw) {
-    if (!AWB_NUMBER_PATTERN.test(n)) malformed.push(n);
+    if (!USABLE_AWB_NUMBER.test(n)) malformed.push(n);
     else if (seen.has(n)) repeated++;
     else seen.add(n);
   }
   const parts: string[] = [];
   if (malformed.length > 0) {
     const sample = malformed.slice(0, 3).map((n) => JSON.stringify(n.length > 40 ? `${n.slice(0, 40)}…` : n));
-    parts.push(`${malformed.length} not of the form SF + 10 digits + 3 letters (${sample.join(", ")}${malformed.length > 3 ? ", …" : ""})`);
+    parts.push(`${malformed.length} not usable as AWB numbers, 8 to 40 capital letters and digits (${sample.join(", ")}${malformed.length > 3 ? ", …" : ""})`);
   }
   if (repeated > 0) parts.push(`${repeated} repeated within the answer`);
   const problem = parts.length > 0 ? `the provider's answer had numbers left out: ${parts.join("; ")}` : null;

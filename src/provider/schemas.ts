@@ -337,8 +337,16 @@ export const FreshAwbPollSchema = z.looseObject({
 });
 export type FreshAwbPoll = z.output<typeof FreshAwbPollSchema>;
 
-/** `SF` + 10 digits + 3-letter client suffix (PRODUCT.md §3). */
+/** `SF` + 10 digits + 3-letter client suffix (PRODUCT.md §3): the documented form. */
 export const AWB_NUMBER_PATTERN = /^SF\d{10}[A-Z]{3}$/;
+
+/**
+ * What tracklane stores and hands out as an AWB number: 8 to 40 capital letters and
+ * digits. The documented form is one such; a provider whose numbers take another (a
+ * longer suffix, another prefix) is not refused for it, while a blank, padded, lower-case
+ * or punctuated value is never stored.
+ */
+export const USABLE_AWB_NUMBER = /^[A-Z0-9]{8,40}$/;
 
 // ---------------------------------------------------------------- OAuth2 (§5.2)
 

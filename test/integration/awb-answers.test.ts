@@ -1,6 +1,7 @@
 /**
- * Malformed AWB answers from the provider, over real HTTP (emulator faults): numbers not
- * of the documented form are never stored (so never handed out), a number repeated within
+ * Malformed AWB answers from the provider, over real HTTP (emulator faults): values that
+ * are no usable AWB number are never stored (so never handed out), numbers of another
+ * shape than the documented one are, a number repeated within
  * one answer counts once, and what was left out shows on the request in GET /v1/awb/pool.
  * A fresh request whose answer was lost is shown, not forgotten.
  */
@@ -53,13 +54,26 @@ describe("malformed AWB answers", () => {
     assert.deepEqual(await stored(t), ["SF0000000001TST", "SF0000000004TST"]);
     const [req] = (await pool(t)).requests;
     assert.deepEqual([req!.status, req!.received, req!.added], ["completed", 2, 2]);
-    assert.match(req!.last_error ?? "", /4 not of the form SF \+ 10 digits \+ 3 letters \(" SF0000000002TST", "not-an-awb", "", …\); 1 repeated within the answer/);
+    assert.match(req!.last_error ?? "", /4 not usable as AWB numbers, 8 to 40 capital letters and digits \(" SF0000000002TST", "not-an-awb", "", …\); 1 repeated within the answer/);
     // Nothing but a well-formed number is ever handed out.
     for (let i = 0; i < 2; i++) {
       const res = await t.request("/v1/awb/allocate", { method: "POST" });
       assert.equal(res.status, 200);
       assert.match(((await res.json()) as { awb_number: string }).awb_number, /^SF\d{10}[A-Z]{3}$/);
     }
+  });
+
+  it("pool mode: numbers of another shape than the documented one (a longer suffix, another prefix) are kept, not refused", async () => {
+    await t.database.sql`delete from awb_numbers`;
+    const other = ["SF0000000005ABCD", "XB20261126000042"];
+    await pair.control.addFault({ path: "/generate_marketplace_awb/", action: "status", status: 200, body: { message: "ok", awb_numbers: other }, times: 1 });
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST", json: { count: 2 } })).status, 202);
+    await t.runJobs();
+    // (A top-up to the target may add numbers of the emulator's own after them.)
+    const kept = await stored(t);
+    assert.ok(other.every((n) => kept.includes(n)), kept.join(" "));
+    const requests = (await pool(t)).requests.map((r) => [r.status, r.received, r.added, r.last_error]);
+    assert.ok(requests.some((r) => JSON.stringify(r) === JSON.stringify(["completed", 2, 2, null])), JSON.stringify(requests));
   });
 
   it("pool mode: an answer with numbers left out ends the top-up, instead of asking for ever more numbers", async () => {
@@ -76,7 +90,7 @@ describe("malformed AWB answers", () => {
     assert.equal((await calls()) - before, 1, "one call, not six ever larger ones");
     const [req] = (await pool(t)).requests;
     assert.deepEqual([req!.status, req!.received, req!.added], ["completed", 0, 0]);
-    assert.match(req!.last_error ?? "", /2 not of the form/);
+    assert.match(req!.last_error ?? "", /2 not usable as AWB numbers/);
   });
 
   it("fresh mode: the same screening, and an answer with no usable number fails the request saying why", async () => {
@@ -95,9 +109,9 @@ describe("malformed AWB answers", () => {
     }
     const [bad, partly] = (await pool(t)).requests;
     assert.deepEqual([partly!.mode, partly!.status, partly!.received, partly!.added], ["fresh", "completed", 1, 1]);
-    assert.match(partly!.last_error ?? "", /1 not of the form .*"SF12TST".*; 1 repeated within the answer/);
+    assert.match(partly!.last_error ?? "", /1 not usable as AWB numbers.*"SF12TST".*; 1 repeated within the answer/);
     assert.deepEqual([bad!.status, bad!.received, bad!.added], ["failed", 0, 0]);
-    assert.match(bad!.last_error ?? "", /^provider finished with status COMPLETED and no numbers \(.*2 not of the form/);
+    assert.match(bad!.last_error ?? "", /^provider finished with status COMPLETED and no numbers \(.*2 not usable as AWB numbers/);
     const numbers = await stored(t);
     assert.ok(numbers.includes("SF0000000009TST"));
     for (const n of numbers) assert.match(n, /^SF\d{10}[A-Z]{3}$/, "only well-formed numbers stored");
