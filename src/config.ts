@@ -133,6 +133,8 @@ const envSchema = z.object({
   // No default here: unset means "decide by whether stdout is a terminal" (resolveLogFormat).
   LOG_FORMAT: z.preprocess(emptyToUndefined, z.enum(LOG_FORMATS).optional()),
   METRICS_TOKEN: secret,
+  /** `npm run worker` only: serves /metrics, /healthz and /readyz here (0: any free port); unset: no HTTP. */
+  METRICS_PORT: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(65535).optional()),
   PROVIDER_ENV: z.preprocess(emptyToUndefined, z.enum(["staging", "production"]).default("staging")),
   PROVIDER_PRODUCT: z.preprocess(emptyToUndefined, z.enum(PRODUCTS).default("hyperlocal_dedicated_store")),
   PROVIDER_BASE_URL: providerUrl,
@@ -272,6 +274,11 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
     description: "when set, GET /metrics needs Authorization: Bearer <METRICS_TOKEN> (16+ printable characters); unset: /metrics is open",
     example: "change-me-to-a-long-random-metrics-token",
     sensitive: true,
+  },
+  METRICS_PORT: {
+    description:
+      "npm run worker only: the port its own /metrics (its job, projection and notification counters), /healthz and /readyz listen on, at HOST (0: any free port); unset: a worker serves no HTTP",
+    example: "9464",
   },
   PROVIDER_ENV: { description: "staging or production; sandbox calls are refused in production", example: "production" },
   PROVIDER_PRODUCT: { description: `the provider product this account uses: ${PRODUCTS.join(", ")}`, example: "hyperlocal_dedicated_store" },
@@ -433,6 +440,8 @@ export interface Config {
   logFormat: LogFormat;
   /** Bearer token GET /metrics requires; undefined: /metrics is open. */
   metricsToken: string | undefined;
+  /** Where `npm run worker` serves its /metrics, /healthz and /readyz (METRICS_PORT); undefined: nowhere. */
+  metricsPort: number | undefined;
   dataDir: string;
   /** Port of the built-in emulator (EMULATOR_PORT). */
   emulatorPort: number;
@@ -676,6 +685,7 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
     logLevel: e.LOG_LEVEL,
     logFormat: resolveLogFormat(e.LOG_FORMAT, options.stdoutIsTTY ?? process.stdout.isTTY === true),
     metricsToken: e.METRICS_TOKEN,
+    metricsPort: e.METRICS_PORT,
     dataDir,
     emulatorPort: e.EMULATOR_PORT,
     provider,

@@ -71,6 +71,8 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   let ingestor: Ingestor | undefined;
   let http: HttpServer | undefined;
   let worker: SupervisedWorker | undefined;
+  /** A worker process's /metrics, /healthz and /readyz (METRICS_PORT). */
+  let opsHttp: HttpServer | undefined;
   let draining = false;
   // Each role loads only its own code: a worker process never loads the HTTP stack
   // (Hono, OpenAPI, the docs page) and a web process never loads graphile-worker, which
@@ -102,6 +104,24 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
     }
     const { superviseWorker } = await import("../worker/supervisor.ts");
     worker = await superviseWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, log, metrics, provider: options.provider });
+    // A worker of its own (npm run worker) counts what no web process sees: its jobs'
+    // outcomes, the projection's lag, the notifications it sent. Served on METRICS_PORT.
+    if (!options.web && config.metricsPort !== undefined) {
+      const [{ workerOpsApp }, { listen }] = await Promise.all([import("../http/routes/ops.ts"), import("../http/server.ts")]);
+      const app = workerOpsApp(database.sql, metrics, log, { metricsToken: config.metricsToken });
+      try {
+        opsHttp = await listen(app, config.metricsPort, config.host, config.http);
+      } catch (err) {
+        await worker.stop();
+        await database.close();
+        // Named as METRICS_PORT's problem: the generic listen error would name PORT.
+        const code = (err as { code?: unknown }).code;
+        if (code === "EADDRINUSE") throw new Error(`METRICS_PORT: cannot listen on ${config.host}:${config.metricsPort}: another process already uses that port; choose another, e.g. METRICS_PORT=${config.metricsPort + 1}`, { cause: err });
+        if (typeof code === "string") throw new Error(`METRICS_PORT: cannot listen on ${config.host}:${config.metricsPort} (${code}); choose another port, or check HOST`, { cause: err });
+        throw err;
+      }
+      log.info({ url: `${opsHttp.url}/metrics` }, "worker metrics listening");
+    }
   }
   return {
     http,
@@ -127,6 +147,8 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
         await worker.stop();
         log.info("worker stopped");
       }
+      // Last: /readyz and /metrics answer while the jobs finish.
+      if (opsHttp) await opsHttp.close();
       await database.close();
     },
   };

@@ -283,6 +283,12 @@ describe("LOG_FORMAT and METRICS_TOKEN", () => {
     assert.equal(loadConfig({ DATA_DIR: dataDir(), METRICS_TOKEN: "m".repeat(20) }).metricsToken, "m".repeat(20));
     assert.match(lines({ METRICS_TOKEN: "short" })[0]!, /^METRICS_TOKEN: must be at least 16 characters; e\.g\. METRICS_TOKEN=/);
   });
+
+  it("METRICS_PORT: unset by default (a worker serves no HTTP), a port when set", () => {
+    assert.equal(loadConfig({ DATA_DIR: dataDir() }).metricsPort, undefined);
+    assert.equal(loadConfig({ DATA_DIR: dataDir(), METRICS_PORT: "9464" }).metricsPort, 9464);
+    assert.match(lines({ METRICS_PORT: "70000" })[0]!, /^METRICS_PORT: /);
+  });
 });
 
 describe("NOTIFY_* (outbound notifications)", () => {

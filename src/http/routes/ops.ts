@@ -11,8 +11,10 @@ import { notificationFigures } from "../../notify/figures.ts";
 import { placementCounts } from "../../orders/read.ts";
 import { backlogFigures } from "../../projection/backlog.ts";
 import { failedJobCounts } from "../../worker/figures.ts";
+import type { Logger } from "../../logger.ts";
 import type { Metrics } from "../../metrics.ts";
 import { bearerAuth } from "../auth.ts";
+import { ApiError, errorHandler } from "../errors.ts";
 import type { AppEnv } from "../types.ts";
 
 export interface OpsOptions {
@@ -84,5 +86,20 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
     return c.body(await metrics.registry.metrics());
   });
 
+  return app;
+}
+
+/**
+ * What `npm run worker` serves on METRICS_PORT: the same three endpoints, so that its own
+ * counters (job outcomes, projection lag, notifications), which no web process sees, reach
+ * Prometheus, and an orchestrator can probe it. Nothing else: no API, no callbacks.
+ */
+export function workerOpsApp(sql: Sql, metrics: Metrics, log: Logger, options: OpsOptions = {}) {
+  const app = new Hono<AppEnv>();
+  app.route("/", opsRoutes(sql, metrics, options));
+  app.notFound((c) => {
+    throw new ApiError("not_found", `no route for ${c.req.method} ${c.req.path} (a worker serves /metrics, /healthz and /readyz only)`);
+  });
+  app.onError(errorHandler(log));
   return app;
 }

@@ -1,0 +1,85 @@
+/**
+ * `npm run web` + `npm run worker` as separate processes: the worker's own counters (job
+ * outcomes, projection lag), which the web process never sees, reach Prometheus on the
+ * worker's METRICS_PORT (docs/operations.md, "Metrics").
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { freePort } from "../../src/db/embedded.ts";
+import { createTestDatabase } from "../helpers/db.ts";
+import { cleanupsAfterAll, startProcess } from "../helpers/process.ts";
+
+const cleanups = cleanupsAfterAll();
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The value of one sample line of Prometheus text, or undefined. */
+function sample(text: string, line: string): number | undefined {
+  const found = text.split("\n").find((l) => l.startsWith(`${line} `));
+  return found === undefined ? undefined : Number(found.slice(line.length + 1));
+}
+
+describe("metrics of separate web and worker processes", () => {
+  it("a worker serves its own job and projection counters on METRICS_PORT, behind METRICS_TOKEN", async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-worker-metrics-"));
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const [webPort, metricsPort] = [await freePort(), await freePort()];
+    const env = {
+      DATABASE_URL: db.url,
+      HOST: "127.0.0.1",
+      API_TOKEN: "worker-metrics-api-token-0123",
+      CALLBACK_SECRET: "worker-metrics-secret-0123",
+      METRICS_TOKEN: "worker-metrics-scrape-token-0123",
+      LOG_LEVEL: "warn",
+      DATA_DIR: dataDir,
+    };
+    const web = startProcess("src/web.ts", { ...env, PORT: String(webPort) });
+    cleanups.push(async () => void (await web.kill("SIGKILL")));
+    const worker = startProcess("src/worker.ts", { ...env, METRICS_PORT: String(metricsPort) });
+    cleanups.push(async () => void (await worker.kill("SIGKILL")));
+
+    const workerUrl = `http://127.0.0.1:${metricsPort}`;
+    const webUrl = `http://127.0.0.1:${webPort}`;
+    await until("the worker's /readyz", async () => ((await fetch(`${workerUrl}/readyz`)).status === 200 ? true : undefined));
+    await until("the web's /readyz", async () => ((await fetch(`${webUrl}/readyz`)).status === 200 ? true : undefined));
+    assert.equal((await fetch(`${workerUrl}/healthz`)).status, 200);
+    // The scrape token applies on the worker too; the API is not served there.
+    assert.equal((await fetch(`${workerUrl}/metrics`)).status, 401);
+    assert.equal((await fetch(`${workerUrl}/v1/orders`, { headers: { authorization: `Bearer ${env.API_TOKEN}` } })).status, 404);
+
+    const cb = await fetch(`${webUrl}/callbacks/${env.CALLBACK_SECRET}`, {
+      method: "POST",
+      body: JSON.stringify({ client_order_id: "WM-1", order_status: "ALLOTTED" }),
+    });
+    assert.equal(cb.status, 200);
+
+    const scrape = async (url: string) => await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${env.METRICS_TOKEN}` } })).text();
+    // The worker projected the callback: its drain job and the lag are counted where they ran.
+    const workerText = await until("the worker to count the drain", async () => {
+      const text = await scrape(workerUrl);
+      return (sample(text, 'tracklane_jobs_total{task="projection__drain",outcome="success"}') ?? 0) >= 1 ? text : undefined;
+    });
+    assert.ok((sample(workerText, "tracklane_projection_lag_seconds_count") ?? 0) >= 1, "the worker's projection lag is observed");
+    // The web process received the callback; it ran no job, so those counts are not its to show.
+    const webText = await scrape(webUrl);
+    assert.equal(sample(webText, 'tracklane_callbacks_total{result="stored"}'), 1);
+    assert.equal(sample(webText, 'tracklane_jobs_total{task="projection__drain",outcome="success"}'), undefined);
+
+    // A clean stop still: /metrics closes with the rest.
+    assert.equal(await worker.kill("SIGTERM"), 0);
+    await assert.rejects(fetch(`${workerUrl}/healthz`));
+  });
+});
