@@ -1,12 +1,35 @@
+import { readFileSync } from "node:fs";
 import type { Sql } from "postgres";
+import { z } from "zod";
 
 /**
- * True when both schemas are in place (used by /readyz). Apart from src/db/migrate.ts so
- * that a web process, which never migrates, does not load graphile-worker for it.
+ * The newest migration this release ships: drizzle records each applied migration with its
+ * journal entry's `when` as `created_at`. Read from the journal (not from migrate.ts) so that
+ * a web process, which never migrates, does not load graphile-worker for it.
  */
-export async function migrationsApplied(sql: Sql): Promise<boolean> {
-  const rows = await sql<{ ok: boolean }[]>`
+const Journal = z.object({ entries: z.array(z.object({ when: z.number().int(), tag: z.string() })).min(1) });
+const journal = Journal.parse(JSON.parse(readFileSync(new URL("../../migrations/meta/_journal.json", import.meta.url), "utf8")));
+const newest = journal.entries.reduce((a, b) => (b.when > a.when ? b : a));
+
+/** Whether this release can run on the database: its tables, and every one of its migrations. */
+export type SchemaState = "ready" | "missing" | "behind";
+
+/**
+ * `missing`: no tracklane (or graphile-worker) tables at all; `behind`: the tables of an
+ * older release, without this release's newest migration (`npm run migrate` not yet run
+ * for this release); `ready` otherwise (a database a newer release migrated is ready too).
+ */
+export async function schemaState(sql: Sql): Promise<SchemaState> {
+  const [row] = await sql<{ tables: boolean; journal: boolean }[]>`
     select to_regclass('public.order_events') is not null
-       and to_regclass('graphile_worker.jobs') is not null as ok`;
-  return rows[0]?.ok === true;
+       and to_regclass('graphile_worker.jobs') is not null as tables,
+           to_regclass('drizzle.__drizzle_migrations') is not null as journal`;
+  if (row?.tables !== true) return "missing";
+  if (row.journal !== true) return "behind";
+  const [applied] = await sql<{ current: boolean }[]>`
+    select coalesce(max(created_at), 0) >= ${newest.when}::bigint as current from drizzle.__drizzle_migrations`;
+  return applied?.current === true ? "ready" : "behind";
 }
+
+/** The tag of the newest migration this release needs (named when the database lacks it). */
+export const NEWEST_MIGRATION = newest.tag;

@@ -8,7 +8,7 @@
 import { ConfigError, loadConfig } from "../config.ts";
 import type { Config } from "../config.ts";
 import { createPool, isDatabaseUnavailable } from "../db/client.ts";
-import { migrationsApplied } from "../db/ready.ts";
+import { NEWEST_MIGRATION, schemaState } from "../db/ready.ts";
 import { describeTarget } from "../db/url.ts";
 import type { Logger } from "../logger.ts";
 
@@ -24,6 +24,14 @@ export class MigrationsMissingError extends Error {
   }
 }
 
+/** The database has an older release's schema: `npm run migrate` has not run for this release. */
+export class MigrationsBehindError extends Error {
+  constructor() {
+    super(`the database lacks this release's migrations (newest: ${NEWEST_MIGRATION})`);
+    this.name = "MigrationsBehindError";
+  }
+}
+
 /**
  * `npm run web`, `npm run worker` and `npm run rebuild` never migrate (`npm run migrate`
  * does, once per release). Without the schema a web process would answer 503, a worker
@@ -34,7 +42,11 @@ export class MigrationsMissingError extends Error {
 export async function requireMigrations(url: string): Promise<void> {
   const sql = createPool(url, 1, "tracklane-startup-check");
   try {
-    if (!(await migrationsApplied(sql))) throw new MigrationsMissingError();
+    const state = await schemaState(sql);
+    if (state === "missing") throw new MigrationsMissingError();
+    // Queries of this release may need what the missing migrations add (a column, a key
+    // form): a start now would answer with errors, or store what the old schema misreads.
+    if (state === "behind") throw new MigrationsBehindError();
   } finally {
     await sql.end({ timeout: 1 });
   }
@@ -109,6 +121,13 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
           ? `cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose another port, e.g. PORT=8080`
           : `cannot listen on ${where}: no network interface of this machine has that address; e.g. HOST=0.0.0.0 (every interface) or HOST=127.0.0.1`;
     return { exitCode: EX_FAILURE, lines: [`tracklane: ${line}`] };
+  }
+
+  if (err instanceof MigrationsBehindError) {
+    return {
+      exitCode: EX_FAILURE,
+      lines: [`tracklane: ${databaseName(context)} has the schema of an older release (this one needs migration ${NEWEST_MIGRATION}): run \`npm run migrate\` against it first (Procfile: release), then start again`],
+    };
   }
 
   if (err instanceof MigrationsMissingError) {

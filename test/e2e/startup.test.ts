@@ -159,6 +159,47 @@ describe("a failed start", () => {
       assertNoStack(entry, out);
     }
   });
+
+  it("an older release's schema (the newest migration not applied): /readyz 503 naming it; web, worker and rebuild refuse to start", async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const env = { DATABASE_URL: db.url, HOST: "127.0.0.1", PORT: String(await freePort()), LOG_LEVEL: "warn" };
+    const web = startProcess("src/web.ts", { ...env, DATA_DIR: dataDir(), API_TOKEN: "startup-test-token-0123456789", CALLBACK_SECRET: "startup-test-secret-0123456789" });
+    cleanups.push(async () => void (await web.kill("SIGKILL")));
+    const readyz = async () => {
+      const res = await fetch(`http://127.0.0.1:${env.PORT}/readyz`);
+      return { status: res.status, body: (await res.json()) as { ok: boolean; reason?: string } };
+    };
+    for (let i = 0; ; i++) {
+      const up = await readyz().catch(() => undefined);
+      if (up?.status === 200) break;
+      if (i > 300) throw new Error(`web not ready: ${web.output()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // As a database looks to this release before its `npm run migrate`: the newest
+    // migration missing from drizzle's journal.
+    const { entries } = JSON.parse(readFileSync(join(root, "migrations/meta/_journal.json"), "utf8")) as { entries: { when: number; tag: string }[] };
+    const newest = entries.at(-1)!;
+    const sql = driverSql(db.url, { max: 1 });
+    cleanups.push(async () => void (await sql.end()));
+    const [row] = await sql<{ id: number; hash: string; created_at: string }[]>`
+      delete from drizzle.__drizzle_migrations where created_at = ${newest.when} returning id, hash, created_at::text`;
+    assert.ok(row, "the newest migration is recorded");
+
+    assert.deepEqual(await readyz(), { status: 503, body: { ok: false, reason: `migrations not applied: this release needs ${newest.tag} (run npm run migrate)` } });
+    for (const entry of ["web", "worker", "rebuild"] as const) {
+      const out = await run(entry, { ...env, PORT: String(await freePort()) });
+      assert.equal(out.code, 1, `${entry}: ${out.stderr}`);
+      assert.deepEqual(out.lines, [
+        `tracklane: ${describeTarget(db.url)} (DATABASE_URL) has the schema of an older release (this one needs migration ${newest.tag}): run \`npm run migrate\` against it first (Procfile: release), then start again`,
+      ], entry);
+      assertNoStack(entry, out);
+    }
+
+    // Migrated: ready again, without a restart.
+    await sql`insert into drizzle.__drizzle_migrations (id, hash, created_at) values (${row.id}, ${row.hash}, ${row.created_at}::bigint)`;
+    assert.deepEqual(await readyz(), { status: 200, body: { ok: true } });
+  });
 });
 
 describe("a start on every interface (HOST=0.0.0.0), pretty logs", () => {

@@ -6,7 +6,7 @@ import { Hono } from "hono";
 import { Gauge } from "prom-client";
 import type { Sql } from "postgres";
 import { poolCounts } from "../../awb/pool.ts";
-import { migrationsApplied } from "../../db/ready.ts";
+import { NEWEST_MIGRATION, schemaState } from "../../db/ready.ts";
 import { notificationFigures } from "../../notify/figures.ts";
 import { placementCounts } from "../../orders/read.ts";
 import { backlogFigures } from "../../projection/backlog.ts";
@@ -54,8 +54,12 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
 
   app.get("/readyz", async (c) => {
     try {
-      const ready = await migrationsApplied(sql);
-      return ready ? c.json({ ok: true }) : c.json({ ok: false, reason: "migrations not applied" }, 503);
+      const state = await schemaState(sql);
+      if (state === "ready") return c.json({ ok: true });
+      // An older release's schema: this process's queries may need what its newest migration
+      // adds, so it takes no traffic until `npm run migrate` has run for this release.
+      const reason = state === "missing" ? "migrations not applied" : `migrations not applied: this release needs ${NEWEST_MIGRATION} (run npm run migrate)`;
+      return c.json({ ok: false, reason }, 503);
     } catch {
       return c.json({ ok: false, reason: "database unreachable" }, 503);
     }
