@@ -38,7 +38,13 @@ export async function listen(
         url: `http://${shownHost}:${info.port}`,
         close: () =>
           new Promise<void>((done) => {
-            (server as Server).close(() => done());
+            // A keep-alive connection whose request was in flight at close() turns idle only
+            // once answered, and close() would then wait for its client (65 s) to let go.
+            const sweep = setInterval(() => (server as Server).closeIdleConnections(), 100);
+            (server as Server).close(() => {
+              clearInterval(sweep);
+              done();
+            });
             (server as Server).closeIdleConnections();
           }),
       });

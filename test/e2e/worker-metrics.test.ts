@@ -83,3 +83,26 @@ describe("metrics of separate web and worker processes", () => {
     await assert.rejects(fetch(`${workerUrl}/healthz`));
   });
 });
+
+describe("stopping a listener", () => {
+  it("waits for a request in flight, not for its keep-alive connection to be let go", async () => {
+    const { listen } = await import("../../src/http/server.ts");
+    const { request, Agent } = await import("node:http");
+    const server = await listen({ fetch: async () => await new Promise<Response>((r) => setTimeout(() => r(new Response("ok")), 300)) }, 0, "127.0.0.1");
+    const agent = new Agent({ keepAlive: true });
+    cleanups.push(async () => agent.destroy());
+    const answered = new Promise<number>((resolve, reject) => {
+      request(`${server.url}/metrics`, { agent }, (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      })
+        .on("error", reject)
+        .end();
+    });
+    await new Promise((r) => setTimeout(r, 50)); // the request is in flight
+    const started = Date.now();
+    await server.close();
+    assert.equal(await answered, 200);
+    assert.ok(Date.now() - started < 3000, `close took ${Date.now() - started} ms`);
+  });
+});
