@@ -4,7 +4,7 @@
  * (variables already set in the environment win).
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { connectTarget, parseUrl } from "./db/url.ts";
@@ -618,17 +618,43 @@ function authFor(method: AuthMethod, e: z.infer<typeof envSchema>): ProviderAuth
  * A secret from the environment, or the one generated on an earlier start and kept in
  * `<dataDir>/<file>` (mode 0600), or a new one written there.
  */
+/** The secret stored at `path`: null when there is no file, "" when it is too short to be one. */
+function storedSecret(path: string): string | null {
+  try {
+    const stored = readFileSync(path, "utf8").trim();
+    return stored.length >= 16 ? stored : "";
+  } catch (err) {
+    if ((err as { code?: unknown }).code === "ENOENT") return null;
+    throw err;
+  }
+}
+
 function resolveSecret(value: string | undefined, dataDir: string, file: string, envName: string) {
   if (value !== undefined) return { value, source: `environment (${envName})` };
   const path = join(dataDir, file);
-  if (existsSync(path)) {
-    const stored = readFileSync(path, "utf8").trim();
-    if (stored.length >= 16) return { value: stored, source: `generated, stored in ${path}` };
-  }
+  const source = `generated, stored in ${path}`;
+  const stored = storedSecret(path);
+  if (stored) return { value: stored, source };
   mkdirSync(dataDir, { recursive: true });
   const generated = randomBytes(24).toString("base64url");
-  writeFileSync(path, `${generated}\n`, { mode: 0o600 });
-  return { value: generated, source: `generated, stored in ${path}` };
+  // Processes started together on one DATA_DIR (two web processes, a web and a worker) each
+  // found no secret: the first to store one wins and the others take it. Overwriting
+  // instead left a process with a secret the file no longer held, refusing every callback
+  // and API call that carried the stored one. Written aside, then linked: the file never
+  // appears half-written.
+  const aside = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  writeFileSync(aside, `${generated}\n`, { mode: 0o600 });
+  try {
+    if (stored === null) linkSync(aside, path);
+    else renameSync(aside, path); // a file too short to be a secret is replaced
+  } catch (err) {
+    const theirs = (err as { code?: unknown }).code === "EEXIST" ? storedSecret(path) : null;
+    if (!theirs) throw err;
+    return { value: theirs, source };
+  } finally {
+    rmSync(aside, { force: true });
+  }
+  return { value: generated, source };
 }
 
 /**

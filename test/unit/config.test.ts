@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, statSync } from "node:fs";
+import fs, { mkdtempSync, readFileSync, statSync } from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -80,6 +81,40 @@ describe("config", () => {
     assert.equal(readFileSync(join(dir, "api-token"), "utf8").trim(), first.apiToken);
     assert.equal(statSync(join(dir, "callback-secret")).mode & 0o777, 0o600);
     assert.match(first.secretSources.apiToken, /^generated, stored in /);
+  });
+
+  it("a secret another process stored after this one looked is taken, not overwritten (processes started together)", () => {
+    const dir = dataDir();
+    const path = join(dir, "api-token");
+    const theirs = "stored-by-the-other-process-0123456789";
+    // The other process stores its secret just after this one found none: what two web
+    // processes started at once on one DATA_DIR did, in either order of look and write.
+    const original = { existsSync: fs.existsSync, readFileSync: fs.readFileSync };
+    let raced = false;
+    const race = (p: unknown) => {
+      if (raced || p !== path) return false;
+      raced = true;
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path, `${theirs}\n`, { mode: 0o600 });
+      return true;
+    };
+    fs.existsSync = ((p: fs.PathLike) => (race(p) ? false : original.existsSync(p))) as typeof fs.existsSync;
+    fs.readFileSync = ((p: fs.PathOrFileDescriptor, o?: unknown) => {
+      if (race(p)) throw Object.assign(new Error(`ENOENT: no such file or directory, open '${String(p)}'`), { code: "ENOENT" });
+      return (original.readFileSync as (p: fs.PathOrFileDescriptor, o?: unknown) => string | Buffer)(p, o);
+    }) as typeof fs.readFileSync;
+    syncBuiltinESMExports();
+    let config;
+    try {
+      config = loadConfig({ DATA_DIR: dir });
+    } finally {
+      Object.assign(fs, original);
+      syncBuiltinESMExports();
+    }
+    assert.ok(raced, "the race was staged");
+    assert.equal(config.apiToken, theirs);
+    assert.equal(readFileSync(path, "utf8").trim(), theirs);
+    assert.deepEqual(fs.readdirSync(dir).sort(), ["api-token", "callback-secret"], "no file left aside");
   });
 
   it("prefers configured secrets and never reports their values as the source", () => {
