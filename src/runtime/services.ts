@@ -75,8 +75,8 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   let opsHttp: HttpServer | undefined;
   let draining = false;
   // Each role loads only its own code: a worker process never loads the HTTP stack
-  // (Hono, OpenAPI, the docs page) and a web process never loads graphile-worker, which
-  // keeps each some 20-30 MB smaller.
+  // (OpenAPI, the docs page, the API; with METRICS_PORT only Hono and the ops routes) and
+  // a web process never loads graphile-worker, which keeps each some 20-30 MB smaller.
   if (options.web) {
     const [{ createApp }, { listen }] = await Promise.all([import("../http/app.ts"), import("../http/server.ts")]);
     ingestor = ingestorFor(config, database, log, metrics);
