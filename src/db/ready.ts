@@ -11,24 +11,32 @@ const Journal = z.object({ entries: z.array(z.object({ when: z.number().int(), t
 const journal = Journal.parse(JSON.parse(readFileSync(new URL("../../migrations/meta/_journal.json", import.meta.url), "utf8")));
 const newest = journal.entries.reduce((a, b) => (b.when > a.when ? b : a));
 
+/** No journal table or schema (undefined_table, invalid_schema_name), or not allowed to read it (insufficient_privilege). */
+const JOURNAL_UNREADABLE = new Set(["42P01", "3F000", "42501"]);
+
 /** Whether this release can run on the database: its tables, and every one of its migrations. */
 export type SchemaState = "ready" | "missing" | "behind";
 
 /**
- * `missing`: no tracklane (or graphile-worker) tables at all; `behind`: the tables of an
- * older release, without this release's newest migration (`npm run migrate` not yet run
- * for this release); `ready` otherwise (a database a newer release migrated is ready too).
+ * `missing`: no tracklane (or graphile-worker) tables at all; `behind`: drizzle's journal
+ * of applied migrations lacks this release's newest (`npm run migrate` not yet run for this
+ * release); `ready` otherwise (a database a newer release migrated is ready too). Where the
+ * journal cannot be read (a schema restored without it, a role not allowed to read it),
+ * the tables are all it can go by, as before.
  */
 export async function schemaState(sql: Sql): Promise<SchemaState> {
-  const [row] = await sql<{ tables: boolean; journal: boolean }[]>`
+  const [row] = await sql<{ tables: boolean }[]>`
     select to_regclass('public.order_events') is not null
-       and to_regclass('graphile_worker.jobs') is not null as tables,
-           to_regclass('drizzle.__drizzle_migrations') is not null as journal`;
+       and to_regclass('graphile_worker.jobs') is not null as tables`;
   if (row?.tables !== true) return "missing";
-  if (row.journal !== true) return "behind";
-  const [applied] = await sql<{ current: boolean }[]>`
-    select coalesce(max(created_at), 0) >= ${newest.when}::bigint as current from drizzle.__drizzle_migrations`;
-  return applied?.current === true ? "ready" : "behind";
+  try {
+    const [journal] = await sql<{ current: boolean }[]>`
+      select coalesce(max(created_at), 0) >= ${newest.when}::bigint as current from drizzle.__drizzle_migrations`;
+    return journal?.current === true ? "ready" : "behind";
+  } catch (err) {
+    if (JOURNAL_UNREADABLE.has(String((err as { code?: unknown }).code))) return "ready";
+    throw err;
+  }
 }
 
 /** The tag of the newest migration this release needs (named when the database lacks it). */

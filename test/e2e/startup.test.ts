@@ -196,6 +196,12 @@ describe("a failed start", () => {
       assertNoStack(entry, out);
     }
 
+    // A schema restored without drizzle's journal: the tables are all there is to go by.
+    await sql`alter schema drizzle rename to drizzle_elsewhere`;
+    assert.deepEqual(await readyz(), { status: 200, body: { ok: true } });
+    await sql`alter schema drizzle_elsewhere rename to drizzle`;
+    assert.equal((await readyz()).status, 503);
+
     // Migrated: ready again, without a restart.
     await sql`insert into drizzle.__drizzle_migrations (id, hash, created_at) values (${row.id}, ${row.hash}, ${row.created_at}::bigint)`;
     assert.deepEqual(await readyz(), { status: 200, body: { ok: true } });
