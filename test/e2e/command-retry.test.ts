@@ -58,43 +58,4 @@ describe("retrying a refused place through POST /v1/commands/{id}/retry", () => 
     // Succeeded now: not retried again.
     assert.equal((await s.t.request(`/v1/commands/${command.id}/retry`, { method: "POST" })).status, 409);
   });
-
-  it("a retry of a place waits for its order before it locks the command, as the projection locks them: no deadlock", async () => {
-    await s.pair.control.addFault({
-      method: "POST",
-      path: "/api/v2/stores/orders/",
-      times: 1,
-      action: "status",
-      status: 400,
-      body: { message: "Failure", errors: { store_code: ["unknown store"] } },
-    });
-    const body = placeOrderBody();
-    const coid = body.order_details.client_order_id;
-    assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
-    await settle(s.t, s.pair);
-    const [row] = await s.t.database.sql<{ id: number; order_id: number }[]>`
-      select c.id, c.order_id from commands c join orders o on o.id = c.order_id where o.client_order_id = ${coid} and c.kind = 'place'`;
-    const { id, order_id: orderId } = row!;
-
-    // Another transaction holds the order (as the projection does when evidence of the
-    // placement arrives), then wants the command.
-    const holder = await s.t.database.sql.reserve();
-    try {
-      await holder`begin`;
-      await holder`select id from orders where id = ${orderId} for update`;
-      const retry = s.t.request(`/v1/commands/${id}/retry`, { method: "POST" });
-      await new Promise((r) => setTimeout(r, 300));
-      // The retry is waiting for the order and has not taken the command: the holder can.
-      await holder`set local lock_timeout = '200ms'`;
-      await holder`select id from commands where id = ${id} for update`;
-      await holder`commit`;
-      const res = await retry;
-      assert.equal(res.status, 202, await res.clone().text());
-    } finally {
-      await holder`rollback`.catch(() => {});
-      holder.release();
-    }
-    await settle(s.t, s.pair);
-    assert.equal((await json<Order>(await s.t.request(`/v1/orders/${coid}`))).placement.state, "placed");
-  });
 });
