@@ -402,7 +402,10 @@ export function envVariables(): EnvVariable[] {
     const parsed = schema.safeParse(undefined);
     const value: unknown = parsed.success ? parsed.data : undefined;
     const doc = ENV_DOCS[name] ?? { description: "", example: "" };
-    return { name, default: value === undefined ? undefined : String(value), ...doc };
+    // A list (NOTIFY_RETRY_SCHEDULE) reads as written; a parsed object (PROVIDER_PATHS's
+    // overrides) has no written form: unset, as its description says what that means.
+    const written = value === undefined || (typeof value === "object" && !Array.isArray(value)) ? undefined : String(value);
+    return { name, default: written, ...doc };
   });
 }
 

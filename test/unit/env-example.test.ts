@@ -25,6 +25,7 @@ describe(".env.example", () => {
       assert.ok(committed.includes(`#   e.g. ${v.name}=${v.example}\n`), `${v.name} has no example`);
     }
     assert.ok(committed.includes("\n# PORT=3000\n") && committed.includes("\n# PROVIDER_DEDUPES_ORDERS=false\n"));
+    assert.ok(committed.includes("\n# PROVIDER_PATHS=\n") && !committed.includes("[object"), "PROVIDER_PATHS's default is unset, not a parsed object");
   });
 
   it("sets nothing when copied to .env as it is", () => {
