@@ -215,7 +215,7 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(wo
         tags: ["commands"],
         summary: "Send an unconfirmed (or failed) placement to the provider again",
         description:
-          "A person decided the provider has no order for this one: the original place body is sent again as a new `place` command. With a provider that does not refuse duplicates, check first: if the earlier attempt did create an order, this creates a second one.",
+          "A person decided the provider has no order for this one: the original place body is sent again as a new `place` command. With a provider that does not refuse duplicates, check first: if the earlier attempt did create an order, this creates a second one. 409 when the placement is pending, placed or not made through tracklane, or when the provider has named the order: with a provider id, or by its client_order_id alone in its callbacks or status answers (then adopt it with …/placement/confirm).",
         security,
         request: { params },
         responses: { 202: { description: "Recorded and queued", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors },
