@@ -287,7 +287,7 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
     example: "https://api.provider.example",
   },
   PROVIDER_GATEWAY_URL: { description: "the provider's OAuth token and AWB endpoints; unset: PROVIDER_BASE_URL", example: "https://gateway.provider.example" },
-  PROVIDER_TOKEN: { description: "static provider token (token auth)", example: "your-provider-token", sensitive: true },
+  PROVIDER_TOKEN: { description: "static provider token (token auth, sent as Authorization: Token <token>): printable ASCII without spaces", example: "your-provider-token", sensitive: true },
   PROVIDER_CLIENT_ID: { description: "OAuth2 client id (set with PROVIDER_CLIENT_SECRET)", example: "your-client-id" },
   PROVIDER_CLIENT_SECRET: { description: "OAuth2 client secret (set with PROVIDER_CLIENT_ID)", example: "your-client-secret", sensitive: true },
   PROVIDER_TIMEOUT_MS: {
@@ -330,7 +330,7 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
     example: "0,10,60,600,3600",
   },
   NOTIFY_TIMEOUT_MS: { description: "timeout of one notification attempt, in ms (100 to 120000)", example: "5000" },
-  NOTIFY_ALLOW_PRIVATE_URLS: { description: "true: allow notification endpoints on loopback, private and link-local addresses", example: "true" },
+  NOTIFY_ALLOW_PRIVATE_URLS: { description: "true: allow notification endpoints on loopback, private, link-local and metadata addresses", example: "true" },
   NOTIFY_LOCATION_INTERVAL_S: { description: "at most one order.rider_location per order per this many seconds (0: none sent)", example: "60" },
   NOTIFY_BURST_EVENTS_S: {
     description: "while the worker projects more events a second than this, notification deliveries wait (0: never)",
