@@ -42,7 +42,7 @@ export function sandboxRoutes(deps: { sql: Sql; provider: ProviderClient | undef
         path,
         tags: ["sandbox"],
         summary: "Drive an order through the provider's staging sandbox",
-        description: `action: ${SANDBOX_ACTION_NAMES.join(", ")}. Body as in provider-api.md §4.1. Staging only (403 sandbox_disabled in production).`,
+        description: `action: ${SANDBOX_ACTION_NAMES.join(", ")}. The body is the provider's sandbox body for the action: allot {rider_id, only_allot?}; collect {status: "COLLECTED", pickup_lat?, pickup_lng?}; doorstep-arrival {time_arrival?, arrival_lat?, arrival_lng?, arrival_accuracy?}; deliver {status: "DELIVERED", delivery_latitude?, delivery_longitude?, is_partial_delivery?}; rider-location {latitude, longitude, accuracy? (metres)}; rider-arrival and seller-return take any object, passed on as it is; customer-return takes none. A body refused before it is sent is 422 listing its fields. Staging only (403 sandbox_disabled in production).`,
         security: [{ Bearer: [] }],
         request: {
           params: z.object({
