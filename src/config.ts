@@ -302,7 +302,7 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
     description: "port of the built-in emulator (npm start without PROVIDER_BASE_URL); never moved when taken",
     example: "4011",
   },
-  WORKER_CONCURRENCY: { description: "jobs one worker process runs at once (1 to 64)", example: "16" },
+  WORKER_CONCURRENCY: { description: "jobs one worker process runs at once (1 to 64); notification delivery runs take at most this - 2 of them (at least 1)", example: "16" },
   PROJECTION_INTERVAL_MS: {
     description: "while the projection keeps up, how long events gather between its batches, in ms (0: project at once)",
     example: "0",
