@@ -16,14 +16,12 @@ export type ErrorCode =
   | "validation_failed"
   | "missing_order_id"
   | "unauthorized"
-  | "forbidden"
   | "sandbox_disabled"
   | "not_found"
   | "order_not_found"
   | "command_not_found"
   | "notification_endpoint_not_found"
   | "notification_message_not_found"
-  | "method_not_allowed"
   | "conflict"
   | "order_picked_up"
   | "payload_too_large"
@@ -37,14 +35,13 @@ export type ErrorCode =
   | "overloaded"
   | "internal_error";
 
-export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 422 | 500 | 502 | 503 {
+export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 409 | 413 | 415 | 422 | 500 | 502 | 503 {
   switch (code) {
     case "invalid_json":
     case "invalid_parameter":
       return 400;
     case "unauthorized":
       return 401;
-    case "forbidden":
     case "sandbox_disabled":
       return 403;
     case "not_found":
@@ -53,8 +50,6 @@ export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 405 | 409 | 4
     case "notification_endpoint_not_found":
     case "notification_message_not_found":
       return 404;
-    case "method_not_allowed":
-      return 405;
     case "conflict":
     case "order_picked_up":
       return 409;
