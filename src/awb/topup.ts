@@ -183,12 +183,23 @@ async function requestFresh(sql: Sql, provider: ProviderClient, count: number, l
     throw err;
   }
   const delayMs = firstPollDelayMs(accepted.delay_time);
-  await sql.begin(async (tx) => {
+  const revived = await sql.begin(async (tx) => {
+    // Pending still, or marked failed meanwhile as an answer lost: a runner replaced while
+    // this call was out has its jobs unlocked, and a top-up run then takes this row for one
+    // whose run stopped (failLostFreshRequests). The answer came after all: its numbers can
+    // be collected, so the request is pending again and polled.
+    const [prior] = await tx<{ status: string }[]>`
+      select status from awb_requests where id = ${id} for update`;
+    if (!prior) return false;
     await tx`
-      update awb_requests set request_id = ${accepted.request_id}, next_poll_at = now() + ${delayMs}::int * interval '1 millisecond'
-      where id = ${id}`;
+      update awb_requests
+      set request_id = ${accepted.request_id}, status = 'pending', last_error = null, completed_at = null,
+          next_poll_at = now() + ${delayMs}::int * interval '1 millisecond'
+      where id = ${id} and request_id is null`;
     await schedulePoll(tx, id, delayMs);
+    return prior.status !== "pending";
   });
+  if (revived) log.warn({ id, requestId: accepted.request_id }, "awb fresh request taken for lost was answered after all: polling it");
   log.info({ id, requestId: accepted.request_id, count, delayTime: accepted.delay_time }, "awb fresh request accepted");
 }
 
@@ -345,7 +356,9 @@ async function failLostFreshRequests(sql: Sql): Promise<number[]> {
           and (j.locked_at is not null or j.attempts < j.max_attempts))
     returning r.id::int`;
   // Sent, but its answer never stored (the worker stopped during the call): every AWB job
-  // runs in the one `awb` queue, so no other run is still waiting for that answer.
+  // runs in the one `awb` queue, so no other run is normally still waiting for that answer.
+  // One can be, when its runner was replaced and its job unlocked mid-call: should that
+  // answer still come, requestFresh makes the request pending again.
   const unanswered = await sql<{ id: number }[]>`
     update awb_requests
     set status = 'failed', last_error = ${`${ANSWER_LOST} (the top-up stopped before storing it)`}, completed_at = now()

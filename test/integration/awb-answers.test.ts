@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
+import { replenish } from "../../src/awb/topup.ts";
 import { startEmulatorPair } from "../helpers/emulator.ts";
 import type { EmulatorPair } from "../helpers/emulator.ts";
 
@@ -253,5 +254,49 @@ describe("a fresh request whose polls keep failing", () => {
     const req = (await pool(t)).requests.find((r) => r.id === pending!.id);
     assert.equal(req?.status, "failed");
     assert.match(req?.last_error ?? "", /^gave up after 1 attempts: server 502/);
+  });
+});
+
+describe("a fresh request answered after a top-up took it for lost", () => {
+  let pair: EmulatorPair;
+  let t: TestApp;
+  before(async () => {
+    pair = await startEmulatorPair({ client: { timeoutMs: 30_000 }, emulator: { awb: { baseDelaySeconds: 1, secondsPerThousand: 0, secondsPerPendingRequest: 0 } } });
+    t = await createTestApp({ AWB_POOL_LOW_WATERMARK: "1", AWB_POOL_TARGET: "5", AWB_MODE: "fresh" }, { provider: pair.client });
+  });
+  after(async () => {
+    await t.close();
+    await pair.close();
+  });
+
+  it("is pending again and polled, its numbers collected, instead of staying failed with its request_id known", async () => {
+    // A slow answer: meanwhile its runner is replaced and its job unlocked (supervisor.ts),
+    // and another top-up runs and takes the request, sent but unanswered, for lost.
+    await pair.control.addFault({ method: "POST", path: "/v1/clients/awb/", action: "delay", delay_ms: 4000, times: 1 });
+    const deps = { sql: t.database.sql, provider: pair.client, settings: t.config.awb, log: t.log };
+    const job = { lastAttempt: false, attempts: 1, key: null };
+    const first = replenish(deps, { reason: "manual", count: 3, mode: "fresh", reschedules: 0 }, job);
+    let sent: { id: number }[] = [];
+    for (let i = 0; sent.length === 0; i++) {
+      assert.ok(i < 200, "the request is recorded before it is sent");
+      await new Promise((r) => setTimeout(r, 10));
+      sent = await t.database.sql<{ id: number }[]>`select id::int from awb_requests where mode = 'fresh' and request_id is null`;
+    }
+    const id = sent[0]!.id;
+    await replenish({ ...deps, provider: undefined }, { reason: "cron", reschedules: 0 }, job);
+    const guessed = (await pool(t)).requests.find((r) => r.id === id);
+    assert.equal(guessed?.status, "failed", "taken for lost while the answer was out (the race was staged)");
+
+    await first;
+    const [row] = await t.database.sql<{ status: string; request_id: string | null; last_error: string | null }[]>`
+      select status, request_id, last_error from awb_requests where id = ${id}`;
+    assert.equal(row?.status, "pending");
+    assert.notEqual(row?.request_id, null);
+    assert.equal(row?.last_error, null);
+    await pair.control.advanceClock(5);
+    await makeDue(t);
+    await t.runJobs();
+    const done = (await pool(t)).requests.find((r) => r.id === id);
+    assert.deepEqual([done?.status, done?.received, done?.added], ["completed", 3, 3]);
   });
 });
