@@ -88,7 +88,18 @@ describe("stopping a listener", () => {
   it("waits for a request in flight, not for its keep-alive connection to be let go", async () => {
     const { listen } = await import("../../src/http/server.ts");
     const { request, Agent } = await import("node:http");
-    const server = await listen({ fetch: async () => await new Promise<Response>((r) => setTimeout(() => r(new Response("ok")), 300)) }, 0, "127.0.0.1");
+    let arrived!: () => void;
+    const inFlight = new Promise<void>((r) => (arrived = r));
+    const server = await listen(
+      {
+        fetch: async () => {
+          arrived();
+          return await new Promise<Response>((r) => setTimeout(() => r(new Response("ok")), 300));
+        },
+      },
+      0,
+      "127.0.0.1",
+    );
     const agent = new Agent({ keepAlive: true });
     cleanups.push(async () => agent.destroy());
     const answered = new Promise<number>((resolve, reject) => {
@@ -99,7 +110,7 @@ describe("stopping a listener", () => {
         .on("error", reject)
         .end();
     });
-    await new Promise((r) => setTimeout(r, 50)); // the request is in flight
+    await inFlight; // not a fixed pause: on a loaded machine the request may not have arrived yet
     const started = Date.now();
     await server.close();
     assert.equal(await answered, 200);
