@@ -632,6 +632,23 @@ function storedSecret(path: string): string | null {
   }
 }
 
+/** What link() fails with on a file system without hard links (FAT and exFAT, some network and VM shares). */
+const NO_HARD_LINKS = new Set(["EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS"]);
+
+/**
+ * Puts the file written aside at `path` unless a file is there already (EEXIST). Where the
+ * file system has no hard links, the file is created exclusively instead: one process
+ * still wins, only a reader at that very instant could find it empty.
+ */
+function linkOrCreate(aside: string, path: string, content: string): void {
+  try {
+    linkSync(aside, path);
+  } catch (err) {
+    if (!NO_HARD_LINKS.has(String((err as { code?: unknown }).code))) throw err;
+    writeFileSync(path, content, { mode: 0o600, flag: "wx" });
+  }
+}
+
 function resolveSecret(value: string | undefined, dataDir: string, file: string, envName: string) {
   if (value !== undefined) return { value, source: `environment (${envName})` };
   const path = join(dataDir, file);
@@ -648,7 +665,7 @@ function resolveSecret(value: string | undefined, dataDir: string, file: string,
   const aside = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
   writeFileSync(aside, `${generated}\n`, { mode: 0o600 });
   try {
-    if (stored === null) linkSync(aside, path);
+    if (stored === null) linkOrCreate(aside, path, `${generated}\n`);
     else renameSync(aside, path); // a file too short to be a secret is replaced
   } catch (err) {
     const theirs = (err as { code?: unknown }).code === "EEXIST" ? storedSecret(path) : null;

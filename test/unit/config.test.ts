@@ -117,6 +117,27 @@ describe("config", () => {
     assert.deepEqual(fs.readdirSync(dir).sort(), ["api-token", "callback-secret"], "no file left aside");
   });
 
+  it("a DATA_DIR on a file system without hard links still gets its generated secrets, and a later start reads them", () => {
+    const dir = dataDir();
+    const original = fs.linkSync;
+    // What link() does on FAT or exFAT, and on some network and VM shares.
+    fs.linkSync = ((from: fs.PathLike) => {
+      throw Object.assign(new Error(`EPERM: operation not permitted, link '${String(from)}'`), { code: "EPERM" });
+    }) as typeof fs.linkSync;
+    syncBuiltinESMExports();
+    let first;
+    try {
+      first = loadConfig({ DATA_DIR: dir });
+    } finally {
+      fs.linkSync = original;
+      syncBuiltinESMExports();
+    }
+    assert.equal(readFileSync(join(dir, "api-token"), "utf8").trim(), first.apiToken);
+    assert.equal(statSync(join(dir, "api-token")).mode & 0o777, 0o600);
+    assert.deepEqual(fs.readdirSync(dir).sort(), ["api-token", "callback-secret"], "no file left aside");
+    assert.equal(loadConfig({ DATA_DIR: dir }).callbackSecret, first.callbackSecret);
+  });
+
   it("prefers configured secrets and never reports their values as the source", () => {
     const c = loadConfig({ DATA_DIR: dataDir(), API_TOKEN: "a".repeat(20), CALLBACK_SECRET: "b".repeat(20) });
     assert.equal(c.apiToken, "a".repeat(20));
