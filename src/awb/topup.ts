@@ -176,6 +176,7 @@ async function requestFresh(sql: Sql, provider: ProviderClient, count: number, l
   } catch (err) {
     if (err instanceof ProviderError && err.delivery === "ambiguous") {
       await failRequest(sql, id, `${ANSWER_LOST}: ${describeProviderError(err)}`);
+      shownOnItsRequest.add(err);
       log.warn({ id, count, error: describeProviderError(err) }, "awb fresh request's answer lost: its numbers cannot be collected");
     } else {
       await sql`delete from awb_requests where id = ${id} and request_id is null`;
@@ -205,6 +206,9 @@ async function requestFresh(sql: Sql, provider: ProviderClient, count: number, l
 
 const ANSWER_LOST = "the provider's answer was lost, so its request_id is unknown and any numbers it generates cannot be collected";
 
+/** Failures already recorded on the request they ended (a fresh request whose answer was lost): no second row for them. */
+const shownOnItsRequest = new WeakSet<ProviderError>();
+
 async function onTopUpFailure(
   deps: TopUpDeps,
   err: unknown,
@@ -214,9 +218,13 @@ async function onTopUpFailure(
   const error = describeProviderError(err);
   if (!err.retryable || ctx.job.lastAttempt) {
     const message = err.retryable ? `gave up after ${ctx.job.attempts} attempts: ${error}` : error;
-    await deps.sql`
-      insert into awb_requests (mode, status, count, last_error, completed_at)
-      values (${ctx.mode}, 'failed', ${ctx.count}, ${message}, now())`;
+    // A fresh request whose answer was lost already shows as failed, saying so: a row of
+    // its own for the give-up would show two requests where one was sent.
+    if (!shownOnItsRequest.has(err)) {
+      await deps.sql`
+        insert into awb_requests (mode, status, count, last_error, completed_at)
+        values (${ctx.mode}, 'failed', ${ctx.count}, ${message}, now())`;
+    }
     ctx.log.warn({ err, count: ctx.count }, "awb top-up failed");
     if (err.retryable) throw err; // graphile-worker records the job as failed for good too
     return { outcome: "failed", error: message };

@@ -257,6 +257,30 @@ describe("a fresh request whose polls keep failing", () => {
   });
 });
 
+describe("a fresh request whose answer was lost on the top-up's last attempt", () => {
+  let pair: EmulatorPair;
+  let t: TestApp;
+  before(async () => {
+    pair = await startEmulatorPair({ client: { timeoutMs: 30_000 }, emulator: { awb: { baseDelaySeconds: 1, secondsPerThousand: 0, secondsPerPendingRequest: 0 } } });
+    t = await createTestApp({ AWB_POOL_LOW_WATERMARK: "1", AWB_POOL_TARGET: "5", AWB_MODE: "fresh" }, { provider: pair.client });
+  });
+  after(async () => {
+    await t.close();
+    await pair.close();
+  });
+
+  it("shows as one failed request, not as that request and a second one that was never sent", async () => {
+    await pair.control.addFault({ method: "POST", path: "/v1/clients/awb/", action: "close_after", times: 1 });
+    const deps = { sql: t.database.sql, provider: pair.client, settings: t.config.awb, log: t.log };
+    await assert.rejects(replenish(deps, { reason: "manual", count: 4, mode: "fresh", reschedules: 0 }, { lastAttempt: true, attempts: 8, key: null }));
+    assert.equal((await pair.control.get<{ requests: unknown[] }>("/awb")).body.requests.length, 1, "one request sent");
+    const requests = (await pool(t)).requests;
+    assert.equal(requests.length, 1, JSON.stringify(requests));
+    assert.equal(requests[0]?.status, "failed");
+    assert.match(requests[0]?.last_error ?? "", /answer was lost/);
+  });
+});
+
 describe("a fresh request answered after a top-up took it for lost", () => {
   let pair: EmulatorPair;
   let t: TestApp;
