@@ -3,6 +3,7 @@
  * DATABASE_URL or the embedded server. Run any number of each (README, "Running many
  * processes").
  */
+import type { Config } from "../config.ts";
 import { createLogger } from "../logger.ts";
 import { resolveDatabase } from "./database.ts";
 import { configuredProvider } from "./provider.ts";
@@ -11,11 +12,20 @@ import { startServices } from "./services.ts";
 import type { Services } from "./services.ts";
 import { loadConfigOrExit, requireMigrations } from "./startup-errors.ts";
 
+/**
+ * The ports this role will listen on, which an embedded PostgreSQL it starts must not take:
+ * PORT for a web process, METRICS_PORT for a worker (0 picks a free one: nothing to avoid).
+ */
+export function listenPorts(role: "web" | "worker", config: Pick<Config, "port" | "metricsPort">): number[] {
+  if (role === "web") return [config.port];
+  return config.metricsPort ? [config.metricsPort] : [];
+}
+
 export function runRole(role: "web" | "worker"): void {
   const config = loadConfigOrExit();
   const log = createLogger({ level: config.logLevel, format: config.logFormat });
   const main = async () => {
-    const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, avoidPorts: role === "web" ? [config.port] : [] });
+    const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, avoidPorts: listenPorts(role, config) });
     let services: Services;
     try {
       await requireMigrations(db.url);

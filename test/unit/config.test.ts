@@ -4,6 +4,7 @@ import { syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import { listenPorts } from "../../src/runtime/role.ts";
 import { ConfigError, ENV_DOCS, envVariables, loadConfig, loadEmulatorConfig, resolveLogFormat, settingsShown } from "../../src/config.ts";
 
 const dataDir = () => mkdtempSync(join(tmpdir(), "tracklane-config-"));
@@ -338,6 +339,13 @@ describe("LOG_FORMAT and METRICS_TOKEN", () => {
     assert.equal(loadConfig({ DATA_DIR: dataDir() }).metricsToken, undefined);
     assert.equal(loadConfig({ DATA_DIR: dataDir(), METRICS_TOKEN: "m".repeat(20) }).metricsToken, "m".repeat(20));
     assert.match(lines({ METRICS_TOKEN: "short" })[0]!, /^METRICS_TOKEN: must be at least 16 characters; e\.g\. METRICS_TOKEN=/);
+  });
+
+  it("METRICS_PORT: an embedded PostgreSQL a worker starts never takes it (as a web process's never takes PORT)", () => {
+    const config = loadConfig({ DATA_DIR: dataDir(), PORT: "3100", METRICS_PORT: "40123" });
+    assert.deepEqual(listenPorts("worker", config), [40123]);
+    assert.deepEqual(listenPorts("web", config), [3100]);
+    assert.deepEqual(listenPorts("worker", { ...config, metricsPort: undefined }), []);
   });
 
   it("METRICS_PORT: unset by default (a worker serves no HTTP), a port when set", () => {
