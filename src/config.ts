@@ -617,10 +617,6 @@ function authFor(method: AuthMethod, e: z.infer<typeof envSchema>): ProviderAuth
   };
 }
 
-/**
- * A secret from the environment, or the one generated on an earlier start and kept in
- * `<dataDir>/<file>` (mode 0600), or a new one written there.
- */
 /** The secret stored at `path`: null when there is no file, "" when it is too short to be one. */
 function storedSecret(path: string): string | null {
   try {
@@ -649,6 +645,10 @@ function linkOrCreate(aside: string, path: string, content: string): void {
   }
 }
 
+/**
+ * A secret from the environment, or the one generated on an earlier start and kept in
+ * `<dataDir>/<file>` (mode 0600), or a new one written there.
+ */
 function resolveSecret(value: string | undefined, dataDir: string, file: string, envName: string) {
   if (value !== undefined) return { value, source: `environment (${envName})` };
   const path = join(dataDir, file);
