@@ -25,10 +25,14 @@ export type SchemaState = "ready" | "missing" | "behind";
  * the tables are all it can go by, as before.
  */
 export async function schemaState(sql: Sql): Promise<SchemaState> {
-  const [row] = await sql<{ tables: boolean }[]>`
+  const [row] = await sql<{ tables: boolean; journal: boolean }[]>`
     select to_regclass('public.order_events') is not null
-       and to_regclass('graphile_worker.jobs') is not null as tables`;
+       and to_regclass('graphile_worker.jobs') is not null as tables,
+           to_regclass('drizzle.__drizzle_migrations') is not null as journal`;
   if (row?.tables !== true) return "missing";
+  // Without the journal table the tables are all there is to go by; looked up first, so that
+  // a readiness probe every few seconds does not leave an error in PostgreSQL's log each time.
+  if (row.journal !== true) return "ready";
   try {
     const [journal] = await sql<{ current: boolean }[]>`
       select coalesce(max(created_at), 0) >= ${newest.when}::bigint as current from drizzle.__drizzle_migrations`;
