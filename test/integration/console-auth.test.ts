@@ -125,6 +125,24 @@ describe("signing in and out", () => {
     const res = await fetch(`${base}/orders`, { headers: { cookie }, redirect: "manual" });
     assert.equal(res.status, 303);
   });
+
+  it("a form posted after its session ended is 403 with the sign-in form saying nothing was done, back to the page it came from; signing out is done", async () => {
+    const { cookie, csrf } = await signIn();
+    await t.database.sql`update console_sessions set expires_at = now() - interval '1 second'`;
+    const posted = (path: string, referer: string) =>
+      fetch(`${base}${path}`, { ...form({ _csrf: csrf, upto: "0" }), headers: { ...form({}).headers, cookie, referer } });
+    const res = await posted("/attention/rejected-seen", `${base}/orders?status=DELIVERED`);
+    assert.equal(res.status, 403);
+    const page = await res.text();
+    assert.match(page, /Your session has ended, so that was not done: sign in, then do it again\./);
+    assert.match(page, /<input type="hidden" name="next" value="\/orders\?status=DELIVERED"/);
+    // A Referer of another site is no place to come back to.
+    const elsewhere = await (await posted("/attention/rejected-seen", "https://elsewhere.example/orders")).text();
+    assert.match(elsewhere, /<input type="hidden" name="next" value="\/"/);
+    const out = await posted("/sign-out", `${base}/orders`);
+    assert.equal(out.status, 303);
+    assert.equal(out.headers.get("location"), "/sign-in?signed-out=1");
+  });
 });
 
 describe("forms", () => {

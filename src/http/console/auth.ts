@@ -44,8 +44,15 @@ export function clearSessionCookie(c: Context, settings: CookieSettings): void {
   deleteCookie(c, SESSION_COOKIE, { path: "/", secure: settings.publicUrl.startsWith("https:") });
 }
 
-/** Pages need a live session; without one a GET goes to the sign-in page (and comes back after), anything else is 403. */
-export function sessionRequired(sql: Sql, apiToken: string): MiddlewareHandler<ConsoleEnv> {
+/**
+ * Pages need a live session; without one a GET goes to the sign-in page (and comes back
+ * after), anything else gets `refused` (a 403 that says why; the default, plain text).
+ */
+export function sessionRequired(
+  sql: Sql,
+  apiToken: string,
+  refused: (c: Context) => Response | Promise<Response> = (c) => c.text("Forbidden: sign in first", 403),
+): MiddlewareHandler<ConsoleEnv> {
   return async (c, next) => {
     const token = getCookie(c, SESSION_COOKIE);
     const session = token ? await findSession(sql, token, apiToken) : undefined;
@@ -54,7 +61,7 @@ export function sessionRequired(sql: Sql, apiToken: string): MiddlewareHandler<C
         const url = new URL(c.req.url);
         return c.redirect(`/sign-in?next=${encodeURIComponent(url.pathname + url.search)}`, 303);
       }
-      return c.text("Forbidden: sign in first", 403);
+      return await refused(c);
     }
     c.set("session", session);
     await next();

@@ -84,6 +84,15 @@ const formInput =
 // eslint-disable-next-line no-control-regex -- the control characters are what it refuses
 const safeNext = (next: string | undefined) => (next !== undefined && /^\/(?!\/)[^\\\s\x00-\x1f\x7f]*$/.test(next) ? next : "/");
 
+/** The page a post was sent from (Referer), when it is one of this site's (as sameOrigin reads Origin): else "/". */
+function refererPath(c: Context, publicUrl: string): string {
+  const referer = c.req.header("referer");
+  if (referer === undefined || !URL.canParse(referer)) return "/";
+  const url = new URL(referer);
+  const ours = url.origin === new URL(publicUrl).origin || url.host === c.req.header("host");
+  return ours ? safeNext(url.pathname + url.search) : "/";
+}
+
 export function consoleRoutes(deps: ConsoleDeps) {
   const { config, sql, readSql, log } = deps;
   // Pages read through pagePool (pools.ts). Sessions stay on the primary pool (below):
@@ -135,6 +144,20 @@ export function consoleRoutes(deps: ConsoleDeps) {
       </div>`,
     });
 
+  /**
+   * A post without a live session (it expired while the page was open, or the API token
+   * changed): nothing was done, and the sign-in form says so, coming back to the page the
+   * post was sent from. Signing out needs no session to have ended.
+   */
+  const expired = (c: Context) => {
+    if (c.req.path === "/sign-out") return c.redirect("/sign-in?signed-out=1", 303);
+    return signInPage(c, {
+      next: refererPath(c, config.publicUrl),
+      status: 403,
+      error: "Your session has ended, so that was not done: sign in, then do it again.",
+    });
+  };
+
   app.get("/sign-in", async (c) => {
     const next = safeNext(c.req.query("next"));
     const token = getCookie(c, SESSION_COOKIE);
@@ -164,14 +187,14 @@ export function consoleRoutes(deps: ConsoleDeps) {
     return c.redirect(next, 303);
   });
 
-  app.post("/sign-out", sessionRequired(sql, config.apiToken), csrfRequired(), async (c) => {
+  app.post("/sign-out", sessionRequired(sql, config.apiToken, expired), csrfRequired(), async (c) => {
     await endSession(sql, c.get("session").id);
     clearSessionCookie(c, cookies);
     return c.redirect("/sign-in?signed-out=1", 303);
   });
 
   for (const path of CONSOLE_PATHS) {
-    app.use(path, sessionRequired(sql, config.apiToken));
+    app.use(path, sessionRequired(sql, config.apiToken, expired));
     app.use(path, csrfRequired());
     // Pages hold order data: neither proxies nor the back button should keep them. The
     // time from here to the response (queries and rendering) goes out in Server-Timing,
