@@ -268,6 +268,8 @@ export async function listCommands(
     beforeId?: number | undefined;
     /** Leave out places whose outcome is unknown: their order's unconfirmed placement is what a person resolves. */
     retryableOnly?: boolean;
+    /** Only commands completed after this (microseconds since 1970). */
+    completedAfterUs?: number;
   },
 ): Promise<{ rows: CommandListRow[]; nextId: number | null }> {
   const rows = await tx<CommandListRow[]>`
@@ -278,19 +280,25 @@ export async function listCommands(
       ${f.retryableOnly === true ? tx`and not (c.kind = 'place' and c.outcome_unknown) and c.kind <> 'confirm_placement'` : tx``}
       ${f.kind !== undefined ? tx`and c.kind = ${f.kind}` : tx``}
       ${f.beforeId !== undefined ? tx`and c.id < ${f.beforeId}` : tx``}
+      ${f.completedAfterUs !== undefined ? tx`and c.completed_at > ${completedAfter(tx, f.completedAfterUs)}` : tx``}
     order by c.id desc
     limit ${f.limit + 1}`;
   return pageOf(rows, f.limit);
 }
 
+/** Microseconds since 1970 as a timestamptz, exactly (a Date would keep milliseconds only). */
+const completedAfter = (tx: Tx, us: number) => tx`'epoch'::timestamptz + ${us}::bigint * interval '1 microsecond'`;
+
 /**
  * How many failed commands a retry could fix (places of unknown outcome left out, as in
  * listCommands' retryableOnly), counting no further than `cap` (commands_failed_idx).
+ * With `completedAfterUs`, only those that failed after it (microseconds since 1970).
  */
-export async function countFailedCommands(tx: Tx, cap: number): Promise<number> {
+export async function countFailedCommands(tx: Tx, cap: number, completedAfterUs = 0): Promise<number> {
   const [row] = await tx<{ n: number }[]>`
     select count(*)::int as n from (
       select 1 from commands where state = 'failed' and not (kind = 'place' and outcome_unknown) and kind <> 'confirm_placement'
+        ${completedAfterUs > 0 ? tx`and completed_at > ${completedAfter(tx, completedAfterUs)}` : tx``}
       limit ${cap}) s`;
   return row?.n ?? 0;
 }

@@ -1,7 +1,12 @@
 /** What the console's people have seen, by name: the one owner of console_marks. */
 import type { Tx } from "../db/client.ts";
 
-export type MarkName = "rejected_seen";
+/**
+ * rejected_seen: the newest rejected callback someone marked as seen (its id).
+ * failed_seen: the completion time, in microseconds since 1970, up to which failed
+ * commands were marked as seen (a command that fails again later shows again).
+ */
+export type MarkName = "rejected_seen" | "failed_seen";
 
 export async function getMark(sql: Tx, name: MarkName): Promise<number> {
   const [row] = await sql<{ value: number }[]>`select value from console_marks where name = ${name}`;

@@ -189,6 +189,40 @@ describe("Needs attention", () => {
     assert.equal(failed.section, "");
   });
 
+  it("failed commands can be marked as seen: those shown leave the list, and one that fails after the mark shows", async () => {
+    const o = await newOrder("DELIVERED");
+    const fail = async (error: string) =>
+      (
+        await t.database.sql<{ id: number }[]>`
+          insert into commands (order_id, kind, state, request, request_hash, attempts, last_error, completed_at)
+          values (${o.id}, 'cancel', 'failed', '{}'::jsonb, 'h', 1, ${error}, now())
+          returning id`
+      )[0]!.id;
+    await fail("HTTP 400: already delivered");
+    await fail("HTTP 400: already delivered, again");
+    let failed = kind(await get("/"), "failed-commands");
+    assert.equal(failed.count, "2");
+    const upto = /action="\/attention\/failed-seen".*?name="upto" value="(\d+)"/s.exec(failed.section)?.[1];
+    assert.ok(upto, failed.section);
+    assert.equal((await post("/attention/failed-seen", { upto }, { csrf: false })).status, 403);
+    assert.equal((await post("/attention/failed-seen", { upto: "soon" })).status, 422);
+    assert.equal(kind(await get("/"), "failed-commands").count, "2", "refused posts change nothing");
+
+    const seen = await post("/attention/failed-seen", { upto });
+    assert.equal(seen.status, 303);
+    failed = kind(await get("/"), "failed-commands");
+    assert.deepEqual([failed.count, failed.section], ["0", ""]);
+    // A failure after the mark (a new one, or one retried that failed again) shows.
+    await new Promise((r) => setTimeout(r, 5));
+    const later = await fail("HTTP 400: later");
+    failed = kind(await get("/"), "failed-commands");
+    assert.equal(failed.count, "1");
+    assert.match(failed.section, new RegExp(`command #${later} cancel`));
+    // The API's list of failed commands is not a view of the console's mark.
+    const api = (await (await t.request("/v1/commands?state=failed")).json()) as { items: unknown[] };
+    assert.ok(api.items.length >= 3);
+  });
+
   it("rejected callbacks are counted until marked as seen; the mark needs the CSRF token and an id that exists", async () => {
     for (const body of ["{not json", "nope", `{"order_status": "${"x".repeat(300)}`]) {
       assert.equal((await t.callback(body)).status, 400);

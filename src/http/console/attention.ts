@@ -77,12 +77,12 @@ export function attentionPages(deps: AttentionDeps) {
     // The mark is the console's own, just moved by "Mark as seen" (which redirects here):
     // read from the primary, or the rejected callbacks marked would come back for a moment.
     // The rows after it may come from a replica: one behind only shows fewer of them.
-    const mark = await getMark(sql, "rejected_seen");
+    const [mark, failedSeen] = await Promise.all([getMark(sql, "rejected_seen"), getMark(sql, "failed_seen")]);
     const [placements, unconfirmed, failedCount, failed, silent, rejected, endpoints, available] = await Promise.all([
       placementCounts(readSql),
       listOrders(readSql, { placement: "unconfirmed", limit: ROWS }),
-      countFailedCommands(readSql, COUNT_CAP),
-      listCommands(readSql, { state: "failed", limit: ROWS, retryableOnly: true }),
+      countFailedCommands(readSql, COUNT_CAP, failedSeen),
+      listCommands(readSql, { state: "failed", limit: ROWS, retryableOnly: true, completedAfterUs: failedSeen }),
       silentOrders(readSql, ACTIVE, stuckAfterMin, ROWS),
       rejectedSince(readSql, mark, { limit: REJECTED_ROWS, cap: COUNT_CAP, excerptChars: EXCERPT_CHARS }),
       endpointHealth(readSql),
@@ -114,7 +114,7 @@ export function attentionPages(deps: AttentionDeps) {
       </tbody>
     </table>`;
 
-  const failedCommandsTable = (rows: readonly CommandListRow[]) => html`<table>
+  const failedCommandsTable = (rows: readonly CommandListRow[], csrf: string) => html`<table>
       <thead><tr><th scope="col">Order, command and error</th><th scope="col" class="wide">Attempts</th><th scope="col" class="wide">Failed</th></tr></thead>
       <tbody>
         ${rows.map(
@@ -128,7 +128,12 @@ export function attentionPages(deps: AttentionDeps) {
           </tr>`,
         )}
       </tbody>
-    </table>`;
+    </table>
+    <form method="post" action="/attention/failed-seen">
+      ${csrfField(csrf)}
+      <input type="hidden" name="upto" value=${String(Math.max(0, ...rows.map((k) => k.completed_at?.getTime() ?? 0)))} />
+      <div class="actions"><button type="submit" class="secondary">Mark as seen</button></div>
+    </form>`;
 
   const silentTable = (rows: readonly SilentOrder[]) => html`<table>
       <thead><tr><th scope="col">Order</th><th scope="col">Status</th><th scope="col">Silent for</th><th scope="col" class="wide">Last heard</th></tr></thead>
@@ -180,7 +185,7 @@ export function attentionPages(deps: AttentionDeps) {
   const content = (a: Attention, csrf: string): JSXNode => {
     const kinds = [
       { id: "unconfirmed", title: "Unconfirmed placements", count: a.unconfirmed.count, shown: a.unconfirmed.rows.length, body: () => unconfirmedTable(a.unconfirmed.rows) },
-      { id: "failed-commands", title: "Failed commands", count: a.failedCommands.count, shown: a.failedCommands.rows.length, body: () => failedCommandsTable(a.failedCommands.rows) },
+      { id: "failed-commands", title: "Failed commands", count: a.failedCommands.count, shown: a.failedCommands.rows.length, body: () => failedCommandsTable(a.failedCommands.rows, csrf) },
       { id: "silent", title: `Active orders silent for ${stuckAfterMin} min or more`, count: a.silent.count, shown: a.silent.rows.length, body: () => silentTable(a.silent.rows) },
       { id: "rejected", title: "Rejected callbacks since last seen", count: a.rejected.count, shown: a.rejected.count, body: () => rejectedSection(a.rejected, csrf) },
       { id: "endpoints", title: "Failing notification endpoints", count: a.endpoints.length, shown: a.endpoints.length, body: () => endpointsTable(a.endpoints) },
@@ -242,13 +247,23 @@ export function attentionPages(deps: AttentionDeps) {
     return c.redirect("/", 303);
   });
 
-  const badSeen = (c: Context<ConsoleEnv>, problem: string) =>
+  // Failed commands up to the newest one shown (its completion, in ms): those failing again
+  // after it, retried or not, show again. The mark keeps microseconds: up to the end of that ms.
+  app.post("/attention/failed-seen", async (c) => {
+    const parsed = SeenForm.safeParse(await c.req.parseBody());
+    if (!parsed.success) return badSeen(c, problemOf(parsed.error), "Failed commands");
+    if (parsed.data.upto > Date.now() + 86_400_000) return badSeen(c, `upto: ${parsed.data.upto} is in the future`, "Failed commands");
+    await advanceMark(sql, "failed_seen", parsed.data.upto * 1000 + 999);
+    return c.redirect("/", 303);
+  });
+
+  const badSeen = (c: Context<ConsoleEnv>, problem: string, what = "Rejected callbacks") =>
     renderPage(c, {
       title: "Needs attention",
       nav: "/",
       csrf: c.get("session").csrfToken,
       status: 422,
-      body: html`<h1>Rejected callbacks not marked as seen</h1>${errorBox(problem)}<p><a href="/">Back to what needs attention</a></p>`,
+      body: html`<h1>${what} not marked as seen</h1>${errorBox(problem)}<p><a href="/">Back to what needs attention</a></p>`,
     });
 
   return app;
