@@ -39,6 +39,15 @@ describe("database unavailable", () => {
     assert.equal(((await res.json()) as { error: { code: string } }).error.code, "database_unavailable");
   });
 
+  it("a callback that is not JSON gets 503 too, not a 400 without its rejected-callback record", async () => {
+    for (const body of ["{not json", JSON.stringify({ order_status: "DELIVERED" })]) {
+      const res = await app.request(`/callbacks/${CALLBACK_SECRET}`, { method: "POST", body });
+      assert.equal(res.status, 503, body);
+      assert.equal(res.headers.get("retry-after"), "1");
+      assert.equal(((await res.json()) as { error: { code: string } }).error.code, "database_unavailable");
+    }
+  });
+
   it("reads get 503, and /readyz says not ready while /healthz is up", async () => {
     const res = await app.request("/v1/orders/X", { headers: { authorization: `Bearer ${API_TOKEN}` } });
     assert.equal(res.status, 503);

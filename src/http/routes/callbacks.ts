@@ -6,6 +6,7 @@
 import { Hono } from "hono";
 import type { Context } from "hono";
 import type { Sql } from "postgres";
+import { databaseBusyReason, isDatabaseUnavailable } from "../../db/client.ts";
 import { normaliseCallback } from "../../domain/normalise.ts";
 import type { RejectReason } from "../../domain/normalise.ts";
 import { secretMatcher } from "../../domain/secrets.ts";
@@ -71,7 +72,10 @@ export function callbackRoutes(deps: CallbackDeps) {
     try {
       await recordRejected(deps.sql, { reason, contentType: c.req.header("content-type") ?? null, text, bytes: raw.byteLength });
     } catch (err) {
-      // The sender gets its 4xx either way: the body would be refused again on a retry.
+      // Database down or busy: 503 like any callback then (PRODUCT.md §4), not a 4xx
+      // without its record. The sender's retry finds the database back and records it.
+      if (isDatabaseUnavailable(err) || databaseBusyReason(err) !== null) throw err;
+      // Anything else: the sender gets its 4xx, as a retry would be refused again.
       deps.log.error({ err, reason }, "could not record rejected callback");
     }
     throw new ApiError(reason, message);
