@@ -154,6 +154,17 @@ function readIdField(body: JsonObject, fields: readonly string[]): { id: IdField
   return { id: null, bad };
 }
 
+/**
+ * Why the value of id field `field` is no identifier. An integer past 2^53 - 1 is one, but
+ * JSON.parse has already rounded it: the message says so rather than ask for an integer.
+ */
+function unusableIdMessage(field: string, raw: unknown): string {
+  if (typeof raw === "number" && Number.isInteger(raw) && raw > Number.MAX_SAFE_INTEGER) {
+    return `${field} is an integer larger than ${Number.MAX_SAFE_INTEGER}, which a JSON number cannot carry exactly: send it as a string`;
+  }
+  return `${field} must be a string or a non-negative integer`;
+}
+
 type Identity =
   | { ok: true; svcOrderId: string | null; clientOrderId: string | null; ambiguousId: string | null }
   | { ok: false; message: string };
@@ -200,7 +211,7 @@ function identify(body: JsonObject): Identity {
     const messages: string[] = [];
     const check = (id: IdField | null, bad: string | null) => {
       if (id !== null) messages.push(`${id.field} is longer than ${MAX_ID_LENGTH} characters`);
-      else if (bad !== null) messages.push(`${bad} must be a string or a non-negative integer`);
+      else if (bad !== null) messages.push(unusableIdMessage(bad, body[bad]));
     };
     check(svcId, svc.bad ?? order.bad);
     check(clientId, client.bad);

@@ -106,7 +106,12 @@ describe("normalise: order identifiers", () => {
       it(`${field} as ${what} alone is rejected, naming ${field}; beside a usable id of the other role it is passed over`, () => {
         const r = rejected({ [field]: value });
         assert.equal(r.reason, "missing_order_id");
-        assert.equal(r.message, `${field} must be a string or a non-negative integer`);
+        assert.equal(
+          r.message,
+          value === 2 ** 53
+            ? `${field} is an integer larger than 9007199254740991, which a JSON number cannot carry exactly: send it as a string`
+            : `${field} must be a string or a non-negative integer`,
+        );
         const clientRole = field.includes("client") || field === "coid";
         const e = ok({ ...(clientRole ? { svc_order_id: "S1" } : { client_order_id: "C1" }), [field]: value, status: "DELIVERED" });
         assert.deepEqual([e.svcOrderId, e.clientOrderId], clientRole ? ["S1", null] : [null, "C1"]);
@@ -128,6 +133,11 @@ describe("normalise: order identifiers", () => {
     // Beside a usable id of the other role, a long one is passed over.
     const e = ok({ svc_order_id: "x".repeat(129), coid: "C1" });
     assert.deepEqual([e.svcOrderId, e.clientOrderId], [null, "C1"]);
+  });
+
+  it("an id sent as an integer past 2^53 - 1 (rounded by JSON.parse) is refused asking for a string, not for an integer", () => {
+    const r = rejected(JSON.parse('{"svc_order_id":12345678901234567890,"status":"DELIVERED"}'));
+    assert.equal(r.message, "svc_order_id is an integer larger than 9007199254740991, which a JSON number cannot carry exactly: send it as a string");
   });
 
   it("both ids bad: the message names both fields", () => {
