@@ -46,6 +46,10 @@ describe("database unavailable", () => {
       assert.equal(res.headers.get("retry-after"), "1");
       assert.equal(((await res.json()) as { error: { code: string } }).error.code, "database_unavailable");
     }
+    // Counted as what they got: unavailable, not rejected.
+    const metrics = await (await app.request("/metrics")).text();
+    assert.doesNotMatch(metrics, /tracklane_callbacks_total\{result="rejected_/);
+    assert.match(metrics, /tracklane_callbacks_total\{result="unavailable"\} 3/);
   });
 
   it("reads get 503, and /readyz says not ready while /healthz is up", async () => {

@@ -67,17 +67,20 @@ export function callbackRoutes(deps: CallbackDeps) {
   const secretMatches = secretMatcher(deps.secret);
 
   const reject = async (c: Context, reason: RejectReason, message: string, raw: Uint8Array) => {
-    metrics.callbacks.inc({ result: `rejected_${reason}` });
     const text = lenientUtf8.decode(raw).replaceAll("\u0000", "\uFFFD");
     try {
       await recordRejected(deps.sql, { reason, contentType: c.req.header("content-type") ?? null, text, bytes: raw.byteLength });
     } catch (err) {
       // Database down or busy: 503 like any callback then (PRODUCT.md §4), not a 4xx
       // without its record. The sender's retry finds the database back and records it.
-      if (isDatabaseUnavailable(err) || databaseBusyReason(err) !== null) throw err;
+      if (isDatabaseUnavailable(err) || databaseBusyReason(err) !== null) {
+        metrics.callbacks.inc({ result: "unavailable" });
+        throw err;
+      }
       // Anything else: the sender gets its 4xx, as a retry would be refused again.
       deps.log.error({ err, reason }, "could not record rejected callback");
     }
+    metrics.callbacks.inc({ result: `rejected_${reason}` });
     throw new ApiError(reason, message);
   };
 
