@@ -66,7 +66,7 @@ export function createApp(deps: AppDeps) {
   });
 
   app.route(
-    "/callbacks",
+    "/",
     callbackRoutes({
       secret: deps.config.callbackSecret,
       sql: deps.sql,

@@ -71,6 +71,21 @@ describe("callbacks: happy path", () => {
     assert.deepEqual({ ...row }, { kind: "location", provider_status: null });
   });
 
+  it("takes every callback path with a trailing slash too, as the provider writes its own paths", async () => {
+    const kindOf = async (res: Response) => {
+      assert.equal(res.status, 200, await res.clone().text());
+      const { event_id } = (await res.json()) as { event_id: string };
+      return (await t.database.sql<{ kind: string }[]>`select kind from order_events where id = ${event_id}`)[0]!.kind;
+    };
+    const located = { rider_latitude: 12.97, rider_longitude: 77.59 };
+    assert.equal(await kindOf(await t.callback(status(21), { path: `/callbacks/${CALLBACK_SECRET}/` })), "status");
+    assert.equal(await kindOf(await t.callback(status(22, located), { path: `/callbacks/${CALLBACK_SECRET}/location/` })), "location");
+    const header = { "x-callback-secret": CALLBACK_SECRET };
+    assert.equal(await kindOf(await t.callback(status(23), { path: "/callbacks/", headers: header })), "status");
+    assert.equal(await kindOf(await t.callback(status(24, located), { path: "/callbacks/location/", headers: header })), "location");
+    assert.equal((await t.callback(status(25), { path: "/callbacks/wrong-secret-0123456789/" })).status, 401);
+  });
+
   it("detects a location event from coordinates without a status", async () => {
     const res = await t.callback({ svc_order_id: "9006", rider_latitude: "12.5", rider_longitude: "77.1" });
     const { event_id } = (await res.json()) as { event_id: string };

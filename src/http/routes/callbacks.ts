@@ -122,11 +122,16 @@ export function callbackRoutes(deps: CallbackDeps) {
     }
   };
 
+  // Full paths (the app is mounted at "/"), each with a trailing slash too: the provider's
+  // own paths end in one, and a callback URL registered so must not lose every callback to
+  // a 404 (the real provider does not retry).
   for (const method of ["POST", "PUT"] as const) {
-    app.on(method, "/location", receive(true));
-    app.on(method, "/", receive(false));
-    app.on(method, "/:secret/location", receive(true));
-    app.on(method, "/:secret", receive(false));
+    for (const slash of ["", "/"]) {
+      app.on(method, `/callbacks${slash}`, receive(false));
+      app.on(method, `/callbacks/location${slash}`, receive(true));
+      app.on(method, `/callbacks/:secret/location${slash}`, receive(true));
+      app.on(method, `/callbacks/:secret${slash}`, receive(false));
+    }
   }
   return app;
 }
