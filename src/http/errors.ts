@@ -94,7 +94,12 @@ export class ApiError extends Error {
 
 /** zod issues as `[{path, message}]`, and one sentence naming every bad field. */
 export function fromZodError(error: ZodError, code: ErrorCode = "validation_failed", where = "body"): ApiError {
-  const issues = error.issues.map((i) => ({ path: i.path.length ? i.path.join(".") : where, message: i.message }));
+  // An unknown key is named as the field itself (`stauts`), one issue each, not as the object holding it.
+  const issues = error.issues.flatMap((i) =>
+    i.code === "unrecognized_keys"
+      ? i.keys.map((key) => ({ path: [...i.path, key].join("."), message: `unknown ${where === "query" ? "parameter" : "field"}` }))
+      : [{ path: i.path.length ? i.path.join(".") : where, message: i.message }],
+  );
   return new ApiError(code, `invalid ${where}: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, { issues });
 }
 

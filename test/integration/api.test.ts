@@ -127,6 +127,26 @@ describe("read API — errors", () => {
     assert.deepEqual(body.error.issues!.map((i) => i.path).sort(), ["limit", "status", "updated_after"]);
   });
 
+  it("400 naming an unknown query parameter on every list, instead of a silently unfiltered answer", async () => {
+    // A misspelt filter (stauts=) used to answer 200 with every order; an export with fromm= exported everything.
+    for (const path of [
+      "/v1/orders?stauts=DELIVERED",
+      "/v1/orders/API-0/events?stauts=DELIVERED",
+      "/v1/orders/by-svc-id/700/events?stauts=DELIVERED",
+      "/v1/orders/export?stauts=DELIVERED",
+      "/v1/commands?stauts=DELIVERED",
+      "/v1/callbacks/rejected?stauts=DELIVERED",
+      "/v1/notifications/messages?stauts=DELIVERED",
+    ]) {
+      const res = await t.request(path);
+      assert.equal(res.status, 400, path);
+      const body = await json<Err>(res);
+      assert.equal(body.error.code, "invalid_parameter", path);
+      assert.deepEqual(body.error.issues, [{ path: "stauts", message: "unknown parameter" }], path);
+      assert.match(body.error.message, /stauts: unknown parameter/, path);
+    }
+  });
+
   it("400 for a forged cursor", async () => {
     const res = await t.request("/v1/orders?cursor=bm90LWEtY3Vyc29y");
     assert.equal(res.status, 400);

@@ -255,7 +255,7 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(wo
       description: "Filters: state, kind. Pages with next_cursor (pass it back as cursor).",
       security,
       request: {
-        query: z.object({
+        query: z.strictObject({
           state: z.enum(COMMAND_STATES).optional(),
           kind: z.enum(COMMAND_KINDS).optional(),
           ...pageQuery(500, 50),

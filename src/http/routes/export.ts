@@ -150,7 +150,7 @@ export function exportRoutes(deps: { sql: Sql; log: Logger }) {
         "svc_order_ids joined by ';'. Orders created after the export started are not in it; rows are read page by page, not as one snapshot.",
       security: [{ Bearer: [] }],
       request: {
-        query: z.object({
+        query: z.strictObject({
           from: instantField().optional().openapi({ description: "created_at at or after", example: "2026-11-01T00:00:00Z" }),
           to: instantField().optional().openapi({ description: "created_at before", example: "2026-12-01T00:00:00Z" }),
           status: z.enum(CANONICAL_STATUSES).optional(),

@@ -141,7 +141,7 @@ export function notificationMessageRoutes(deps: { sql: Sql; readSql: Sql }) {
       description: "One item per message and endpoint. Filters: endpoint, order (either id), status, type.",
       security,
       request: {
-        query: z.object({
+        query: z.strictObject({
           endpoint: z.string().max(80).optional(),
           order: z.string().min(1).max(128).optional(),
           status: z.enum(DELIVERY_STATES).optional(),

@@ -91,7 +91,7 @@ export function orderReadRoutes(sql: Sql) {
         security,
         request: {
           params,
-          query: z.object(pageQuery(1000, 500)),
+          query: z.strictObject(pageQuery(1000, 500)),
         },
         responses: {
           200: {
@@ -119,7 +119,7 @@ export function orderReadRoutes(sql: Sql) {
       summary: "List orders, newest first",
       security,
       request: {
-        query: z.object({
+        query: z.strictObject({
           status: z.enum(CANONICAL_STATUSES).optional(),
           store_code: z.string().min(1).max(128).optional(),
           placement: z.enum(PLACEMENT_STATES).optional(),

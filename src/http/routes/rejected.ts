@@ -16,7 +16,7 @@ export function rejectedRoutes(sql: Sql) {
       tags: ["callbacks"],
       summary: "Callbacks that were refused (bad JSON, no order id), newest first",
       security: [{ Bearer: [] }],
-      request: { query: z.object(pageQuery(500, 100)) },
+      request: { query: z.strictObject(pageQuery(500, 100)) },
       responses: {
         200: {
           description: "Rejected callbacks",
