@@ -147,6 +147,25 @@ describe("read API — errors", () => {
     }
   });
 
+  it("422 naming an unknown field in the bodies tracklane defines, instead of dropping it", async () => {
+    // {client_orderid} used to hand out a new AWB on every call; {cuont} filled the pool to its target.
+    for (const [method, path, body, field] of [
+      ["POST", "/v1/awb/allocate", { client_orderid: "API-0" }, "client_orderid"],
+      ["POST", "/v1/awb/replenish", { cuont: 5 }, "cuont"],
+      ["POST", "/v1/orders/NOPE/cancel", { reason: "x", user: "Customer", note: "typo" }, "note"],
+      ["POST", "/v1/orders/NOPE/dispatch-ready", { shipment_ready_time: 1764000000 }, "shipment_ready_time"],
+      ["POST", "/v1/orders/NOPE/placement/confirm", { svc_order_id: "1", svc_id: "2" }, "svc_id"],
+      ["POST", "/v1/notifications/endpoints", { url: "ftp://hooks.example", evnets: [] }, "evnets"],
+      ["PATCH", "/v1/notifications/endpoints/ep_nope", { enabeld: false, description: "x" }, "enabeld"],
+    ] as const) {
+      const res = await t.request(path, { method, json: body });
+      assert.equal(res.status, 422, path);
+      const err = (await json<Err>(res)).error;
+      assert.equal(err.code, "validation_failed", path);
+      assert.ok(err.issues!.some((i) => i.path === field && i.message === "unknown field"), `${path}: ${JSON.stringify(err.issues)}`);
+    }
+  });
+
   it("400 for a forged cursor", async () => {
     const res = await t.request("/v1/orders?cursor=bm90LWEtY3Vyc29y");
     assert.equal(res.status, 400);

@@ -29,7 +29,7 @@ const errorResponse = (description: string) => ({ description, content: { "appli
 const unauthorized = { 401: errorResponse("Missing or wrong bearer token") };
 
 const AllocateBody = z
-  .object({
+  .strictObject({
     client_order_id: z
       .string()
       .min(1, "must not be empty")
@@ -71,7 +71,7 @@ const PoolResponse = z
   .openapi("AwbPool");
 
 const ReplenishBody = z
-  .object({
+  .strictObject({
     count: z
       .number()
       .int("must be an integer")

@@ -76,7 +76,7 @@ const EditBodySchema = EditOrderBodySchema.omit({ svc_order_id: true }).refine(
   { message: "nothing to edit: send order_details and/or product_details" },
 );
 
-const ConfirmBodySchema = z.object({
+const ConfirmBodySchema = z.strictObject({
   svc_order_id: z
     .union([z.string().trim().min(1).max(128), z.number().int().nonnegative()])
     .transform(String)
@@ -151,7 +151,7 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(wo
         tags: ["commands"],
         summary: "Cancel an order",
         security,
-        request: { params, body: { required: true, content: { "application/json": { schema: CancelOrderBodySchema } } } },
+        request: { params, body: { required: true, content: { "application/json": { schema: CancelOrderBodySchema.strict() } } } },
         responses: accepted,
       }),
       async (c) => c.json(await queue(ref(c.req.valid("param") as Record<string, string>), "cancel", c.req.valid("json")), 202),
@@ -166,7 +166,7 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(wo
         summary: "Mark an order ready for dispatch",
         description: "Body optional; shipment_ready_timestamp defaults to now.",
         security,
-        request: { params, body: { required: false, content: { "application/json": { schema: DispatchReadyBodySchema.partial() } } } },
+        request: { params, body: { required: false, content: { "application/json": { schema: DispatchReadyBodySchema.partial().strict() } } } },
         responses: accepted,
       }),
       async (c) => {

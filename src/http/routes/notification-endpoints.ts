@@ -51,11 +51,11 @@ const Url = z
 const Description = z.string().max(500, "must be at most 500 characters").nullable();
 
 const CreateBody = z
-  .object({ url: Url, events: Events.optional(), description: Description.optional() })
+  .strictObject({ url: Url, events: Events.optional(), description: Description.optional() })
   .openapi("NotificationEndpointCreate");
 
 const PatchBody = z
-  .object({ url: Url.optional(), events: Events.optional(), description: Description.optional(), enabled: z.boolean().optional() })
+  .strictObject({ url: Url.optional(), events: Events.optional(), description: Description.optional(), enabled: z.boolean().optional() })
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "nothing to change: send url, events, description and/or enabled" })
   .openapi("NotificationEndpointPatch");
 
