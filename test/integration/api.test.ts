@@ -237,6 +237,19 @@ describe("security", () => {
     assert.match(metrics, /tracklane_projection_backlog \d+/);
   });
 
+  it("the OpenAPI document declares what a sandbox call really answers", async () => {
+    type Doc = { paths: Record<string, { post?: { responses: Record<string, unknown> } }> };
+    const doc = await json<Doc>(await t.request("/openapi.json", { token: null }));
+    // This app has no provider: 503 provider_unavailable, which the document left out (with 409, 422 and 502).
+    const res = await t.request("/v1/sandbox/orders/API-0/allot", { method: "POST", json: { rider_id: 1 } });
+    assert.equal(res.status, 503);
+    assert.equal((await json<Err>(res)).error.code, "provider_unavailable");
+    for (const path of ["/v1/sandbox/orders/{order}/{action}", "/v1/sandbox/orders/by-svc-id/{svc_order_id}/{action}"]) {
+      const declared = Object.keys(doc.paths[path]?.post?.responses ?? {});
+      for (const status of ["200", "403", "404", "409", "422", "502", "503"]) assert.ok(declared.includes(status), `${path} ${status}`);
+    }
+  });
+
   it("serves the OpenAPI document listing every /v1 route, and the docs page", async () => {
     const doc = await json<{ paths: Record<string, unknown>; components: { securitySchemes: Record<string, unknown> } }>(await t.request("/openapi.json", { token: null }));
     assert.ok(doc.paths["/v1/orders/{order}"]);

@@ -9,6 +9,7 @@ import type { ProviderClient } from "../../provider/client.ts";
 import { ProviderError, describeProviderError } from "../../provider/errors.ts";
 import { SANDBOX_ACTION_NAMES } from "../../provider/schemas.ts";
 import { ApiError } from "../errors.ts";
+import { ErrorSchema } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { optionalJsonBody, validationHook } from "../validation.ts";
 import { errors, refFrom } from "./orders.ts";
@@ -53,8 +54,12 @@ export function sandboxRoutes(deps: { sql: Sql; provider: ProviderClient | undef
         },
         responses: {
           200: { description: "The provider's response", content: { "application/json": { schema: z.record(z.string(), z.unknown()) } } },
-          403: { description: "Production: sandbox disabled", content: { "application/json": { schema: errors[400].content["application/json"].schema } } },
+          403: { description: "Production: sandbox disabled", content: { "application/json": { schema: ErrorSchema } } },
           ...errors,
+          409: { description: "conflict: the order is not placed with the provider yet (no svc_order_id)", content: { "application/json": { schema: ErrorSchema } } },
+          422: { description: "validation_failed: a body refused before it is sent; provider_rejected: the provider refused the call", content: { "application/json": { schema: ErrorSchema } } },
+          502: { description: "provider_error: the provider failed or could not be reached", content: { "application/json": { schema: ErrorSchema } } },
+          503: { description: "provider_unavailable: no provider configured", content: { "application/json": { schema: ErrorSchema } } },
         },
       }),
       async (c) => {
