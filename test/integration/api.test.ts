@@ -166,6 +166,20 @@ describe("read API — errors", () => {
     }
   });
 
+  it("400 for a cursor of another list: GET /v1/orders' and the rejected callbacks' cursors are not interchangeable", async () => {
+    // Both were {id}: one list's cursor was read by the other as a position in its own table.
+    const orders = await json<{ next_cursor: string }>(await t.request("/v1/orders?limit=1"));
+    const rejected = await t.request(`/v1/callbacks/rejected?cursor=${orders.next_cursor}`);
+    assert.equal(rejected.status, 400);
+    assert.equal((await json<Err>(rejected)).error.code, "invalid_parameter");
+    await t.callback("not json {");
+    await t.callback("not json [");
+    const page = await json<{ next_cursor: string }>(await t.request("/v1/callbacks/rejected?limit=1"));
+    assert.equal((await t.request(`/v1/orders?cursor=${page.next_cursor}`)).status, 400);
+    const next = await json<{ items: unknown[] }>(await t.request(`/v1/callbacks/rejected?limit=1&cursor=${page.next_cursor}`));
+    assert.equal(next.items.length, 1);
+  });
+
   it("400 for a forged cursor", async () => {
     const res = await t.request("/v1/orders?cursor=bm90LWEtY3Vyc29y");
     assert.equal(res.status, 400);

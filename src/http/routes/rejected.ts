@@ -7,6 +7,9 @@ import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
 import { errors } from "./orders.ts";
 
+/** Its own key (not GET /v1/orders' `id`), so that a cursor of another list is refused rather than misread. */
+const RejectedCursor = z.object({ r: z.number().int() });
+
 export function rejectedRoutes(sql: Sql) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   app.openapi(
@@ -28,9 +31,9 @@ export function rejectedRoutes(sql: Sql) {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      const before = readCursor(q.cursor, z.object({ id: z.number().int() }));
-      const page = await listRejected(sql, { limit: q.limit, beforeId: before?.id });
-      return c.json(pageJson(page.rows, rejectedJson, page.nextId === null ? null : { id: page.nextId }), 200);
+      const before = readCursor(q.cursor, RejectedCursor);
+      const page = await listRejected(sql, { limit: q.limit, beforeId: before?.r });
+      return c.json(pageJson(page.rows, rejectedJson, page.nextId === null ? null : { r: page.nextId }), 200);
     },
   );
   return app;
