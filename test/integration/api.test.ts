@@ -137,6 +137,10 @@ describe("read API — errors", () => {
       "/v1/commands?stauts=DELIVERED",
       "/v1/callbacks/rejected?stauts=DELIVERED",
       "/v1/notifications/messages?stauts=DELIVERED",
+      // Lists without filters: a filter named anyway is not silently ignored either.
+      "/v1/orders/API-0/commands?stauts=DELIVERED",
+      "/v1/orders/by-svc-id/700/commands?stauts=DELIVERED",
+      "/v1/notifications/endpoints?stauts=DELIVERED",
     ]) {
       const res = await t.request(path);
       assert.equal(res.status, 400, path);

@@ -233,7 +233,8 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(wo
         tags: ["commands"],
         summary: "Commands sent for this order, oldest first",
         security,
-        request: { params },
+        // No filters: one named anyway (state=) is refused, not ignored.
+        request: { params, query: z.strictObject({}) },
         responses: {
           200: { description: "Commands", content: { "application/json": { schema: z.object({ items: z.array(CommandSchema) }) } } },
           ...errors,

@@ -135,8 +135,11 @@ export function notificationEndpointRoutes(deps: { sql: Sql; readSql: Sql; allow
       tags,
       summary: "Notification endpoints, oldest first (without secrets)",
       security,
+      // No filters: one named anyway (enabled=) is refused, not ignored.
+      request: { query: z.strictObject({}) },
       responses: {
         200: { description: "Every endpoint", content: { "application/json": { schema: z.object({ items: z.array(EndpointSchema) }) } } },
+        400: errorResponse("An unknown query parameter (invalid_parameter)"),
         401: errors[401],
       },
     }),
