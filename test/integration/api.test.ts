@@ -268,6 +268,27 @@ describe("security", () => {
     }
   });
 
+  it("the OpenAPI document declares the 400 invalid_json that every route taking a body answers to malformed JSON", async () => {
+    type Op = { requestBody?: unknown; responses: Record<string, unknown> };
+    const doc = await json<{ paths: Record<string, Record<string, Op>> }>(await t.request("/openapi.json", { token: null }));
+    let checked = 0;
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        if (!op.requestBody) continue;
+        const res = await t.request(path.replace(/\{action\}/, "allot").replace(/\{[a-z_]+\}/g, "API-0"), {
+          method: method.toUpperCase(),
+          body: "{",
+          headers: { "content-type": "application/json" },
+        });
+        assert.equal(res.status, 400, `${method} ${path}`);
+        assert.equal((await json<Err>(res)).error.code, "invalid_json", `${method} ${path}`);
+        assert.ok(Object.keys(op.responses).includes("400"), `${method} ${path} does not declare 400`);
+        checked++;
+      }
+    }
+    assert.ok(checked >= 10, `checked ${checked}`);
+  });
+
   it("serves the OpenAPI document listing every /v1 route, and the docs page", async () => {
     const doc = await json<{ paths: Record<string, unknown>; components: { securitySchemes: Record<string, unknown> } }>(await t.request("/openapi.json", { token: null }));
     assert.ok(doc.paths["/v1/orders/{order}"]);

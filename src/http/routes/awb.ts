@@ -128,6 +128,7 @@ export function awbRoutes(deps: AwbRouteDeps) {
       request: { body: { required: false, content: { "application/json": { schema: AllocateBody } } } },
       responses: {
         200: { description: "The allocated number", content: { "application/json": { schema: AllocateResponse } } },
+        400: errorResponse("invalid_json: the body is not JSON"),
         ...unauthorized,
         422: errorResponse("Invalid body"),
         503: errorResponse("awb_pool_empty: no number available (a top-up has started)"),
@@ -188,6 +189,7 @@ export function awbRoutes(deps: AwbRouteDeps) {
       request: { body: { required: false, content: { "application/json": { schema: ReplenishBody } } } },
       responses: {
         202: { description: "Queued", content: { "application/json": { schema: ReplenishResponse } } },
+        400: errorResponse("invalid_json: the body is not JSON"),
         ...unauthorized,
         422: errorResponse("Invalid body (count 1..100000, mode pool or fresh)"),
         503: errorResponse("provider_unavailable: no provider configured"),

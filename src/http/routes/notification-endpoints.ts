@@ -29,6 +29,7 @@ const errors = {
   404: errorResponse("No such notification endpoint"),
 } as const;
 const bodyErrors = {
+  400: errorResponse("invalid_json: the body is not JSON"),
   422: errorResponse("Invalid body (names each bad field), or a URL tracklane will not send to (endpoint_url_forbidden)"),
 } as const;
 
