@@ -63,6 +63,15 @@ describe("GET /v1/orders/{order} — happy", () => {
     const second = await json<{ items: { id: string }[]; next_cursor: string | null }>(await t.request(`/v1/orders/API-0/events?limit=1&cursor=${first.next_cursor}`));
     assert.deepEqual([...first.items, ...second.items].map((e) => e.id), all.items.map((e) => e.id));
     assert.equal(second.next_cursor, null);
+    // A cursor pages through its own order only: on another order's timeline it was read as a position there.
+    for (const other of ["/v1/orders/API-1/events", "/v1/orders/by-svc-id/701/events"]) {
+      const res = await t.request(`${other}?limit=1&cursor=${first.next_cursor}`);
+      assert.equal(res.status, 400, other);
+      assert.equal((await json<Err>(res)).error.code, "invalid_parameter", other);
+    }
+    // The same order by its provider id is the same timeline.
+    const twin = await json<{ items: { id: string }[] }>(await t.request(`/v1/orders/by-svc-id/700/events?limit=1&cursor=${first.next_cursor}`));
+    assert.deepEqual(twin.items.map((e) => e.id), second.items.map((e) => e.id));
   });
 });
 
@@ -211,7 +220,8 @@ describe("read API — errors", () => {
   });
 
   it("400 for a timeline cursor whose instant is out of range, however it was forged", async () => {
-    const cursor = (m: string) => Buffer.from(JSON.stringify({ m, i: 1 })).toString("base64url");
+    const [order] = await t.database.sql<{ id: string }[]>`select id::text as id from orders where client_order_id = 'API-0'`;
+    const cursor = (m: string) => Buffer.from(JSON.stringify({ m, i: 1, o: order!.id })).toString("base64url");
     for (const m of ["99999999999999999999", "9223372036854775807", "-9223372036854775808", "253402300800000000"]) {
       const res = await t.request(`/v1/orders/API-0/events?cursor=${cursor(m)}`);
       assert.equal(res.status, 400, m);

@@ -46,8 +46,9 @@ export function refFrom(by: "client" | "svc", params: Record<string, string>, pa
 
 /**
  * A timeline page's cursor: its last event's time in microseconds since the epoch (`m`,
- * as text: exact beyond 2^53) and id. A time outside what the API's instants take is a
- * 400, not a database error.
+ * as text: exact beyond 2^53) and id, and the order it pages through (`o`: another
+ * order's cursor is refused, not read as a position in this timeline). A time outside
+ * what the API's instants take is a 400, not a database error.
  */
 const EventCursor = z.object({
   m: z
@@ -55,6 +56,7 @@ const EventCursor = z.object({
     .regex(/^-?\d{1,19}$/)
     .refine((m) => isApiInstantMicros(BigInt(m))),
   i: z.number().int(),
+  o: z.string(),
 });
 
 export function orderReadRoutes(sql: Sql) {
@@ -104,9 +106,10 @@ export function orderReadRoutes(sql: Sql) {
       async (c) => {
         const order = await requireOrder(sql, refFrom(by, c.req.valid("param") as Record<string, string>, param));
         const { limit, cursor } = c.req.valid("query");
-        const after = readCursor(cursor, EventCursor);
+        const orderKey = String(order.id);
+        const after = readCursor(cursor, EventCursor.refine((c) => c.o === orderKey));
         const page = await orderTimeline(sql, order, { limit, after: after && { micros: after.m, id: after.i } });
-        return c.json(pageJson(page.rows, eventJson, page.next && { m: page.next.micros, i: page.next.id }), 200);
+        return c.json(pageJson(page.rows, eventJson, page.next && { m: page.next.micros, i: page.next.id, o: orderKey }), 200);
       },
     );
   }
