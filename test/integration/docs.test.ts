@@ -94,3 +94,17 @@ describe("no CDN anywhere under src/", () => {
     assert.deepEqual(hits, []);
   });
 });
+
+describe("docs/api.md's list of error codes", () => {
+  it("names every code src/http/errors.ts can answer with, in its status-codes paragraph", () => {
+    const root = resolve(import.meta.dirname, "../..");
+    const source = readFileSync(join(root, "src/http/errors.ts"), "utf8");
+    const union = /export type ErrorCode =([^;]+);/.exec(source)?.[1] ?? "";
+    const codes = [...union.matchAll(/"([a-z_]+)"/g)].map((m) => m[1]!);
+    assert.ok(codes.length >= 20, `found ${codes.length} codes`);
+    const doc = readFileSync(join(root, "docs/api.md"), "utf8");
+    const paragraph = /- \*\*Validation status codes\.\*\*[\s\S]*?(?=\n- \*\*)/.exec(doc)?.[0] ?? "";
+    // invalid_json was documented only for callbacks, though every /v1 body answers it.
+    for (const code of codes) assert.ok(paragraph.includes(`\`${code}\``), `${code} is not in the list`);
+  });
+});
