@@ -352,7 +352,7 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[], optio
     [...work.values()].flatMap((w) =>
       w.state === undefined || w.orderId === undefined
         ? []
-        : [{ orderId: w.orderId, fresh: w.fresh === true, state: w.state, before: w.fresh ? NEW_ORDER : (w.rows[0] ?? NEW_ORDER) }],
+        : [{ orderId: w.orderId, fresh: w.fresh === true, state: w.state, before: w.fresh ? NEW_ORDER : beforeOf(w.rows, w.state) }],
     ),
   );
 
@@ -364,6 +364,28 @@ export async function projectOrdersIn(tx: Tx, starts: readonly OrderIds[], optio
     const change = changes.get(w.orderId) ?? null;
     return { orderId: w.orderId, changed: change !== null, change, newestReceivedAt: newestReceived(w.events) };
   });
+}
+
+/**
+ * The row "before" a write, for the messages it calls for (OrderChange): the survivor's.
+ * Where rows merge, a status, rider or location the survivor already shows but a merged
+ * row did not is reported as changed from that row's: the merged row's receivers (who
+ * knew the order by its other id) heard nothing of it, and which row survives turns on
+ * the order the events arrived in.
+ */
+function beforeOf(rows: readonly ProjectionRow[], state: FoldState): OrderSnapshot {
+  const [survivor, ...merged] = rows;
+  if (survivor === undefined) return NEW_ORDER;
+  if (merged.length === 0) return survivor;
+  const after = project(state);
+  const riderId = after.rider?.id ?? null;
+  const locationAt = after.rider?.locationAt?.getTime() ?? null;
+  // Per field: the survivor's value when it differs from the write's, else the first merged row's that does.
+  const differing = (differs: (r: ProjectionRow) => boolean) => (differs(survivor) ? survivor : (merged.find(differs) ?? survivor));
+  const status = differing((r) => r.status !== after.status).status;
+  const rider = differing((r) => r.rider_id !== riderId).rider_id;
+  const location = differing((r) => (r.rider_location_at?.getTime() ?? null) !== locationAt).rider_location_at;
+  return { ...survivor, status, rider_id: rider, rider_location_at: location };
 }
 
 /** A placement settled by an event: the provider had the order after all. */

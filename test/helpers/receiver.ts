@@ -112,7 +112,7 @@ export interface Message {
     sequence?: number;
     previous_status?: string | null;
     previous_state?: string | null;
-    order?: { client_order_id: string | null; svc_order_id?: string | null; status: string | null; placement?: { state: string; error: string | null }; rider?: { name: string | null } | null };
+    order?: { client_order_id: string | null; svc_order_id?: string | null; status: string | null; placement?: { state: string; error: string | null }; rider?: { id?: string | null; name: string | null } | null };
     command?: { id: string; kind: string; state: string; last_error: string | null };
     pool?: { available: number; low_watermark: number };
   };

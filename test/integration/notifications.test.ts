@@ -110,4 +110,24 @@ describe("notifications", () => {
     const seen = [...byClient, ...bySvc].filter((m) => m !== last).map((m) => m.data.sequence!);
     assert.ok(last.data.sequence! > Math.max(...seen), `merged order's sequence ${last.data.sequence} after ${seen.join(", ")}`);
   });
+
+  it("when rows merge into a survivor that already shows the order's status and rider, the merged row's receivers still hear of them", async () => {
+    const at = (m: number) => `2026-11-23T12:0${m}:00Z`;
+    // The provider's id alone first (the older row, so the survivor), already further on.
+    assert.equal((await t.callback({ svc_order_id: "M-910", order_status: "ARRIVED", rider_id: "r9", timestamp: at(2) })).status, 200);
+    await t.runJobs();
+    assert.equal((await t.callback({ client_order_id: "M-3", order_status: "ACCEPTED", timestamp: at(1) })).status, 200);
+    await t.runJobs();
+    // A position naming both ids links them: the survivor's status and rider do not move,
+    // but those who knew the order as M-3 last heard ACCEPTED and no rider.
+    assert.equal((await t.callback({ client_order_id: "M-3", svc_order_id: "M-910", latitude: 12.9, longitude: 77.6, timestamp: at(0) })).status, 200);
+    await t.runJobs();
+    const messages = receiver.received.map((r) => verified(endpoint.secret, r)).filter((m) => m.data.order?.client_order_id === "M-3");
+    const changes = messages.filter((m) => m.type === "order.status_changed").map((m) => [m.data.previous_status, m.data.order?.status]);
+    assert.deepEqual(changes, [
+      [null, "ACCEPTED"],
+      ["ACCEPTED", "ARRIVED"],
+    ]);
+    assert.deepEqual(messages.filter((m) => m.type === "order.rider_assigned").map((m) => m.data.order?.rider?.id), ["r9"]);
+  });
 });
