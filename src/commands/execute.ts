@@ -399,7 +399,7 @@ async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderSta
   // A place changes its order too: the order first, then the command, whatever the
   // outcome (as below, and as confirmPlacement and retryPlacement lock them), so that two
   // runs of one place ending at once wait for each other rather than deadlock.
-  if (command.kind === "place") await lockOrder(tx, order.id);
+  const locked = command.kind === "place" ? await lockOrder(tx, order.id) : undefined;
   if (outcome.type === "succeeded") {
     await recordSucceeded(tx, command.id, command.attempts, outcome.response);
     if (command.kind === "place") {
@@ -414,7 +414,7 @@ async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderSta
   } else if (outcome.type === "failed" || outcome.type === "unconfirmed") {
     // Evidence may have arrived while this attempt was out: the provider's callback named
     // the order with its id. Then the provider has it, whatever this attempt's answer.
-    const named = command.kind === "place" ? (await lockOrder(tx, order.id))?.svc_order_id ?? null : null;
+    const named = locked?.svc_order_id ?? null;
     if (named !== null) {
       const message = `the provider's event named the order (this attempt: ${outcome.error})`;
       await recordSucceeded(tx, command.id, command.attempts, { message, data: { svc_order_id: named } });
