@@ -69,8 +69,8 @@ export interface AttemptRecord {
 /**
  * Records a round of attempts and each delivery's new state, in one statement. Every
  * attempt of a delivery that still exists is logged (it happened); a delivery's state
- * changes only while it still holds the attempt's lease. Once a resend or a recovery cleared it, or the lease ran out and
- * another run claimed the delivery, the outcome is no longer this run's to record: written
+ * changes only while it still holds the attempt's lease. Once a resend or a recovery
+ * cleared it, or the lease ran out and another run claimed the delivery, the outcome is no longer this run's to record: written
  * anyway, it would end (or count against) a delivery someone asked to send again, or
  * overwrite what the newer claim found. Returns the deliveries whose state was recorded.
  */

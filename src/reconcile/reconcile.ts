@@ -80,8 +80,8 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
   const report: ReconcileReport = { asked: 0, learned: 0, failed: 0, off: false };
   if (deps.afterMin <= 0 || deps.provider === undefined || endpointMissing) return { ...report, off: true };
   const spacing = deps.spacingMs ?? RECONCILE_SPACING_MS;
-  const orders = await ordersDueForPoll(deps.sql, ACTIVE, deps.afterMin, deps.batch ?? RECONCILE_BATCH);
   const batch = deps.batch ?? RECONCILE_BATCH;
+  const orders = await ordersDueForPoll(deps.sql, ACTIVE, deps.afterMin, batch);
   let last = 0;
   let stop = false;
   for (const order of orders) {
