@@ -13,6 +13,7 @@ import { appendEvents, latestProviderEventNaming } from "../events/log.ts";
 import { insertPlacedOrder, lockOrder, recordConfirmed, recordPlacementPending } from "../orders/store.ts";
 import type { LockedOrder } from "../orders/store.ts";
 import { findOrder, findOrderById } from "../orders/read.ts";
+import type { OrderRow } from "../orders/read.ts";
 import { pickupOtp } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
 import {
@@ -180,6 +181,28 @@ export async function confirmPlacement(sql: Sql, orderId: number, svcOrderId: st
   }
 }
 
+/**
+ * Whether `owner`, the row holding a provider id, is another client order than `order`:
+ * one tracklane placed, or one known from the provider's callbacks under another
+ * client_order_id. Adopting the id (by hand, or from a place's answer) would merge the two
+ * orders into one. A row known only by that provider id (its callbacks came first) is this
+ * order's, and is merged into it.
+ */
+export function belongsToAnother(
+  owner: Pick<OrderRow, "id" | "client_order_id" | "placement_state">,
+  order: Pick<OrderRow, "id" | "client_order_id">,
+): boolean {
+  if (owner.id === order.id) return false;
+  return owner.placement_state !== "external" || (owner.client_order_id !== null && owner.client_order_id !== order.client_order_id);
+}
+
+/** What `belongsToAnother` found, in words. */
+export function heldBy(owner: Pick<OrderRow, "client_order_id" | "placement_state">, svcOrderId: string, order: Pick<OrderRow, "client_order_id">): string {
+  return owner.placement_state === "external"
+    ? `provider order ${svcOrderId} belongs to order ${owner.client_order_id} (known from the provider's callbacks), not to ${order.client_order_id ?? "this order"}`
+    : `provider order ${svcOrderId} already belongs to order ${owner.client_order_id ?? "(unknown)"}`;
+}
+
 async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise<{ commandId: number; created: boolean }> {
   return await sql.begin(async (tx) => {
     const row = await lockOrderOrFail(tx, orderId);
@@ -189,17 +212,7 @@ async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise
     }
     if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
     const owner = await findOrder(tx, { by: "svc", id: svcOrderId });
-    if (owner && owner.id !== orderId && owner.placement_state !== "external") {
-      throw new DomainError("conflict", `provider order ${svcOrderId} already belongs to order ${owner.client_order_id ?? "(unknown)"}`);
-    }
-    // Known from callbacks under another client_order_id: another client order, not this
-    // one's lost placement. Adopting it would merge the two orders into one.
-    if (owner && owner.id !== orderId && owner.client_order_id !== null && owner.client_order_id !== row.client_order_id) {
-      throw new DomainError(
-        "conflict",
-        `provider order ${svcOrderId} belongs to order ${owner.client_order_id} (known from the provider's callbacks), not to ${row.client_order_id ?? "this order"}`,
-      );
-    }
+    if (owner && belongsToAnother(owner, row)) throw new DomainError("conflict", heldBy(owner, svcOrderId, row));
     const request = { svc_order_id: svcOrderId };
     const commandId = await insertSucceeded(tx, orderId, "confirm_placement", request, { message: "placement confirmed by hand", data: request });
     // An external row already holding the id (its callbacks came first) is merged into

@@ -194,6 +194,29 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     assert.deepEqual([a.svc_order_id, a.placement.state], [null, "unconfirmed"]);
   });
 
+  it("a place answered with another client order's provider id is not linked: unconfirmed, and neither order is merged", async () => {
+    // B, placed outside tracklane, is known from its callback as 88800002; C is placed by tracklane.
+    const b = `B-${Date.now()}`;
+    assert.equal((await s.t.callback({ sfx_order_id: 88800002, client_order_id: b, order_status: "ACCEPTED" })).status, 200);
+    const { coid: c, order: placedC } = await place(s);
+    assert.equal(placedC.placement.state, "placed");
+    for (const [taken, owner] of [["88800002", b], [placedC.svc_order_id!, c]] as const) {
+      const rows = await ordersRows(s);
+      // The provider's answer to A's place names the other order's id.
+      const answer = { message: "Order created", data: { sfx_order_id: Number(taken) } };
+      await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 200, body: answer });
+      const { coid: a, order: placedA } = await place(s);
+      assert.deepEqual([placedA.placement.state, placedA.svc_order_id], ["unconfirmed", null]);
+      assert.match(placedA.placement.error!, new RegExp(`another order's id: provider order ${taken} .*belongs to order ${owner}`));
+      const [command] = await commands(s, a);
+      assert.deepEqual([command!.kind, command!.state], ["place", "failed"]);
+      const kept = await order(s, owner);
+      assert.equal(kept.svc_order_id, taken);
+      assert.equal(kept.client_order_id, owner);
+      assert.equal(await ordersRows(s), rows + 1, "A has its own row; nothing was merged");
+    }
+  });
+
   it("the provider's callbacks naming the order by its client id alone: not sent again, by hand or by a pending place's retry", async () => {
     // Unified-shape status callbacks name the order by `order_id` (the client's id) only:
     // no provider id, so the placement stays unconfirmed, but the provider has the order.
