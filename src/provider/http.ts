@@ -171,9 +171,19 @@ function isFailureBody(value: unknown): boolean {
   return typeof value === "object" && value !== null && (value as Record<string, unknown>)["message"] === "Failure";
 }
 
+/**
+ * An integer past 2^53 - 1 (a provider's order id, say) would come out of JSON.parse as
+ * the nearest double: another id, and a later cancel or edit would name another order.
+ * It is kept as the digits the provider sent, a string, which every id schema takes.
+ */
+function exactIntegers(_key: string, value: unknown, context?: { source?: string }): unknown {
+  if (typeof value !== "number" || Number.isSafeInteger(value) || context?.source === undefined) return value;
+  return /^-?\d+$/.test(context.source) ? context.source : value;
+}
+
 function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
   try {
-    return { ok: true, value: JSON.parse(text) };
+    return { ok: true, value: JSON.parse(text, exactIntegers as (key: string, value: unknown) => unknown) };
   } catch {
     return { ok: false };
   }

@@ -217,6 +217,13 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     }
   });
 
+  it("a provider id past 2^53 in a place's answer is kept digit for digit, not rounded to another order's id", async () => {
+    const answer = '{"message":"Order created","data":{"sfx_order_id":12345678901234567891}}';
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 200, body: answer, content_type: "application/json" });
+    const { order: o } = await place(s);
+    assert.deepEqual([o.placement.state, o.svc_order_id], ["placed", "12345678901234567891"]);
+  });
+
   it("the provider's callbacks naming the order by its client id alone: not sent again, by hand or by a pending place's retry", async () => {
     // Unified-shape status callbacks name the order by `order_id` (the client's id) only:
     // no provider id, so the placement stays unconfirmed, but the provider has the order.
