@@ -93,8 +93,9 @@ export async function send(deps: HttpDeps, req: HttpRequest): Promise<RawRespons
  *   or an excerpt of an HTML or text body; "empty body" when there is none);
  * - 2xx whose body says `message: "Failure"`: a refusal (`failure`);
  * - 2xx that is JSON but not the expected shape: a refusal with the provider's text when
- *   it gives one that does not read as a success ("Order in non-serviceable area"), else
- *   `invalid_response`, an answer that may hide an action (so is ambiguous);
+ *   it gives one and nothing in the answer says it acted ("Order in non-serviceable area";
+ *   see `saysItActed`), else `invalid_response`, an answer that may hide an action (so is
+ *   ambiguous);
  * - 2xx that is not JSON: `invalid_response`, with an excerpt.
  */
 export function interpret<S extends z.ZodType>(
@@ -137,7 +138,7 @@ export function interpret<S extends z.ZodType>(
   const parsed = schema.safeParse(json.value);
   if (!parsed.success) {
     const said = providerMessageOf(json.value);
-    if (said !== "" && !SUCCESS_WORDS.test(said)) {
+    if (said !== "" && !saysItActed(res.status, json.value, said)) {
       throw new ProviderError({ kind: "failure", operation, status: res.status, providerMessage: said, body });
     }
     const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
@@ -157,6 +158,27 @@ export function interpret<S extends z.ZodType>(
  * missing what we need may still have created an order: ambiguous, never a refusal.
  */
 const SUCCESS_WORDS = /\b(success|successful|successfully|placed|created|accepted|received|booked|confirmed|scheduled|submitted|queued|registered|ok|done|updated|cancelled)\b/i;
+
+/** Fields with which an answer reports, beside its words, whether the call succeeded. */
+const SUCCESS_FLAGS = ["status", "success", "is_success", "ok"] as const;
+
+/**
+ * Whether a 2xx that is not the expected shape says the provider took the call, so that it
+ * may hide an order and is never read as a refusal: its status (201 Created, 202 Accepted:
+ * taken for processing, whatever its words), a success flag (`success: true`,
+ * `status: "Success"`), or its words.
+ */
+function saysItActed(status: number, value: unknown, said: string): boolean {
+  if (status === 201 || status === 202) return true;
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    const record = value as Record<string, unknown>;
+    for (const key of SUCCESS_FLAGS) {
+      const flag = record[key];
+      if (flag === true || (typeof flag === "string" && SUCCESS_WORDS.test(flag))) return true;
+    }
+  }
+  return SUCCESS_WORDS.test(said);
+}
 
 const isRedirect = (status: number) => status >= 300 && status <= 399;
 

@@ -56,6 +56,37 @@ describe("a place after an attempt whose outcome is unknown (PROVIDER_DEDUPES_OR
   });
 });
 
+describe("a place answered 2xx without an order, by a provider that says it took it", () => {
+  it("202 Accepted, or a success flag, with words that are not a success word: unconfirmed (the provider has the order), never failed", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 2000 } });
+    try {
+      // Each answer replaces the real one after the emulator created the order.
+      const answers = [
+        { status: 202, body: { message: "Your request is being processed" } },
+        { status: 200, body: { success: true, message: "Request is being processed" } },
+        { status: 200, body: { status: "Success", message: "Order in queue" } },
+      ];
+      for (const answer of answers) {
+        await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", process: true, ...answer });
+        const body = placeOrderBody();
+        const coid = body.order_details.client_order_id;
+        assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+        await settle(s.t, s.pair);
+
+        const label = JSON.stringify(answer);
+        assert.equal((await s.pair.control.orders(coid)).length, 1, `${label}: the provider has the order`);
+        const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+        assert.equal(order.placement.state, "unconfirmed", `${label}: ${order.placement.error}`);
+        assert.match(order.placement.error!, /outcome unknown, not re-sent/, label);
+        // Not sent again: the provider still has one order.
+        assert.equal((await s.pair.control.orders(coid)).length, 1, `${label}: not sent again`);
+      }
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe("Retry-After", () => {
   it(`a Retry-After of a day holds a place back ${MAX_RETRY_AFTER_MS / 60_000} minutes at most`, async () => {
     const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 400 } });
