@@ -89,8 +89,12 @@ function classify(err: unknown): Outcome {
  */
 function classifyPlace(err: unknown, dedupesOrders: boolean): Outcome {
   if (!(err instanceof ProviderError)) throw err;
-  if (err.delivery === "ambiguous" && !dedupesOrders) {
-    return { type: "unconfirmed", error: `outcome unknown, not re-sent: ${describeProviderError(err)}` };
+  if (err.delivery === "ambiguous") {
+    const error = describeProviderError(err);
+    // Sent again, whatever the error's kind (a 303 is not retryable for other commands):
+    // the provider's refusal of the repeat names the order it may have made.
+    if (dedupesOrders) return { type: "retry", error, afterMs: err.retryAfterMs, unknown: true };
+    return { type: "unconfirmed", error: `outcome unknown, not re-sent: ${error}` };
   }
   return classify(err);
 }

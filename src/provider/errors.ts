@@ -58,10 +58,11 @@ export function isRetryable(kind: ProviderErrorKind): boolean {
  * - not_sent: the request never reached it (connection refused, DNS, TLS, refused by
  *   our own schema or by fetch before sending, or no OAuth token could be had for it,
  *   however the token endpoint failed: the call itself was never sent);
- * - refused: it answered that it did not act (429, 503, any other 4xx, a redirect, a 2xx
- *   that names no order or says "Failure");
+ * - refused: it answered that it did not act (429, 503, any other 4xx, a redirect but
+ *   303, a 2xx that names no order or says "Failure");
  * - ambiguous: it may have acted and the answer was lost (timeout, connection closed
- *   after the request was written, 500/502/504 and other 5xx, an unreadable 2xx).
+ *   after the request was written, 500/502/504 and other 5xx, an unreadable 2xx, a 303
+ *   See Other pointing at the result of what it did).
  * Only an ambiguous place can have created an order; it is never re-sent automatically
  * unless the provider refuses duplicates (PROVIDER_DEDUPES_ORDERS).
  */
@@ -118,13 +119,19 @@ export function deliveryOf(kind: ProviderErrorKind, status: number | undefined, 
       return status !== undefined && REFUSING_5XX.has(status) ? "refused" : "ambiguous";
     case "invalid_response":
       return "ambiguous";
-    case "rate_limited":
     case "client":
+      // 303 See Other is how a server answers a POST it has acted on: the result is
+      // elsewhere (RFC 9110 §15.4.4). Other redirects (301, 302, 307, 308) send the
+      // request somewhere else, unprocessed, as does any 4xx.
+      return status === SEE_OTHER ? "ambiguous" : "refused";
+    case "rate_limited":
     case "auth":
     case "failure":
       return "refused";
   }
 }
+
+const SEE_OTHER = 303;
 
 /** Error kind for an HTTP status that is not a success. */
 export function kindForStatus(status: number): ProviderErrorKind {

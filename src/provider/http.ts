@@ -186,6 +186,9 @@ const isRedirect = (status: number) => status >= 300 && status <= 399;
 function redirectMessage(res: RawResponse): string {
   const location = res.headers.get("location");
   const where = location === null ? "without a Location" : `to ${excerpt(location)}`;
+  if (res.status === 303) {
+    return `the provider answered 303 See Other (${where}): it may have acted on the call and points to its result, which tracklane does not read. Check PROVIDER_BASE_URL (or PROVIDER_GATEWAY_URL) and the provider's dashboard`;
+  }
   return `the provider redirected (${res.status}) ${where}; nothing was done there. Set PROVIDER_BASE_URL (or PROVIDER_GATEWAY_URL) to the address it answers at`;
 }
 

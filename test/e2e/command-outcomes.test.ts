@@ -87,6 +87,47 @@ describe("a place answered 2xx without an order, by a provider that says it took
   });
 });
 
+describe("a place answered 303 See Other (the provider acted and points to the result)", () => {
+  const seeOther = { method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 303, process: true, body: "" };
+
+  it("is not sent again: unconfirmed, one provider order, the error saying it may have acted", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 2000 } });
+    try {
+      await s.pair.control.addFault({ ...seeOther, headers: { location: `${s.pair.url}/api/v2/stores/orders/31000001/` } });
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      await settle(s.t, s.pair);
+
+      assert.equal((await s.pair.control.orders(coid)).length, 1, "the provider has the order, once");
+      const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+      assert.equal(order.placement.state, "unconfirmed", order.placement.error ?? "");
+      assert.match(order.placement.error!, /outcome unknown, not re-sent: client 303: the provider answered 303 See Other .*may have acted/);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("with PROVIDER_DEDUPES_ORDERS=true it is sent again, and the refusal naming the order adopts it", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", PROVIDER_DEDUPES_ORDERS: "true" }, { client: { timeoutMs: 2000 } });
+    try {
+      await s.pair.control.addFault(seeOther);
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      await settle(s.t, s.pair);
+
+      const provider = await s.pair.control.orders(coid);
+      assert.equal(provider.length, 1, "the provider has the order, once");
+      const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+      assert.equal(order.placement.state, "placed", order.placement.error ?? "");
+      assert.equal(order.svc_order_id, String(provider[0]!["svc_order_id"]));
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe("Retry-After", () => {
   it(`a Retry-After of a day holds a place back ${MAX_RETRY_AFTER_MS / 60_000} minutes at most`, async () => {
     const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 400 } });
