@@ -290,7 +290,7 @@ export async function pollFresh(deps: TopUpDeps, payload: PollPayload, job: JobI
     throw err;
   }
 
-  const hint = typeof answer.delay_time === "number" ? answer.delay_time : undefined;
+  const hint = answer.delay_time;
   const screened = screenAwbNumbers(answer.awb_numbers);
   const numbers = screened.numbers;
   if (screened.problem !== null) log.warn({ requestId: row.request_id, problem: screened.problem }, "awb fresh answer had unusable numbers");

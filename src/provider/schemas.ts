@@ -319,11 +319,17 @@ export const FreshAwbBodySchema = z.object({
   request_type: z.string().trim().min(1, "must not be empty").max(128, "must be at most 128 characters").default("forward"),
 });
 export type FreshAwbBody = z.input<typeof FreshAwbBodySchema>;
+/**
+ * `delay_time`: seconds, as a number or a numeric string (the spec shows no type, and
+ * gateways send numbers as strings, as some do `expires_in`): an answer refused for it
+ * would leave the request it accepted uncollectable, and every top-up would ask again.
+ */
+const delaySeconds = numberish.pipe(z.number().nonnegative("must not be negative"));
 export const FreshAwbAcceptedSchema = z.looseObject({
   status: z.string(),
   request_id: ProviderIdSchema,
   message: z.string(),
-  delay_time: z.number().nonnegative(),
+  delay_time: delaySeconds,
 });
 export type FreshAwbAccepted = z.output<typeof FreshAwbAcceptedSchema>;
 export const FreshAwbPollSchema = z.looseObject({
@@ -334,6 +340,8 @@ export const FreshAwbPollSchema = z.looseObject({
     .transform((numbers) => numbers ?? []),
   status: z.string(),
   retry_flag: z.boolean(),
+  /** When to poll again (not in the spec's poll answer): a hint, dropped when unusable. */
+  delay_time: delaySeconds.optional().catch(undefined),
 });
 export type FreshAwbPoll = z.output<typeof FreshAwbPollSchema>;
 

@@ -167,6 +167,30 @@ describe("provider client against the emulator: every endpoint", () => {
     assert.equal(ready.awb_numbers.length, 3);
   });
 
+  it("reads delay_time sent as a numeric string, in the fresh request's answer and in a poll's", async () => {
+    await pair.control.addFault({
+      method: "POST",
+      path: "/v1/clients/awb/",
+      times: 1,
+      action: "status",
+      status: 200,
+      process: true,
+      body: { status: "PENDING", request_id: "req-1", message: "AWB generation request accepted", delay_time: "30" },
+    });
+    const accepted = await pair.client.requestFreshAwbs({ awb_count: 3 });
+    assert.deepEqual([accepted.request_id, accepted.delay_time], ["req-1", 30]);
+    await pair.control.addFault({
+      method: "GET",
+      path: "/v1/clients/awb/req-1/",
+      times: 1,
+      action: "status",
+      status: 200,
+      body: { status: "PENDING", retry_flag: true, awb_numbers: null, delay_time: "12.5" },
+    });
+    const pending = await pair.client.pollFreshAwbs("req-1");
+    assert.deepEqual([pending.retry_flag, pending.awb_numbers, pending.delay_time], [true, [], 12.5]);
+  });
+
   it("refuses to send a body that breaks the schema (129 characters)", async () => {
     const body = placeOrderBody();
     body.customer_details.city = "x".repeat(129);
