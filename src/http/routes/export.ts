@@ -58,10 +58,28 @@ const CSV_COLUMNS: readonly (readonly [string, (o: OrderJson) => Cell])[] = [
   ["updated_at", (o) => o.updated_at],
 ];
 
-/** RFC 4180: a field holding a comma, a quote or a line break is quoted, quotes doubled. */
+/**
+ * Text a spreadsheet would run as a formula (CSV injection): it starts with `=`, `+`, `-`,
+ * `@`, a tab or a carriage return. Most text here comes from the provider's callbacks (a
+ * rider's name, a status, a refusal's message): `=HYPERLINK(…)` there must reach whoever
+ * opens the export as text. A plain number (`+911234567890`, `-12.5`) is no formula and
+ * stays as it is.
+ */
+const FORMULA_START = /^[=+\-@\t\r]/;
+const PLAIN_NUMBER = /^[+-]?\d+(?:\.\d+)?$/;
+
+/** `value`, with a `'` in front when a spreadsheet would take it for a formula (OWASP's advice). */
+export function spreadsheetText(value: string): string {
+  return FORMULA_START.test(value) && !PLAIN_NUMBER.test(value) ? `'${value}` : value;
+}
+
+/**
+ * RFC 4180: a field holding a comma, a quote or a line break is quoted, quotes doubled.
+ * Text that would start a formula is made plain text first (spreadsheetText).
+ */
 function csvField(value: Cell): string {
   if (value === null) return "";
-  const s = String(value);
+  const s = typeof value === "string" ? spreadsheetText(value) : String(value);
   return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
 }
 
@@ -147,7 +165,7 @@ export function exportRoutes(deps: { sql: Sql; log: Logger }) {
       description:
         "Every order created in [from, to) (and with the status, if given), oldest first, each as GET /v1/orders/{order} answers it. " +
         "ndjson (default): one JSON object per line. csv: RFC 4180, a header row, rider and placement flattened to rider_* and placement_* columns, " +
-        "svc_order_ids joined by ';'. Orders created after the export started are not in it; rows are read page by page, not as one snapshot.",
+        "svc_order_ids joined by ';', a text field a spreadsheet would run as a formula (=, +, -, @, tab, CR first; not a plain number) prefixed with '. Orders created after the export started are not in it; rows are read page by page, not as one snapshot.",
       security: [{ Bearer: [] }],
       request: {
         query: z.strictObject({
