@@ -3,6 +3,7 @@
  * CSRF check on every form post (the session's token in the form, and an Origin of this
  * site). Failed sign-ins are rate-limited per client address.
  */
+import { isIP } from "node:net";
 import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
@@ -102,19 +103,55 @@ export function clientAddress(c: Context): string {
   }
 }
 
+/** Failed sign-ins by client address (clientAddress); an IPv6 address counts with its /64 (limitKey). */
 export interface SignInLimiter {
-  /** Seconds until `key` may try again; 0 when it may now. */
-  retryAfterS(key: string): number;
-  failed(key: string): void;
-  succeeded(key: string): void;
+  /** Seconds until `address` may try again; 0 when it may now. */
+  retryAfterS(address: string): number;
+  failed(address: string): void;
+  succeeded(address: string): void;
+}
+
+/** The eight 16-bit groups of an IPv6 address isIP() accepted (zone id dropped). */
+function ipv6Groups(ip: string): number[] {
+  let text = ip.split("%")[0]!;
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.split("::") as [string, string | undefined];
+  const parse = (part: string | undefined): number[] => (part ? part.split(":").map((g) => parseInt(g, 16)) : []);
+  const left = parse(head);
+  const right = parse(tail);
+  return [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
 }
 
 /**
- * At most `max` failed sign-ins per address in `windowMs`; then none until the oldest
- * failure leaves the window. In memory, per process: a restart forgets, and each web
- * process counts on its own.
+ * Whose failures an address counts with: an IPv4 address its own (also written as
+ * ::ffff:a.b.c.d, as a dual-stack socket reports it); an IPv6 address its /64, the
+ * smallest block a network hands one host, which can take any address in it (else every
+ * one of its 2^64 addresses would get five tries of its own).
+ */
+export function limitKey(address: string): string {
+  if (isIP(address) !== 6) return address;
+  const g = ipv6Groups(address);
+  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return `${g[6]! >> 8}.${g[6]! & 0xff}.${g[7]! >> 8}.${g[7]! & 0xff}`;
+  return `${g.slice(0, 4).map((x) => x.toString(16)).join(":")}::/64`;
+}
+
+/** Most addresses the limiter remembers (about 1 MB; makeRoom says which go first). */
+const LIMITER_MAX_KEYS = 10_000;
+
+/**
+ * At most `max` failed sign-ins per address (limitKey: an IPv6 /64) in `windowMs`; then
+ * none until the oldest failure leaves the window. In memory, per process: a restart
+ * forgets, and each web process counts on its own. A flood of addresses cannot grow it
+ * without end, nor wipe what it holds: past LIMITER_MAX_KEYS the addresses whose failures
+ * have left the window go first, then those not refused, longest quiet first; an address
+ * still refused only when every one remembered is.
  */
 export function createSignInLimiter(max = 5, windowMs = 5 * 60_000, now: () => number = Date.now): SignInLimiter {
+  // In the order of each address's latest failure (failed() moves it to the end).
   const failures = new Map<string, number[]>();
   const recent = (key: string) => {
     const since = now() - windowMs;
@@ -123,19 +160,33 @@ export function createSignInLimiter(max = 5, windowMs = 5 * 60_000, now: () => n
     else failures.set(key, kept);
     return kept;
   };
+  const makeRoom = () => {
+    const since = now() - windowMs;
+    for (const [key, times] of failures) if (times[times.length - 1]! <= since) failures.delete(key);
+    // Addresses still refused are forgotten last: forgetting one would give it its tries back.
+    // A tenth is freed at once, so that a flood pays for this walk once per thousand addresses.
+    for (const spare of [(times: number[]) => times.filter((t) => t > since).length < max, () => true]) {
+      for (const [key, times] of failures) {
+        if (failures.size < LIMITER_MAX_KEYS * 0.9) return;
+        if (spare(times)) failures.delete(key);
+      }
+    }
+  };
   return {
-    retryAfterS(key) {
-      const kept = recent(key);
+    retryAfterS(address) {
+      const kept = recent(limitKey(address));
       if (kept.length < max) return 0;
       return Math.max(1, Math.ceil((kept[kept.length - max]! + windowMs - now()) / 1000));
     },
-    failed(key) {
-      // Bounded: a flood of addresses cannot grow the map without end.
-      if (failures.size > 10_000) failures.clear();
-      failures.set(key, [...recent(key), now()]);
-    },
-    succeeded(key) {
+    failed(address) {
+      const key = limitKey(address);
+      const kept = recent(key);
       failures.delete(key);
+      if (failures.size >= LIMITER_MAX_KEYS) makeRoom();
+      failures.set(key, [...kept, now()]);
+    },
+    succeeded(address) {
+      failures.delete(limitKey(address));
     },
   };
 }
