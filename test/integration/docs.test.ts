@@ -108,3 +108,33 @@ describe("docs/api.md's list of error codes", () => {
     for (const code of codes) assert.ok(paragraph.includes(`\`${code}\``), `${code} is not in the list`);
   });
 });
+
+describe("GET /openapi.json", () => {
+  let t: TestApp;
+  before(async () => {
+    t = await createTestApp();
+  });
+  after(() => t.close());
+
+  it("is generated once and then served as it is: anyone may ask for it, and building it costs milliseconds of CPU", async () => {
+    let built = 0;
+    const generate = t.app.getOpenAPI31Document.bind(t.app);
+    t.app.getOpenAPI31Document = (...args: Parameters<typeof generate>) => {
+      built++;
+      return generate(...args);
+    };
+    const bodies: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await t.request("/openapi.json", { token: null });
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get("content-type") ?? "", /^application\/json/);
+      bodies.push(await res.text());
+    }
+    assert.equal(built, 1);
+    assert.equal(new Set(bodies).size, 1);
+    const doc = JSON.parse(bodies[0]!) as { openapi: string; info: { title: string }; paths: Record<string, unknown> };
+    assert.equal(doc.openapi, "3.1.0");
+    assert.equal(doc.info.title, "tracklane");
+    assert.ok("/v1/orders/{order}" in doc.paths);
+  });
+});
