@@ -29,7 +29,20 @@ import { recordMessage } from "../notify/outbox.ts";
 import { orderJson } from "../orders/json.ts";
 import { findOrder, findOrderById } from "../orders/read.ts";
 import { commandJson } from "./json.ts";
-import { commandById, commandWithOrder, earlierPending, enqueueCommand, lastPlacedAt, lockStranded, markSending, recordFailed, recordRetry, recordSucceeded } from "./store.ts";
+import {
+  commandById,
+  commandWithOrder,
+  earlierPending,
+  enqueueCommand,
+  lastPlacedAt,
+  lockStranded,
+  markSending,
+  orderQueue,
+  queueOfJob,
+  recordFailed,
+  recordRetry,
+  recordSucceeded,
+} from "./store.ts";
 import type { CommandRow } from "./store.ts";
 
 export interface ExecuteDeps {
@@ -254,11 +267,20 @@ async function settle(call: Promise<unknown>): Promise<Outcome> {
 
 const placedData = z.looseObject({ data: z.looseObject({ svc_order_id: z.coerce.string(), track_url: z.string().nullish() }) });
 
-export async function executeCommand(deps: ExecuteDeps, commandId: number): Promise<void> {
+/** `jobId`: the graphile-worker job running it (absent when called outside a job). */
+export async function executeCommand(deps: ExecuteDeps, commandId: number, jobId?: string): Promise<void> {
   const loaded = await commandWithOrder(deps.sql, commandId);
   if (!loaded || loaded.command.state !== "pending") return;
   const { command, order } = loaded;
   const log = deps.log.child({ commandId, kind: command.kind, orderId: order.id });
+  // A job a worker held when its order's rows merged (moveCommands leaves held jobs alone)
+  // is still in the merged-away row's queue, where it would run beside the survivor's
+  // commands: it is queued again in the survivor's queue, and this run ends.
+  if (jobId !== undefined && (await queueOfJob(deps.sql, jobId)) !== orderQueue(order.id)) {
+    log.info({ queue: orderQueue(order.id) }, "the command moved to another order (its rows merged): handed over to that order's queue");
+    await enqueueCommand(deps.sql, command.id);
+    return;
+  }
   // In the order accepted: behind the order's earlier commands still pending (a retry's
   // job waits for its run_at while this one's is due). A place is not held back: the
   // others wait for it (notReady), and one waiting behind them would never run.
@@ -269,7 +291,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
       // Strictly after the last of them: a queue runs its due jobs by run_at.
       const runAt = new Date(Math.max(earlier.runAfter.getTime(), Date.now()) + 1);
       log.debug({ behind: earlier.ids, runAt }, "waiting behind the order's earlier commands");
-      await enqueueCommand(deps.sql, command.id, order.id, runAt);
+      await enqueueCommand(deps.sql, command.id, runAt);
       return;
     }
   }
@@ -293,7 +315,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
       log.warn({ error }, "command failed");
       return;
     }
-    await enqueueCommand(deps.sql, command.id, order.id, new Date(Date.now() + WAIT_MS));
+    await enqueueCommand(deps.sql, command.id, new Date(Date.now() + WAIT_MS));
     return;
   }
   const attempts = command.attempts + 1;
@@ -301,7 +323,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number): Prom
   if (outcome.type === "retry" && attempts < deps.maxAttempts) {
     const delay = Math.max(Math.min(outcome.afterMs ?? 0, MAX_RETRY_AFTER_MS), backoffMs(attempts, deps.retryBaseMs));
     log.warn({ attempts, delayMs: delay, error: outcome.error }, "provider call failed; will retry");
-    await deps.sql.begin((tx) => recordRetry(tx, { id: command.id, orderId: order.id, attempts, error: outcome.error, outcomeUnknown, delayMs: delay }));
+    await deps.sql.begin((tx) => recordRetry(tx, { id: command.id, attempts, error: outcome.error, outcomeUnknown, delayMs: delay }));
     return;
   }
   let final: Outcome = outcome.type === "retry" ? { type: "failed", error: `gave up after ${attempts} attempts: ${outcome.error}` } : outcome;

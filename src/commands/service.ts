@@ -298,7 +298,7 @@ export async function retryCommand(sql: Sql, id: number): Promise<number> {
         }
       }
     }
-    await requeue(tx, id, orderId);
+    await requeue(tx, id);
     return id;
   });
 }

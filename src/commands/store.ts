@@ -29,16 +29,32 @@ export const COMMAND_TASK = "command__execute";
  * future, and a later command's job would run first. executeCommand keeps the order: a
  * command other than a place does not run while an earlier one of its order is pending
  * (earlierPending).
+ *
+ * When rows of one order merge, their commands follow the survivor, and so do their jobs
+ * (moveCommands): a job is always queued under the order its command belongs to now
+ * (enqueueCommand reads it from the command's row), never the order it had when the run
+ * that queues it began.
  */
 export const orderQueue = (orderId: number) => `order:${orderId}`;
 
 const jobKey = (commandId: number) => `command:${commandId}`;
 
-export async function enqueueCommand(tx: Tx, commandId: number, orderId: number, runAt?: Date): Promise<void> {
+/** The command's job (replacing a waiting one), in the queue of the order the command belongs to now (orderQueue). */
+export async function enqueueCommand(tx: Tx, commandId: number, runAt?: Date): Promise<void> {
   await tx`
     select graphile_worker.add_job(${COMMAND_TASK}, json_build_object('command_id', ${commandId}::bigint),
-      queue_name => ${orderQueue(orderId)}, job_key => ${jobKey(commandId)},
-      run_at => coalesce(${runAt ?? null}::timestamptz, now()))`;
+      queue_name => (select 'order:' || order_id from commands where id = ${commandId}), -- orderQueue
+      job_key => ${jobKey(commandId)}, run_at => coalesce(${runAt ?? null}::timestamptz, now()))`;
+}
+
+/**
+ * The queue of the job running now (its id from graphile-worker), or null when it has
+ * none. A job taken before its command moved to another order (its rows merged) still
+ * names the old order's queue: executeCommand hands it over instead of running it there.
+ */
+export async function queueOfJob(tx: Tx, jobId: string): Promise<string | null> {
+  const [row] = await tx<{ queue_name: string | null }[]>`select queue_name from graphile_worker.jobs where id = ${jobId}::bigint`;
+  return row?.queue_name ?? null;
 }
 
 /** sha256 of the canonical request: a repeated place with the same body is the same command. */
@@ -102,7 +118,7 @@ export async function insertCommand(tx: TransactionSql, orderId: number, kind: C
     insert into commands (order_id, kind, request, request_hash)
     values (${orderId}, ${kind}, ${JSON.stringify(request)}::text::jsonb, ${requestHash(request)})
     returning id`;
-  await enqueueCommand(tx, row!.id, orderId);
+  await enqueueCommand(tx, row!.id);
   return row!.id;
 }
 
@@ -176,9 +192,9 @@ export async function lockCommand(tx: TransactionSql, id: number): Promise<Comma
 }
 
 /** A failed command back to pending for a new round (attempts from 0; last_error kept), and its job. */
-export async function requeue(tx: TransactionSql, id: number, orderId: number): Promise<void> {
+export async function requeue(tx: TransactionSql, id: number): Promise<void> {
   await tx`update commands set state = 'pending', attempts = 0, completed_at = null, updated_at = now() where id = ${id}`;
-  await enqueueCommand(tx, id, orderId);
+  await enqueueCommand(tx, id);
 }
 
 /**
@@ -196,11 +212,11 @@ export async function markSending(tx: Tx, id: number, again: boolean): Promise<b
 }
 
 /** An attempt failed and the command runs again after `delayMs`. */
-export async function recordRetry(tx: TransactionSql, c: { id: number; orderId: number; attempts: number; error: string; outcomeUnknown: boolean; delayMs: number }): Promise<void> {
+export async function recordRetry(tx: TransactionSql, c: { id: number; attempts: number; error: string; outcomeUnknown: boolean; delayMs: number }): Promise<void> {
   await tx`
     update commands set attempts = ${c.attempts}, last_error = ${c.error}, outcome_unknown = ${c.outcomeUnknown}, updated_at = now()
     where id = ${c.id}`;
-  await enqueueCommand(tx, c.id, c.orderId, new Date(Date.now() + c.delayMs));
+  await enqueueCommand(tx, c.id, new Date(Date.now() + c.delayMs));
 }
 
 export async function recordSucceeded(tx: TransactionSql, id: number, attempts: number, response: unknown): Promise<void> {
@@ -233,9 +249,36 @@ export async function succeedFailedPlaces(tx: Tx, orderIds: readonly number[], m
       and c.kind = 'place' and c.state = 'failed'`;
 }
 
-/** Order rows merged into one: their commands follow the survivor. */
+/**
+ * Order rows merged into one: their commands follow the survivor, and so do their waiting
+ * jobs, into the survivor's queue, keeping when they run and the attempts they have left
+ * (add_job again with the job's key: graphile-worker's way to change a waiting job).
+ * Otherwise a moved command's job would run in the old order's queue, beside the
+ * survivor's commands instead of one at a time with them.
+ *
+ * Only jobs no worker holds: add_job on a locked job (running, or fetched into a worker's
+ * local queue) would take its key and its retries away and queue a second job beside it.
+ * They are locked here first, so no worker takes one meanwhile (workers skip locked jobs).
+ * A job a worker already held hands itself over when it runs (executeCommand), and a run
+ * already under way queues its next run in the survivor's queue (enqueueCommand). Jobs out
+ * of attempts are left to the sweep (abandonStranded).
+ */
 export async function moveCommands(tx: TransactionSql, fromOrderIds: readonly number[], toOrderId: number): Promise<void> {
-  await tx`update commands set order_id = ${toOrderId} where order_id = any(${fromOrderIds as number[]}::bigint[])`;
+  const moved = await tx<{ id: number }[]>`
+    update commands set order_id = ${toOrderId} where order_id = any(${fromOrderIds as number[]}::bigint[]) returning id`;
+  if (moved.length === 0) return;
+  // graphile-worker's own table, read and row-locked only: its jobs view cannot be locked.
+  const jobs = await tx<{ key: string; payload: string; run_at: Date; left: number; priority: number }[]>`
+    select key, payload::text as payload, run_at, max_attempts - attempts as left, priority
+    from graphile_worker._private_jobs
+    where key = any(${moved.map((c) => jobKey(c.id))}::text[]) and locked_at is null and attempts < max_attempts
+    order by id
+    for update`;
+  for (const j of jobs) {
+    await tx`
+      select graphile_worker.add_job(${COMMAND_TASK}, ${j.payload}::text::json, queue_name => ${orderQueue(toOrderId)},
+        run_at => ${j.run_at}::timestamptz, max_attempts => ${j.left}::int, job_key => ${j.key}, priority => ${j.priority}::int)`;
+  }
 }
 
 /** The order's commands, oldest first. */

@@ -18,7 +18,7 @@ const commandExecute = defineTask(COMMAND_TASK, payloadSchema, async (payload, {
     dedupesOrders: deps.config.provider.dedupesOrders,
   };
   try {
-    await executeCommand(execute, payload.command_id);
+    await executeCommand(execute, payload.command_id, job.id);
   } catch (err) {
     // graphile-worker retries a job that throws, with a growing delay, and stops after
     // its last attempt: the command then ends failed or unconfirmed instead of pending.

@@ -33,8 +33,8 @@ export interface TaskDefinition {
   build(deps: WorkerDeps, shared: RunnerShared): Task;
 }
 
-function jobInfo(job: Pick<Job, "attempts" | "max_attempts" | "key">): JobInfo {
-  return { lastAttempt: job.attempts >= job.max_attempts, attempts: job.attempts, key: job.key };
+function jobInfo(job: Pick<Job, "id" | "attempts" | "max_attempts" | "key">): JobInfo {
+  return { id: job.id, lastAttempt: job.attempts >= job.max_attempts, attempts: job.attempts, key: job.key };
 }
 
 /**

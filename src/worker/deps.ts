@@ -29,6 +29,8 @@ export interface RunnerShared {
 
 /** What a task knows about the job it runs. */
 export interface JobInfo {
+  /** graphile-worker's id of the job (absent where a handler is called outside a job). */
+  id?: string;
   /** graphile-worker will not retry if this run throws. */
   lastAttempt: boolean;
   attempts: number;

@@ -83,8 +83,8 @@ describe("defineTask", () => {
     assert.deepEqual(
       seen.map((s) => [s.payload, s.ctx.job]),
       [
-        [{ command_id: 7 }, { attempts: 2, lastAttempt: false, key: "k:7" }],
-        [{ command_id: 8 }, { attempts: 5, lastAttempt: true, key: null }],
+        [{ command_id: 7 }, { id: "42", attempts: 2, lastAttempt: false, key: "k:7" }],
+        [{ command_id: 8 }, { id: "43", attempts: 5, lastAttempt: true, key: null }],
       ],
     );
     assert.equal(seen[0]!.ctx.deps, deps);
