@@ -108,14 +108,18 @@ export async function placementCounts(sql: Tx): Promise<Record<"pending" | "unco
 
 /**
  * Of these ids, those a known order carries as its client_order_id while no order
- * carries them as its svc_order_id (intake decides what a bare `order_id` names).
+ * carries them as a provider id: its svc_order_id, or another of its svc_order_ids (a
+ * second provider order for one client_order_id). Intake decides with it what a bare
+ * `order_id` names. The second test reads orders_other_svc_ids_idx, whose predicate it
+ * repeats: only orders with more than one provider id have another.
  */
 export async function knownClientIds(sql: Tx, ids: readonly string[]): Promise<Set<string>> {
   if (ids.length === 0) return new Set();
   const rows = await sql<{ id: string }[]>`
     select v as id from unnest(${ids as string[]}::text[]) as v
     where exists (select from orders o where o.client_order_id = v)
-      and not exists (select from orders o where o.svc_order_id = v)`;
+      and not exists (select from orders o where o.svc_order_id = v)
+      and not exists (select from orders o where cardinality(o.svc_order_ids) > 1 and o.svc_order_ids @> array[v])`;
   return new Set(rows.map((r) => r.id));
 }
 

@@ -260,6 +260,26 @@ describe("callback shapes: order_id", () => {
     assert.equal((await order("SHAPE-ID-3")).status, "ARRIVED");
   });
 
+  it("order_id alone equal to an order's second provider id lands on that order, not on another order whose client id it equals", async () => {
+    // An order the provider made twice: two provider ids, one of them its svc_order_id.
+    await send({ sfx_order_id: 54008, client_order_id: "SHAPE-ID-8", status: "ALLOTTED", event_time: "2026-11-23T08:00:00Z" });
+    await send({ sfx_order_id: 54009, client_order_id: "SHAPE-ID-8", status: "ALLOTTED", event_time: "2026-11-23T08:01:00Z" });
+    await t.runJobs();
+    const twice = await order("SHAPE-ID-8");
+    assert.deepEqual(twice.svc_order_ids, ["54008", "54009"]);
+    const second = twice.svc_order_ids.find((x) => x !== twice.svc_order_id)!;
+    // Another merchant order whose client_order_id happens to be that second id.
+    await send({ client_order_id: second, status: "CREATED", event_time: "2026-11-23T08:00:00Z" });
+    await t.runJobs();
+
+    const id = await send({ order_id: Number(second), status: "ARRIVED", event_time: "2026-11-23T08:05:00Z" });
+    const stored = await storedIds(id);
+    assert.deepEqual([stored.svc_order_id, stored.client_order_id], [second, null], "read as the provider's id");
+    await t.runJobs();
+    assert.equal((await order(second)).status, "CREATED", "the other order is untouched");
+    assert.equal((await order("SHAPE-ID-8")).status, "ARRIVED");
+  });
+
   it("order_id alone and unknown makes a new order keyed by it as the provider's id", async () => {
     const id = await send({ order_id: "SHAPE-UNKNOWN-1", status: "ALLOTTED", event_time: "2026-11-23T08:00:00Z" });
     const stored = await storedIds(id);

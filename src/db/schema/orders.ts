@@ -85,5 +85,11 @@ export const orders = pgTable(
     // primary key: a filter matching none of them read the whole table. The state seldom
     // changes, so order writes stay HOT (docs/scale.md).
     index("orders_placement_idx").on(t.placement_state, t.id.desc().nullsFirst()),
+    // Orders with more than one provider id (the provider made a second order for one
+    // client_order_id): rare, so a small index, which intake asks whether a bare `order_id`
+    // is one of them (orders/read.ts knownClientIds).
+    index("orders_other_svc_ids_idx")
+      .using("gin", t.svc_order_ids)
+      .where(sql`cardinality(${t.svc_order_ids}) > 1`),
   ],
 );
