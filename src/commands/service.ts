@@ -133,13 +133,22 @@ function refuseNamedOrder(row: LockedOrder): void {
   }
 }
 
+/** How a place is sent again by hand: PROVIDER_DEDUPES_ORDERS. */
+export interface ResendOptions {
+  /** The provider refuses a repeated client_order_id, naming the order it has. */
+  dedupesOrders: boolean;
+}
+
 /**
  * The provider's own callbacks (or status answers) name this order by its client_order_id,
  * without an id of theirs (so it is not placed): the provider has an order under it, and
- * sending the place again could only make a second one.
+ * sending the place again could only make a second one. Not with a provider that refuses
+ * duplicates (`dedupesOrders`): it answers the place with a refusal naming the order it
+ * has, which adopts it (as a pending place is sent for that, in execute.ts), and can make
+ * no second one.
  */
-async function refuseKnownToProvider(tx: TransactionSql, row: LockedOrder): Promise<void> {
-  if (row.client_order_id === null) return;
+async function refuseKnownToProvider(tx: TransactionSql, row: LockedOrder, options: ResendOptions): Promise<void> {
+  if (row.client_order_id === null || options.dedupesOrders) return;
   const seen = await latestProviderEventNaming(tx, row.client_order_id);
   if (seen) {
     throw new DomainError(
@@ -234,12 +243,12 @@ async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise
  * sends the place again: a new `place` command with the original body. Unlike an automatic
  * retry it is sent whatever happened before, since a person took that decision.
  */
-export async function retryPlacement(sql: Sql, orderId: number): Promise<number> {
+export async function retryPlacement(sql: Sql, orderId: number, options: ResendOptions): Promise<number> {
   return await sql.begin(async (tx) => {
     const row = await lockOrderOrFail(tx, orderId);
     if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
     refuseNamedOrder(row);
-    await refuseKnownToProvider(tx, row);
+    await refuseKnownToProvider(tx, row, options);
     const first = await firstPlaceRequest(tx, orderId);
     if (!first) throw new DomainError("conflict", "the order has no place command to send again");
     await recordPlacementPending(tx, orderId);
@@ -260,7 +269,7 @@ export async function retryPlacement(sql: Sql, orderId: number): Promise<number>
  * place that may have created an order goes through `…/placement/retry`, which says what
  * a second send risks. Its order's placement goes back to pending with it.
  */
-export async function retryCommand(sql: Sql, id: number): Promise<number> {
+export async function retryCommand(sql: Sql, id: number, options: ResendOptions): Promise<number> {
   return await sql.begin(async (tx) => {
     const peek = await commandById(tx, id);
     if (!peek) throw new DomainError("command_not_found", `no command with id ${id}`);
@@ -281,7 +290,7 @@ export async function retryCommand(sql: Sql, id: number): Promise<number> {
     if (command.kind === "place") {
       checkPlaceRetryable(command, placement!);
       refuseNamedOrder(placement!);
-      await refuseKnownToProvider(tx, placement!);
+      await refuseKnownToProvider(tx, placement!, options);
       await recordPlacementPending(tx, orderId);
     } else if (command.kind === "confirm_placement") {
       throw new DomainError("conflict", `command ${id} is a confirmation by hand: there is nothing to send again`);

@@ -109,7 +109,7 @@ export function createApp(deps: AppDeps) {
   app.route("/", orderReadRoutes(deps.readSql));
   app.route("/", rejectedRoutes(deps.readSql));
   const appending = <T>(work: () => Promise<T>) => withPartitionsMade(deps.sql, deps.config.events.partition, deps.log, work);
-  app.route("/", commandRoutes({ sql: deps.sql, readSql: deps.readSql, appending }));
+  app.route("/", commandRoutes({ sql: deps.sql, readSql: deps.readSql, resend: { dedupesOrders: deps.config.provider.dedupesOrders }, appending }));
   app.route("/", sandboxRoutes({ sql: deps.sql, provider: deps.provider, env: deps.config.provider.env }));
   app.route("/", awbRoutes({ config: deps.config, sql: deps.sql, readSql: deps.readSql, provider: deps.provider }));
   app.route("/", notificationEndpointRoutes({ sql: deps.sql, readSql: deps.readSql, allowPrivateUrls: deps.config.notify.allowPrivateUrls }));

@@ -314,6 +314,28 @@ describe("a provider that refuses duplicates (PROVIDER_DEDUPES_ORDERS=true)", ()
     assert.equal((await s.pair.control.orders(body.order_details.client_order_id)).length, 1);
   });
 
+  it("a retry by hand after callbacks named the order by its client id alone is sent, and the refusal naming the order adopts it: one provider order", async () => {
+    // Every attempt reaches the provider, which made the order on the first; no answer comes back.
+    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 4, action: "status", status: 502, process: true });
+    const body = placeOrderBody();
+    const coid = body.order_details.client_order_id;
+    assert.equal((await placeAndSettle(s, body)).placement.state, "unconfirmed");
+    // The Unified shape's status callback: the client's id alone, no provider id.
+    assert.equal((await s.t.callback({ order_id: coid, status: "ALLOTTED", event_timestamp: "2026-11-23T10:00:00Z" })).status, 200);
+    await settle(s.t, s.pair);
+    const seen = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+    assert.deepEqual([seen.status, seen.placement.state], ["ALLOTTED", "unconfirmed"]);
+
+    // Without PROVIDER_DEDUPES_ORDERS this is 409 (test/e2e/real-provider.test.ts); this provider refuses a duplicate.
+    const retried = await s.t.request(`/v1/orders/${coid}/placement/retry`, { method: "POST" });
+    assert.equal(retried.status, 202, await retried.clone().text());
+    await settle(s.t, s.pair);
+    const providerOrders = await s.pair.control.orders(coid);
+    assert.equal(providerOrders.length, 1, "one provider order");
+    const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+    assert.deepEqual([order.placement.state, order.svc_order_id], ["placed", String(providerOrders[0]!.svc_order_id)]);
+  });
+
   it("ambiguous failures that never end give up as unconfirmed, not failed: an attempt may have created the order", async () => {
     await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 4, action: "status", status: 502 });
     const order = await placeAndSettle(s);

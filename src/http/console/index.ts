@@ -207,7 +207,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
     });
   }
   const appending = <T>(work: () => Promise<T>) => withPartitionsMade(sql, config.events.partition, log, work);
-  app.route("/", orderPages({ ...pools, timeZone: config.provider.timezone, appending }));
+  app.route("/", orderPages({ ...pools, timeZone: config.provider.timezone, resend: { dedupesOrders: config.provider.dedupesOrders }, appending }));
   app.route("/", attentionPages({ ...pools, timeZone: config.provider.timezone, stuckAfterMin: config.console.stuckAfterMin, lowWatermark: config.awb.lowWatermark }));
   app.route("/", awbPages({ ...pools, timeZone: config.provider.timezone, settings: config.awb, provider: deps.provider }));
   app.route("/", notificationPages({ ...pools, timeZone: config.provider.timezone }));

@@ -9,6 +9,7 @@ import type { Context } from "hono";
 import type { Sql } from "postgres";
 import { z } from "zod";
 import { confirmPlacement, createCommand, retryCommand, retryPlacement } from "../../commands/service.ts";
+import type { ResendOptions } from "../../commands/service.ts";
 import { commandById, commandsWithAnswersOf } from "../../commands/store.ts";
 import type { CommandRow, CommandWithAnswer } from "../../commands/store.ts";
 import { coordinates, isJsonObject } from "../../domain/normalise.ts";
@@ -32,6 +33,8 @@ import type { PathPoint } from "./svg.ts";
 
 export interface OrdersDeps extends ConsolePools {
   timeZone: string;
+  /** How a placement is sent again by hand (PROVIDER_DEDUPES_ORDERS). */
+  resend: ResendOptions;
   /**
    * Runs an action, which may append to the event log (a confirmation by hand), so that a
    * log whose partitions were not made ahead gets them instead of a 500, as the API's
@@ -290,7 +293,7 @@ export function orderPages(deps: OrdersDeps) {
       const input = action.fields.safeParse(form);
       if (!input.success) return confirmPage(c, order, action, { status: 422, error: problemOf(input.error) });
       try {
-        const commandId = await appending(() => action.run(sql, order, input.data));
+        const commandId = await appending(() => action.run(sql, order, input.data, deps.resend));
         return c.redirect(`/orders/${order.id}?done=${action.path}&command=${commandId}`, 303);
       } catch (err) {
         const api = toApiError(err);
@@ -334,7 +337,7 @@ export function orderPages(deps: OrdersDeps) {
     const command = await commandOf(c, sql);
     if (command instanceof Response) return command;
     try {
-      const id = await retryCommand(sql, command.id);
+      const id = await retryCommand(sql, command.id, deps.resend);
       return c.redirect(`/orders/${command.order_id}?done=retry-command&command=${id}`, 303);
     } catch (err) {
       const api = toApiError(err);
@@ -426,7 +429,7 @@ interface OrderAction {
   inputs: JSXNode | null;
   fields: z.ZodType<Record<string, string>>;
   /** Does it; the command's id. */
-  run: (sql: Sql, o: OrderRow, input: Record<string, string>) => Promise<number>;
+  run: (sql: Sql, o: OrderRow, input: Record<string, string>, resend: ResendOptions) => Promise<number>;
 }
 
 const noFields = z.object({}).transform(() => ({}) as Record<string, string>);
@@ -477,7 +480,7 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
       "Only when you checked that the provider has no such order: the original request is sent again. If the lost attempt did create an order, this creates a second one.",
     inputs: null,
     fields: noFields,
-    run: async (sql, o) => await retryPlacement(sql, o.id),
+    run: async (sql, o, _input, resend) => await retryPlacement(sql, o.id, resend),
   },
 ];
 

@@ -7,6 +7,7 @@
 import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { Sql } from "postgres";
 import { confirmPlacement, createCommand, placeOrder, retryCommand, retryPlacement } from "../../commands/service.ts";
+import type { ResendOptions } from "../../commands/service.ts";
 import type { OrderCommandKind } from "../../commands/service.ts";
 import { COMMAND_KINDS, COMMAND_STATES, commandById, commandsOf, listCommands } from "../../commands/store.ts";
 import type { CommandListRow } from "../../commands/store.ts";
@@ -96,9 +97,9 @@ async function shownCommand(sql: Sql, id: number): Promise<z.infer<typeof Comman
  * that a log whose partitions were not made ahead gets them (events/partitions.ts
  * withPartitionsMade) instead of a 500.
  */
-export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(work: () => Promise<T>) => Promise<T> }) {
+export function commandRoutes(deps: { sql: Sql; readSql: Sql; resend: ResendOptions; appending?: <T>(work: () => Promise<T>) => Promise<T> }) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-  const { sql, readSql } = deps;
+  const { sql, readSql, resend } = deps;
   const appending = deps.appending ?? (<T>(work: () => Promise<T>) => work());
 
   app.openapi(
@@ -215,14 +216,14 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(wo
         tags: ["commands"],
         summary: "Send an unconfirmed (or failed) placement to the provider again",
         description:
-          "A person decided the provider has no order for this one: the original place body is sent again as a new `place` command. With a provider that does not refuse duplicates, check first: if the earlier attempt did create an order, this creates a second one. 409 when the placement is pending, placed or not made through tracklane, or when the provider has named the order: with a provider id, or by its client_order_id alone in its callbacks or status answers (then adopt it with …/placement/confirm).",
+          "A person decided the provider has no order for this one: the original place body is sent again as a new `place` command. With a provider that does not refuse duplicates, check first: if the earlier attempt did create an order, this creates a second one. 409 when the placement is pending, placed or not made through tracklane, or when the provider has named the order: with a provider id, or by its client_order_id alone in its callbacks or status answers (then adopt it with …/placement/confirm; with PROVIDER_DEDUPES_ORDERS=true the place is sent, and the provider's refusal naming its order adopts it).",
         security,
         request: { params },
         responses: { 202: { description: "Recorded and queued", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors },
       }),
       async (c) => {
         const order = await requireOrder(sql, ref(c.req.valid("param") as Record<string, string>));
-        return c.json(await shownCommand(sql, await retryPlacement(sql, order.id)), 202);
+        return c.json(await shownCommand(sql, await retryPlacement(sql, order.id, resend)), 202);
       },
     );
 
@@ -300,7 +301,7 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; appending?: <T>(wo
       },
     }),
     async (c) => {
-      const id = await retryCommand(sql, Number(c.req.valid("param").id));
+      const id = await retryCommand(sql, Number(c.req.valid("param").id), resend);
       return c.json(await shownCommand(sql, id), 202);
     },
   );
