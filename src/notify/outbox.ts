@@ -110,11 +110,15 @@ function orderData(type: NotificationType, order: OrderJson, c: OrderChange, seq
   return { order: json, sequence };
 }
 
-/** Per order: its last sequence, and (for `located`) when its last rider location went out. */
+/**
+ * Per order: its last sequence (of its messages, or the last one retention purged), and
+ * (for `located`) when its last rider location went out.
+ */
 async function lastMessages(tx: Tx, ids: readonly number[], located: readonly number[]) {
   const rows = await tx<{ order_id: number; sequence: number; location_at: Date | null }[]>`
     select o as order_id,
-      coalesce((select max(sequence) from notification_messages m where m.order_id = o), 0)::int as sequence,
+      greatest(coalesce((select max(sequence) from notification_messages m where m.order_id = o), 0),
+               coalesce((select last_sequence from notification_sequences s where s.order_id = o), 0))::int as sequence,
       case when o = any(${located as number[]}::bigint[]) then
         (select max(created_at) from notification_messages m where m.order_id = o and m.type = 'order.rider_location')
       end as location_at
@@ -131,6 +135,12 @@ async function lastMessages(tx: Tx, ids: readonly number[], located: readonly nu
 export async function moveOrderMessages(tx: Tx, fromIds: readonly number[], toId: number): Promise<void> {
   if (fromIds.length === 0) return;
   await tx`update notification_messages set order_id = ${toId} where order_id = any(${fromIds as number[]}::bigint[])`;
+  // And the last sequences of their purged messages (the survivor keeps the highest).
+  await tx`
+    with gone as (delete from notification_sequences where order_id = any(${fromIds as number[]}::bigint[]) returning last_sequence)
+    insert into notification_sequences (order_id, last_sequence)
+    select ${toId}, max(last_sequence) from gone having count(*) > 0
+    on conflict (order_id) do update set last_sequence = greatest(notification_sequences.last_sequence, excluded.last_sequence)`;
 }
 
 /** A message that is not about an order's state (command.failed, awb.pool_low, test.ping). */
@@ -205,10 +215,12 @@ async function insertMessages(tx: Tx, drafts: readonly (Draft & { sequence: numb
 /**
  * Retention: up to `batch` messages created before `before`, with their deliveries (and,
  * through the key, their attempts); a message with a delivery still pending stays. Message
- * ids grow with time, so the old ones are a range of the primary key.
+ * ids grow with time, so the old ones are a range of the primary key. The highest sequence
+ * deleted per order is kept (notification_sequences), in the same statement: an order's
+ * next message continues above it even once none of its messages is left.
  */
 export async function purgeMessages(sql: Tx, before: Date, batch: number): Promise<number> {
-  const rows = await sql`
+  const [row] = await sql<{ n: number }[]>`
     with old as (
       select m.id from notification_messages m
       where m.id < ${firstMessageIdAt(before)} and m.created_at < ${before}
@@ -218,7 +230,15 @@ export async function purgeMessages(sql: Tx, before: Date, batch: number): Promi
     ),
     deliveries as (
       delete from notification_deliveries d using old where d.message_id = old.id
+    ),
+    gone as (
+      delete from notification_messages m using old where m.id = old.id returning m.order_id, m.sequence
+    ),
+    kept as (
+      insert into notification_sequences (order_id, last_sequence)
+      select order_id, max(sequence) from gone where order_id is not null and sequence is not null group by order_id
+      on conflict (order_id) do update set last_sequence = greatest(notification_sequences.last_sequence, excluded.last_sequence)
     )
-    delete from notification_messages m using old where m.id = old.id`;
-  return rows.count;
+    select count(*)::int as n from gone`;
+  return row!.n;
 }

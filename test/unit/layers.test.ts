@@ -29,6 +29,7 @@ const OWNERS: Record<string, string[]> = {
   rejected_callbacks: ["ingest/rejected.ts"],
   notification_endpoints: ["notify/endpoints.ts"],
   notification_messages: ["notify/outbox.ts"],
+  notification_sequences: ["notify/outbox.ts"],
   // New deliveries are written by the outbox with their message; their state by deliveries.ts.
   notification_deliveries: ["notify/outbox.ts", "notify/deliveries.ts"],
   notification_attempts: ["notify/deliveries.ts"],

@@ -48,6 +48,18 @@ export const notificationMessages = pgTable(
   ],
 );
 
+/**
+ * The last `sequence` of orders whose messages retention purged: an order's next message
+ * continues above it, not from 1 again, when none of its messages is left to read it from.
+ * Written by the purge (the highest it deleted per order) and by merges (the survivor
+ * keeps the highest of its rows'), never by the messages' own writes: at most one row per
+ * order that had messages purged. No foreign key to orders, as for the messages.
+ */
+export const notificationSequences = pgTable("notification_sequences", {
+  order_id: bigint({ mode: "number" }).primaryKey(),
+  last_sequence: integer().notNull(),
+});
+
 /** One message to one endpoint: its state and retry schedule. */
 export const notificationDeliveries = pgTable(
   "notification_deliveries",
