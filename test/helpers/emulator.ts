@@ -6,6 +6,7 @@ import { createProviderClient } from "../../src/provider/client.ts";
 import type { ProviderClient, ProviderClientOptions } from "../../src/provider/client.ts";
 import type { Product } from "../../src/provider/products.ts";
 import type { PlaceOrderBody } from "../../src/provider/schemas.ts";
+import type { RequestLogEntry } from "../../src/emulator/state.ts";
 
 /**
  * Test support: a real emulator on a random port, a provider client pointed at it, a
@@ -103,7 +104,7 @@ export interface ControlClient {
   send<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<ControlResponse<T>>;
   orders(clientOrderId?: string): Promise<Record<string, unknown>[]>;
   order(svcOrderId: string): Promise<Record<string, unknown>>;
-  requests(): Promise<{ method: string; path: string; status: number | null; fault?: string }[]>;
+  requests(): Promise<RequestLogEntry[]>;
   addFault(rule: Record<string, unknown>): Promise<Record<string, unknown>>;
   advanceClock(seconds: number): Promise<void>;
 }
@@ -130,8 +131,7 @@ export function controlClient(baseUrl: string): ControlClient {
       return res.body;
     },
     async requests() {
-      return (await send<{ items: { method: string; path: string; status: number | null; fault?: string }[] }>("GET", "/requests")).body
-        .items;
+      return (await send<{ items: RequestLogEntry[] }>("GET", "/requests")).body.items;
     },
     async addFault(rule) {
       const res = await send<Record<string, unknown>>("POST", "/faults", rule);
