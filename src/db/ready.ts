@@ -11,6 +11,56 @@ const Journal = z.object({ entries: z.array(z.object({ when: z.number().int(), t
 const journal = Journal.parse(JSON.parse(readFileSync(new URL("../../migrations/meta/_journal.json", import.meta.url), "utf8")));
 const newest = journal.entries.reduce((a, b) => (b.when > a.when ? b : a));
 
+/**
+ * The database lacks migrations of this release below the newest one it has applied:
+ * drizzle applies only migrations newer than that, so it would pass over these for ever
+ * (a migration merged with an older journal `when` than one a database already ran).
+ */
+export class MigrationsSkippedError extends Error {
+  readonly tags: readonly string[];
+  constructor(tags: readonly string[]) {
+    super(`the database lacks migrations ${tags.join(", ")} below newer ones it has applied`);
+    this.name = "MigrationsSkippedError";
+    this.tags = tags;
+  }
+}
+
+/**
+ * A migration failed: drizzle ran it with every other pending one in one transaction, so
+ * none of them is applied and the next run starts again from the first.
+ */
+export class MigrationFailedError extends Error {
+  readonly tag: string | null;
+  readonly reason: string;
+  constructor(tag: string | null, reason: string, cause: unknown) {
+    super(`migration ${tag ?? "(unknown)"} failed: ${reason}`, { cause });
+    this.name = "MigrationFailedError";
+    this.tag = tag;
+    this.reason = reason;
+  }
+}
+
+/** This release's migrations, in the journal's order: drizzle records each by its `when`. */
+export const MIGRATIONS: readonly { when: number; tag: string }[] = journal.entries;
+
+/**
+ * What `npm run migrate` would do to a database whose journal holds `applied` (the
+ * `created_at` of each migration it records), given drizzle's rule: it applies a migration
+ * only when its `when` is above the newest one applied. `skipped`: migrations of this
+ * release missing from the database below its newest, which drizzle would pass over for
+ * ever (a migration merged with an older `when` than one already applied); `unknown`: how
+ * many applied ones this release does not ship (a later release's).
+ */
+export function migrationPlan(local: readonly { when: number; tag: string }[], applied: readonly number[]): { skipped: string[]; unknown: number } {
+  const recorded = new Set(applied);
+  const last = applied.reduce((a, b) => Math.max(a, b), Number.NEGATIVE_INFINITY);
+  const ours = new Set(local.map((m) => m.when));
+  return {
+    skipped: local.filter((m) => m.when <= last && !recorded.has(m.when)).map((m) => m.tag),
+    unknown: [...recorded].filter((w) => !ours.has(w)).length,
+  };
+}
+
 /** No journal table or schema (undefined_table, invalid_schema_name), or not allowed to read it (insufficient_privilege). */
 const JOURNAL_UNREADABLE = new Set(["42P01", "3F000", "42501"]);
 

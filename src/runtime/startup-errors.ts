@@ -8,7 +8,7 @@
 import { ConfigError, loadConfig } from "../config.ts";
 import type { Config } from "../config.ts";
 import { createPool, isDatabaseUnavailable } from "../db/client.ts";
-import { NEWEST_MIGRATION, schemaState } from "../db/ready.ts";
+import { MigrationFailedError, MigrationsSkippedError, NEWEST_MIGRATION, schemaState } from "../db/ready.ts";
 import { describeTarget } from "../db/url.ts";
 import type { Logger } from "../logger.ts";
 
@@ -127,6 +127,25 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
     return {
       exitCode: EX_FAILURE,
       lines: [`tracklane: ${databaseName(context)} has the schema of an older release (this one needs migration ${NEWEST_MIGRATION}): run \`npm run migrate\` against it first (Procfile: release), then start again`],
+    };
+  }
+
+  if (err instanceof MigrationFailedError) {
+    return {
+      exitCode: EX_FAILURE,
+      lines: [
+        `tracklane: migration ${err.tag ?? "(unknown)"} failed on ${databaseName(context)}: ${oneLine(err.reason)}; none of this run's migrations is applied (they run in one transaction): remove the cause, then run \`npm run migrate\` again`,
+      ],
+    };
+  }
+
+  if (err instanceof MigrationsSkippedError) {
+    const files = err.tags.map((t) => `migrations/${t}.sql`).join(", ");
+    return {
+      exitCode: EX_FAILURE,
+      lines: [
+        `tracklane: ${databaseName(context)} lacks migration${err.tags.length > 1 ? "s" : ""} ${err.tags.join(", ")} of this release but has newer ones applied, so drizzle would never apply ${err.tags.length > 1 ? "them" : "it"}; nothing was migrated: apply ${files} by hand, record ${err.tags.length > 1 ? "each" : "it"} in drizzle.__drizzle_migrations (created_at: its "when" in migrations/meta/_journal.json), then run \`npm run migrate\` again`,
+      ],
     };
   }
 
