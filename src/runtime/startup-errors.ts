@@ -52,6 +52,19 @@ export async function requireMigrations(url: string): Promise<void> {
   }
 }
 
+/**
+ * `npm run rebuild` failed after it began: not a failed start, and the pages it committed
+ * before stay. `done`: how far it got.
+ */
+export class RebuildFailedError extends Error {
+  readonly done: { orders: number; changed: number };
+  constructor(done: { orders: number; changed: number }, cause: unknown) {
+    super(`rebuild failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = "RebuildFailedError";
+    this.done = done;
+  }
+}
+
 /** What the failing process was configured with, to name the setting to change. */
 export type StartupContext = Partial<Pick<Config, "port" | "host" | "databaseUrl" | "dataDir">>;
 
@@ -127,6 +140,17 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
     return {
       exitCode: EX_FAILURE,
       lines: [`tracklane: ${databaseName(context)} has the schema of an older release (this one needs migration ${NEWEST_MIGRATION}): run \`npm run migrate\` against it first (Procfile: release), then start again`],
+    };
+  }
+
+  if (err instanceof RebuildFailedError) {
+    // Why, as a failed start would say it (the database gone, say), without its prefix.
+    const why = describeStartupError(err.cause, context, stackLogged).lines.map((l) => l.replace(/^tracklane: (failed to start: )?/, "")).join(" ");
+    return {
+      exitCode: EX_FAILURE,
+      lines: [
+        `tracklane: rebuild failed after ${err.done.orders} orders (${err.done.changed} changed): ${why}. Each order is re-derived whole or not at all, and those done are kept: run it again once that is fixed`,
+      ],
     };
   }
 

@@ -8,6 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { rebuild } from "../../src/projection/rebuild.ts";
 import type { RebuildProgress } from "../../src/projection/rebuild.ts";
 import { scopeOf } from "../../src/rebuild.ts";
+import { RebuildFailedError, describeStartupError } from "../../src/runtime/startup-errors.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 
@@ -77,6 +78,27 @@ describe("rebuild's scopes", () => {
     assert.equal(last.read, last.total, "every order key of the log read");
     assert.equal((await rebuild(t.database.sql)).changed, 0, "a second run changes nothing");
   });
+
+  it("a stop signal (SIGINT, SIGTERM) ends it between pages, with the pages begun committed, saying how far it got", async () => {
+    await damage();
+    const stopping = new AbortController();
+    const seen: RebuildProgress[] = [];
+    const result = await rebuild(
+      t.database.sql,
+      {},
+      (p) => {
+        seen.push(p);
+        stopping.abort();
+      },
+      stopping.signal,
+    );
+    const [maxId] = await t.database.sql<{ id: number }[]>`select max(id)::int as id from orders`;
+    assert.deepEqual(result.stopped, { phase: "orders", throughOrderId: maxId!.id }, JSON.stringify(result));
+    assert.ok(!seen.some((p) => p.phase === "keys"), "no page begun after the signal");
+    assert.ok(Object.values(await statuses()).every((s) => s === "DELIVERED"), "the page in flight committed");
+    const since = await rebuild(t.database.sql, { since: new Date(0) }, undefined, AbortSignal.abort());
+    assert.deepEqual(since, { orders: 0, changed: 0, read: 0, stopped: { phase: "log", throughOrderId: null } });
+  });
 });
 
 describe("the rebuild command line", () => {
@@ -96,5 +118,28 @@ describe("the rebuild command line", () => {
       assert.match(said as string, pattern);
       assert.match(said as string, /usage: npm run rebuild/);
     }
+  });
+
+  it("refuses the flags npm took for itself (written before --) instead of rebuilding every order", () => {
+    // `npm run rebuild --orders=1-5`: no argument reaches it, npm_config_orders=1-5 does.
+    for (const [argv, env] of [
+      [[], { npm_config_orders: "1-5" }],
+      [["1-5"], { npm_config_orders: "true" }],
+      [["2026-11-01T00:00:00Z"], { npm_config_since: "true" }],
+    ] as const) {
+      const said = scopeOf(argv, env);
+      assert.equal(typeof said, "string", JSON.stringify(env));
+      assert.match(said as string, /npm took --(orders|since) for itself \(flags for the rebuild go after `--`\), so nothing was rebuilt: write e\.g\. npm run rebuild -- --orders 1-500/);
+    }
+    assert.deepEqual(scopeOf(["--orders", "1-5"], { npm_config_cache: "/x" }), { fromOrderId: 1, toOrderId: 5 });
+  });
+
+  it("a failure after it began says how far it got and that it is safe to run again, not that the start failed", () => {
+    const cause = Object.assign(new Error("deadlock detected"), { code: "40P01" });
+    const { exitCode, lines } = describeStartupError(new RebuildFailedError({ orders: 1500, changed: 3 }, cause), {}, true);
+    assert.equal(exitCode, 1);
+    assert.deepEqual(lines, [
+      "tracklane: rebuild failed after 1500 orders (3 changed): deadlock detected. Each order is re-derived whole or not at all, and those done are kept: run it again once that is fixed",
+    ]);
   });
 });
