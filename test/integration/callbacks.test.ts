@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
+import { CALLBACK_MAX_BYTES } from "../../src/http/routes/callbacks.ts";
 import { CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 
@@ -192,6 +194,116 @@ describe("callbacks: refusals", () => {
     const body = JSON.stringify({ svc_order_id: "9011", pad: "y".repeat(256 * 1024 - base.length) });
     assert.equal(Buffer.byteLength(body), 256 * 1024);
     assert.equal((await t.callback(body)).status, 200);
+  });
+});
+
+describe("callbacks: compressed bodies", () => {
+  const compress: Record<string, (b: Buffer) => Buffer> = { gzip: gzipSync, deflate: deflateSync, br: brotliCompressSync };
+  const encoded = (encoding: string, body: string) => new Uint8Array(compress[encoding]!(Buffer.from(body)));
+  const lastRejected = async () =>
+    (await t.database.sql<{ reason: string; body: string; body_bytes: number }[]>`
+      select reason, body, body_bytes from rejected_callbacks order by id desc limit 1`)[0];
+
+  it("stores a gzip, deflate or br body as the same event it is sent plain (the same dedupe key)", async () => {
+    for (const [i, encoding] of ["gzip", "deflate", "br", "GZip", "x-gzip"].entries()) {
+      const body = JSON.stringify(status(40 + i, { order_status: "ARRIVED", arrival_time: "2026-11-22T10:05:00Z" }));
+      const zipped = await t.callback(encoded(encoding === "GZip" || encoding === "x-gzip" ? "gzip" : encoding, body), { headers: { "content-encoding": encoding } });
+      assert.equal(zipped.status, 200, `${encoding}: ${await zipped.clone().text()}`);
+      const first = (await zipped.json()) as { event_id: string; duplicate: boolean };
+      assert.equal(first.duplicate, false, encoding);
+      const plain = await t.callback(body);
+      assert.deepEqual(await plain.json(), { ok: true, event_id: first.event_id, duplicate: true }, encoding);
+      const [row] = await t.database.sql`select provider_status, svc_order_id from order_events where id = ${first.event_id}`;
+      assert.deepEqual({ ...row }, { provider_status: "ARRIVED", svc_order_id: String(9040 + i) }, encoding);
+    }
+    assert.equal((await t.callback(status(46), { headers: { "content-encoding": "identity" } })).status, 200);
+  });
+
+  it("applies the 256 KiB limit to the decompressed body: exactly 256 KiB is taken, one byte more is 413 with nothing kept", async () => {
+    const sized = (size: number, id: string) => {
+      const base = JSON.stringify({ client_order_id: id, pad: "" });
+      return JSON.stringify({ client_order_id: id, pad: "z".repeat(size - base.length) });
+    };
+    const fits = await t.callback(encoded("gzip", sized(CALLBACK_MAX_BYTES, "CB-ZIP-FITS")), { headers: { "content-encoding": "gzip" } });
+    assert.equal(fits.status, 200);
+    const before = [await count("order_events"), await count("rejected_callbacks")];
+    for (const encoding of ["gzip", "deflate", "br"]) {
+      const over = await t.callback(encoded(encoding, sized(CALLBACK_MAX_BYTES + 1, "CB-ZIP-OVER")), { headers: { "content-encoding": encoding } });
+      assert.equal(over.status, 413, encoding);
+      const err = (await over.json()) as { error: { code: string; message: string } };
+      assert.equal(err.error.code, "payload_too_large");
+      assert.match(err.error.message, /262144 bytes once decompressed/);
+    }
+    // A bomb: 32 MiB of zeros that travel as 32 KiB.
+    const bomb = await t.callback(new Uint8Array(gzipSync(Buffer.alloc(32 * 1024 * 1024))), { headers: { "content-encoding": "gzip" } });
+    assert.equal(bomb.status, 413);
+    assert.deepEqual([await count("order_events"), await count("rejected_callbacks")], before);
+  });
+
+  it("415 naming an unknown encoding, kept as it arrived", async () => {
+    const wire = new Uint8Array([0x28, 0xb5, 0x2f, 0xfd, 0x01, 0x02]);
+    const res = await t.callback(wire, { headers: { "content-encoding": "zstd" } });
+    assert.equal(res.status, 415);
+    const err = (await res.json()) as { error: { code: string; message: string } };
+    assert.equal(err.error.code, "unsupported_media_type");
+    assert.match(err.error.message, /Content-Encoding "zstd".*gzip, deflate, br/);
+    assert.deepEqual({ ...(await lastRejected()) }, { reason: "unsupported_media_type", body: "(\uFFFD/\uFFFD\u0001\u0002", body_bytes: 6 });
+  });
+
+  it("400 naming a corrupt or cut-short stream, kept as it arrived", async () => {
+    const whole = encoded("gzip", JSON.stringify(status(47)));
+    for (const [label, wire] of [["corrupt", new TextEncoder().encode(JSON.stringify(status(47)))], ["cut short", whole.subarray(0, whole.length - 9)]] as const) {
+      const res = await t.callback(wire, { headers: { "content-encoding": "gzip" } });
+      assert.equal(res.status, 400, label);
+      const err = (await res.json()) as { error: { code: string; message: string } };
+      assert.equal(err.error.code, "invalid_json", label);
+      assert.match(err.error.message, /not valid gzip as its Content-Encoding says/, label);
+      const row = await lastRejected();
+      assert.deepEqual([row!.reason, row!.body_bytes], ["invalid_json", wire.byteLength], label);
+    }
+    const [stored] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from order_events where client_order_id = 'CB-47'`;
+    assert.equal(stored!.n, 0);
+  });
+
+  it("keeps a refused compressed body decompressed, for reading", async () => {
+    const res = await t.callback(encoded("deflate", '{"order_status": DELIVERED}'), { headers: { "content-encoding": "deflate" } });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { error: { message: string } }).error.message, /not JSON/);
+    assert.deepEqual({ ...(await lastRejected()) }, { reason: "invalid_json", body: '{"order_status": DELIVERED}', body_bytes: 27 });
+    const missing = await t.callback(encoded("br", '{"order_status":"DELIVERED"}'), { headers: { "content-encoding": "br" } });
+    assert.equal(missing.status, 422);
+    assert.deepEqual({ ...(await lastRejected()) }, { reason: "missing_order_id", body: '{"order_status":"DELIVERED"}', body_bytes: 28 });
+  });
+
+  it("over a real socket, declared or chunked, a gzip body is stored", async () => {
+    const server = await t.listen();
+    try {
+      const wire = encoded("gzip", JSON.stringify(status(48)));
+      const declared = await fetch(`${server.url}/callbacks/${CALLBACK_SECRET}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-encoding": "gzip" },
+        body: wire,
+      });
+      assert.equal(declared.status, 200, await declared.clone().text());
+      const stream = new ReadableStream<Uint8Array>({
+        start(c) {
+          c.enqueue(wire.subarray(0, 10));
+          c.enqueue(wire.subarray(10));
+          c.close();
+        },
+      });
+      const chunked = await fetch(`${server.url}/callbacks/${CALLBACK_SECRET}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-encoding": "gzip" },
+        body: stream,
+        duplex: "half",
+      } as RequestInit);
+      assert.equal(chunked.status, 200);
+      const [first, again] = [(await declared.json()) as { event_id: string }, (await chunked.json()) as { event_id: string; duplicate: boolean }];
+      assert.deepEqual([again.event_id, again.duplicate], [first.event_id, true]);
+    } finally {
+      await server.close();
+    }
   });
 });
 

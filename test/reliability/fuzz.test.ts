@@ -272,7 +272,7 @@ type ErrorJson = { error: { code: string; message: string; request_id: string; i
 
 /** What a message must say, per code, so that it names the problem rather than the status. */
 const MESSAGE_NAMES: Partial<Record<ErrorCode, RegExp>> = {
-  invalid_json: /JSON|UTF-8|object|nested|NUL|surrogate/,
+  invalid_json: /JSON|UTF-8|object|nested|NUL|surrogate|Content-Encoding/,
   invalid_parameter: /invalid|cursor/,
   validation_failed: /invalid body|nothing to edit/,
   missing_order_id: /order|svc_order_id|client_order_id|coid/,
@@ -280,7 +280,7 @@ const MESSAGE_NAMES: Partial<Record<ErrorCode, RegExp>> = {
   not_found: /no route for/,
   order_not_found: /no order with/,
   payload_too_large: /larger than|too large/,
-  unsupported_media_type: /[Cc]ontent-[Tt]ype/,
+  unsupported_media_type: /[Cc]ontent-([Tt]ype|[Ee]ncoding)/,
   provider_unavailable: /provider/,
 };
 

@@ -1,7 +1,8 @@
 /**
  * The provider's callback receiver (PRODUCT.md §4). Order of work, cheapest refusal
- * first: secret (constant time) -> size -> UTF-8 -> JSON -> normalise -> group-commit
- * append -> 200. Nothing is acknowledged before it is committed.
+ * first: secret (constant time) -> size -> Content-Encoding (size again, decompressed) ->
+ * UTF-8 -> JSON -> normalise -> group-commit append -> 200. Nothing is acknowledged
+ * before it is committed.
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
@@ -15,6 +16,7 @@ import { recordRejected } from "../../ingest/rejected.ts";
 import type { Ingestor } from "../../ingest/batcher.ts";
 import type { Logger } from "../../logger.ts";
 import type { Metrics } from "../../metrics.ts";
+import { decodeContent, SUPPORTED_ENCODINGS } from "../content-encoding.ts";
 import { ApiError } from "../errors.ts";
 import type { AppEnv } from "../types.ts";
 
@@ -66,7 +68,12 @@ export function callbackRoutes(deps: CallbackDeps) {
   const { metrics } = deps;
   const secretMatches = secretMatcher(deps.secret);
 
-  const reject = async (c: Context, reason: RejectReason, message: string, raw: Uint8Array) => {
+  /**
+   * Records the refused callback and throws its 4xx. `raw` is the body as it was read, after
+   * any Content-Encoding was undone (the JSON at fault is what an operator needs to see); one
+   * whose coding is unknown or corrupt is kept as it arrived.
+   */
+  const reject = async (c: Context, reason: RejectReason | "unsupported_media_type", message: string, raw: Uint8Array) => {
     const text = lenientUtf8.decode(raw).replaceAll("\u0000", "\uFFFD");
     try {
       await recordRejected(deps.sql, { reason, contentType: c.req.header("content-type") ?? null, text, bytes: raw.byteLength });
@@ -90,11 +97,27 @@ export function callbackRoutes(deps: CallbackDeps) {
       metrics.callbacks.inc({ result: "unauthorized" });
       throw new ApiError("unauthorized", "wrong or missing callback secret");
     }
-    const raw = await readBounded(c, CALLBACK_MAX_BYTES);
-    if (raw === null) {
+    const tooLarge = (how: string) => {
       metrics.callbacks.inc({ result: "too_large" });
-      throw new ApiError("payload_too_large", `callback body is larger than ${CALLBACK_MAX_BYTES} bytes`);
+      return new ApiError("payload_too_large", `callback body is larger than ${CALLBACK_MAX_BYTES} bytes${how}`);
+    };
+    const received = await readBounded(c, CALLBACK_MAX_BYTES);
+    if (received === null) throw tooLarge("");
+    // The limit holds for the body once decompressed too: a body of a few KiB can inflate
+    // to gigabytes, and inflating stops at the limit. Compressed, a callback is stored as it
+    // would have been sent plain (the same event, the same dedupe key).
+    const decoded = await decodeContent(received, c.req.header("content-encoding"), CALLBACK_MAX_BYTES);
+    if (!decoded.ok) {
+      switch (decoded.problem) {
+        case "too_large":
+          throw tooLarge(" once decompressed");
+        case "unsupported":
+          return reject(c, "unsupported_media_type", `unsupported Content-Encoding "${decoded.encoding}": send the body uncompressed or as ${SUPPORTED_ENCODINGS.join(", ")}`, received);
+        case "corrupt":
+          return reject(c, "invalid_json", `body is not valid ${decoded.encoding} as its Content-Encoding says: ${decoded.message}`, received);
+      }
     }
+    const raw = decoded.body;
     let text: string;
     try {
       text = strictUtf8.decode(raw);
