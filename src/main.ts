@@ -4,7 +4,6 @@
  */
 import { networkInterfaces } from "node:os";
 import { runMigrations } from "./db/migrate.ts";
-import { ensureEventPartitions } from "./events/partitions.ts";
 import { createLogger } from "./logger.ts";
 import { resolveDatabase } from "./runtime/database.ts";
 import { BUILT_IN_PRODUCT, configuredProvider, startBuiltInEmulator } from "./runtime/provider.ts";
@@ -59,7 +58,7 @@ async function main() {
   const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, avoidPorts: [config.port, config.emulatorPort] });
   undoOnFailure.push(() => db.release());
   await runMigrations(db.url, log);
-  await ensureEventPartitions(db.url, config.events.partition, log);
+  // The log's partitions: made once, by startServices for the worker in this process.
   const builtIn = config.provider.baseUrl === undefined ? await startBuiltInEmulator(config, log) : undefined;
   if (builtIn) undoOnFailure.push(() => builtIn.emulator.close());
   const provider = builtIn?.client ?? configuredProvider(config, log);

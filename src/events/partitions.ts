@@ -21,7 +21,7 @@ export type EventKind = (typeof EVENT_KINDS)[number];
 export const SPANS_AHEAD: Record<PartitionSpan, number> = { month: 1, week: 1, day: 7 };
 
 /** Arbitrary constant key of the advisory lock that serialises partition changes. */
-const PARTITIONS_LOCK = 7_305_201_145;
+export const PARTITIONS_LOCK = 7_305_201_145;
 
 export interface EventPartition {
   kind: EventKind;
@@ -89,9 +89,9 @@ export async function withPartitionsMade<T>(sql: Sql, span: PartitionSpan, log: 
 }
 
 /**
- * ensurePartitions on its own connection, for the entry points that migrate (npm start,
- * npm run migrate): a log that went without a worker for a while gets its partitions
- * before any append needs them.
+ * ensurePartitions on its own connection, for npm run migrate: a log that went without a
+ * worker for a while gets its partitions before any append needs them. (npm start makes
+ * them as its worker starts: runtime/services.ts.)
  */
 export async function ensureEventPartitions(url: string, span: PartitionSpan, log: Logger): Promise<void> {
   const sql = createPool(url, 1, "tracklane-migrate");

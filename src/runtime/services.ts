@@ -74,6 +74,19 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   /** A worker process's /metrics, /healthz and /readyz (METRICS_PORT). */
   let opsHttp: HttpServer | undefined;
   let draining = false;
+  // A process that runs a worker (npm run worker, npm start) makes the log's partitions
+  // once as it starts, before its web (npm start) takes a callback and before its jobs
+  // append (a place's outcome, a status poll): after weeks without a worker the hourly
+  // job's next run may be an hour off. A web process on its own makes them only when an
+  // append finds none (withPartitionsMade).
+  if (options.worker) {
+    try {
+      const made = await ensurePartitions(database.sql, config.events.partition);
+      if (made.length > 0) log.info({ made }, "event log: partitions made ahead");
+    } catch (err) {
+      log.warn({ err }, "event log: could not make partitions ahead at start; the hourly job tries again");
+    }
+  }
   // Each role loads only its own code: a worker process never loads the HTTP stack
   // (OpenAPI, the docs page, the API; with METRICS_PORT only Hono and the ops routes) and
   // a web process never loads graphile-worker, which keeps each some 20-30 MB smaller.
@@ -94,14 +107,6 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
     http = await listen({ fetch }, options.port ?? config.port, config.host, config.http);
   }
   if (options.worker) {
-    // A worker back after weeks away makes the log's partitions before its jobs append to
-    // it (a place's outcome, a status poll): the hourly job's next run may be an hour off.
-    try {
-      const made = await ensurePartitions(database.sql, config.events.partition);
-      if (made.length > 0) log.info({ made }, "event log: partitions made ahead");
-    } catch (err) {
-      log.warn({ err }, "event log: could not make partitions ahead at start; the hourly job tries again");
-    }
     const { superviseWorker } = await import("../worker/supervisor.ts");
     worker = await superviseWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, log, metrics, provider: options.provider });
     // A worker of its own (npm run worker) counts what no web process sees: its jobs'
