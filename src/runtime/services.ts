@@ -15,6 +15,7 @@ import { configureOutbox } from "../notify/outbox.ts";
 import type { Metrics } from "../metrics.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import type { SupervisedWorker } from "../worker/supervisor.ts";
+import { ListenFailedError } from "./startup-errors.ts";
 
 export interface Services {
   http: HttpServer | undefined;
@@ -119,11 +120,8 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
       } catch (err) {
         await worker.stop();
         await database.close();
-        // Named as METRICS_PORT's problem: the generic listen error would name PORT.
-        const code = (err as { code?: unknown }).code;
-        if (code === "EADDRINUSE") throw new Error(`METRICS_PORT: cannot listen on ${config.host}:${config.metricsPort}: another process already uses that port; choose another, e.g. METRICS_PORT=${config.metricsPort + 1}`, { cause: err });
-        if (typeof code === "string") throw new Error(`METRICS_PORT: cannot listen on ${config.host}:${config.metricsPort} (${code}); choose another port, or check HOST`, { cause: err });
-        throw err;
+        // Named as METRICS_PORT's problem (startup-errors.ts words it): bare, it would name PORT.
+        throw new ListenFailedError("METRICS_PORT", config.metricsPort, err);
       }
       log.info({ url: `${opsHttp.url}/metrics` }, "worker metrics listening");
     }

@@ -65,6 +65,23 @@ export class RebuildFailedError extends Error {
   }
 }
 
+/**
+ * A listener other than the web's could not listen: a worker's on METRICS_PORT. Carries
+ * the listen error as its cause and says nothing of its own about it, so the line below
+ * words every listen failure in one place (naming the variable to change) and a log of
+ * this error (pino adds the cause's message) says it once.
+ */
+export class ListenFailedError extends Error {
+  readonly variable: "METRICS_PORT";
+  readonly port: number;
+  constructor(variable: "METRICS_PORT", port: number, cause: unknown) {
+    super(`the listener on ${variable} could not start`, { cause });
+    this.name = "ListenFailedError";
+    this.variable = variable;
+    this.port = port;
+  }
+}
+
 /** What the failing process was configured with, to name the setting to change. */
 export type StartupContext = Partial<Pick<Config, "port" | "host" | "databaseUrl" | "dataDir">>;
 
@@ -123,15 +140,17 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
 
   const listen = findCode(err, ["EADDRINUSE", "EACCES", "EADDRNOTAVAIL"]);
   if (listen && (listen as { syscall?: unknown }).syscall === "listen") {
-    const port = listen.port ?? context.port;
+    // PORT's listener (the web's), unless another one says which variable chose its port.
+    const [variable, configured] = err instanceof ListenFailedError ? [err.variable, err.port] : (["PORT", context.port] as const);
+    const port = listen.port ?? configured;
     const host = listen.address ?? context.host;
-    const where = `${host ?? "?"}:${port ?? "?"} (HOST=${context.host ?? host ?? "?"}, PORT=${context.port ?? port ?? "?"})`;
+    const where = `${host ?? "?"}:${port ?? "?"} (HOST=${context.host ?? host ?? "?"}, ${variable}=${configured ?? port ?? "?"})`;
     const other = typeof port === "number" && port > 0 && port < 65535 ? port + 1 : 8080;
     const line =
       listen.code === "EADDRINUSE"
-        ? `cannot listen on ${where}: another process already uses that port; stop it or choose another port, e.g. PORT=${other}`
+        ? `cannot listen on ${where}: another process already uses that port; stop it or choose another port, e.g. ${variable}=${other}`
         : listen.code === "EACCES"
-          ? `cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose another port, e.g. PORT=8080`
+          ? `cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose another port, e.g. ${variable}=${variable === "PORT" ? 8080 : 9464}`
           : `cannot listen on ${where}: no network interface of this machine has that address; e.g. HOST=0.0.0.0 (every interface) or HOST=127.0.0.1`;
     return { exitCode: EX_FAILURE, lines: [`tracklane: ${line}`] };
   }

@@ -108,6 +108,28 @@ describe("a failed start", () => {
     assert.match(fatal?.err?.stack ?? "", /EADDRINUSE[\s\S]*\n\s+at /, "LOG_LEVEL=debug logs the stack");
   });
 
+  it("a worker's taken METRICS_PORT: one line naming HOST and METRICS_PORT, said once; the debug log says it once too", async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const blocker = createServer();
+    const port = await freePort();
+    await new Promise<void>((r) => blocker.listen(port, "127.0.0.1", r));
+    cleanups.push(() => new Promise<void>((r) => blocker.close(() => r())));
+    const env = { DATABASE_URL: db.url, HOST: "127.0.0.1", METRICS_PORT: String(port) };
+    const expected = `tracklane: cannot listen on 127.0.0.1:${port} (HOST=127.0.0.1, METRICS_PORT=${port}): another process already uses that port; stop it or choose another port, e.g. METRICS_PORT=${port + 1}`;
+    const out = await run("worker", env);
+    assert.equal(out.code, 1, out.stderr);
+    assert.deepEqual(out.lines, [expected]);
+    assertNoStack("worker", out);
+    const debug = await run("worker", { ...env, LOG_LEVEL: "debug", LOG_FORMAT: "json" });
+    assert.deepEqual([debug.code, debug.lines], [1, [expected]]);
+    const fatal = debug.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { level: number; err?: { message?: string; stack?: string } }).find((l) => l.level === 60);
+    const message = fatal?.err?.message ?? "";
+    // The listen error's own words, once, under what failed: not a sentence and then the same again.
+    assert.equal(message, `the listener on METRICS_PORT could not start: listen EADDRINUSE: address already in use 127.0.0.1:${port}`);
+    assert.match(fatal?.err?.stack ?? "", /EADDRINUSE[\s\S]*\n\s+at /, "LOG_LEVEL=debug logs the stack");
+  });
+
   it("npm start on a taken port with the embedded PostgreSQL: one line, and the server it started is stopped", async () => {
     const dir = dataDir();
     chmodSync(dir, 0o755); // reachable by the postgres system user when run as root
