@@ -36,8 +36,10 @@ const REDACT = [
 
 /**
  * `err` and `error` (graphile-worker's key) carry errors: serialised as pino does (type,
- * message, stack, causes, own fields), then scrubbed, so a provider's answer kept on an
- * error (ProviderError.body) cannot bring a token into the log at any depth.
+ * message, stack, causes, own fields), then scrubbed, so an error from anywhere (a
+ * driver's, graphile-worker's, a cause's response) cannot bring a token into the log at
+ * any depth. A provider's answer on a ProviderError was scrubbed when the error was made
+ * (provider/errors.ts) and is passed over here, not scrubbed again.
  */
 function errorSerializer(value: unknown): unknown {
   return scrubSecrets(value instanceof Error ? pino.stdSerializers.err(value) : value);

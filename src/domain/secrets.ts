@@ -55,9 +55,18 @@ export function scrubSecretText(text: string): string {
 }
 
 /**
+ * The copies scrubSecrets made, passed over when met again: a provider's answer is
+ * scrubbed once, when its ProviderError is made, not a second time when a log line
+ * serialises that error. Nothing writes a value into a copy (pino tags an error-like
+ * object with a symbol while serialising it, which is why they are not frozen).
+ */
+const scrubbedCopies = new WeakSet<object>();
+
+/**
  * A copy of JSON-like `value` with the value of every secret key (SECRET_KEYS, at any
  * depth) replaced by "[redacted]", and secrets written into strings too. For answers kept
- * on errors and for errors on their way into a log line.
+ * on errors and for errors on their way into a log line. A copy made here, met again (at
+ * any depth), is kept as it is.
  */
 export function scrubSecrets(value: unknown): unknown {
   return scrub(value, 0, new WeakSet());
@@ -66,17 +75,21 @@ export function scrubSecrets(value: unknown): unknown {
 function scrub(value: unknown, depth: number, seen: WeakSet<object>): unknown {
   if (typeof value === "string") return scrubSecretText(value);
   if (value === null || typeof value !== "object") return value;
+  if (scrubbedCopies.has(value)) return value;
   if (seen.has(value) || depth >= MAX_DEPTH) return "[…]";
   // Dates, URLs, Buffers: as JSON.stringify would write them.
   const toJSON = (value as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === "function") return scrub(toJSON.call(value), depth + 1, seen);
   seen.add(value);
   try {
-    if (Array.isArray(value)) return value.map((v) => scrub(v, depth + 1, seen));
-    // Entries, not assignments: a `__proto__` key of an answer stays a key.
-    return Object.fromEntries(
-      Object.entries(value).map(([key, v]) => [key, SECRET_KEYS.has(key.toLowerCase().replace(/[-_]/g, "")) && v !== null && v !== undefined ? CENSOR : scrub(v, depth + 1, seen)]),
-    );
+    const copy = Array.isArray(value)
+      ? value.map((v) => scrub(v, depth + 1, seen))
+      : // Entries, not assignments: a `__proto__` key of an answer stays a key.
+        Object.fromEntries(
+          Object.entries(value).map(([key, v]) => [key, SECRET_KEYS.has(key.toLowerCase().replace(/[-_]/g, "")) && v !== null && v !== undefined ? CENSOR : scrub(v, depth + 1, seen)]),
+        );
+    scrubbedCopies.add(copy);
+    return copy;
   } finally {
     seen.delete(value);
   }

@@ -173,8 +173,9 @@ export class ProviderError extends Error {
   readonly providerMessage: string;
   /**
    * Parsed JSON body (or the raw text when not JSON) of the failed answer, with secrets
-   * (access_token, client_secret, … at any depth) replaced: errors reach logs and job
-   * records. The token endpoint's errors carry none (auth.ts).
+   * (access_token, client_secret, … at any depth) replaced, here and only here: errors
+   * reach logs, job records and API answers. A log line's scrubbing passes over this copy
+   * (domain/secrets.ts). The token endpoint's errors carry none (auth.ts).
    */
   readonly body?: unknown;
   /** Whether the provider may have acted on the call (see `deliveryOf`). */

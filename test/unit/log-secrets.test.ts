@@ -70,6 +70,28 @@ describe("errors in log lines", () => {
     });
   }
 
+  it("a provider's answer is scrubbed once, when its error is made: a log line passes over that copy, and nothing else", async () => {
+    let walked = 0;
+    // A getter counts each time a scrubbing reads the answer's nested value.
+    const answer = { data: Object.defineProperty({ svc_order_id: 7 }, "access_token", { enumerable: true, get: () => (walked++, SECRET) }) };
+    const provider = new ProviderError({ kind: "client", operation: "POST /api/v2/stores/orders/", status: 400, body: answer });
+    assert.equal(walked, 1, "scrubbed when the error was made");
+    assert.equal(scrubSecrets(provider.body), provider.body, "a scrubbed copy is kept as it is");
+    const wrapped = scrubSecrets({ kept: provider.body, token: SECRET }) as { kept: unknown; token: unknown };
+    assert.deepEqual([wrapped.kept === provider.body, wrapped.token], [true, "[redacted]"], "what is around a scrubbed copy is still scrubbed");
+    // On the copy, a getter counts reads: writing the line reads it once; a second scrubbing would read it again.
+    let read = 0;
+    Object.defineProperty((provider.body as { data: object }).data, "probe", { enumerable: true, get: () => (read++, "p") });
+    const text = (await captureLog("json", (log) => log.warn({ err: provider, error: { cause: { client_secret: SECRET } } }, "provider error"))).join("\n");
+    assert.equal(read, 1, "the log line did not scrub the answer again");
+    assert.ok(!text.includes(SECRET), text);
+    assert.match(text, /"svc_order_id":7,"access_token":"\[redacted\]","probe":"p"/);
+    // An answer with a `message` is serialised by pino as an error, which tags it: still no secret.
+    const said = new ProviderError({ kind: "failure", operation: "POST /x/", status: 200, body: { message: "Failure", token: SECRET } });
+    const line = (await captureLog("json", (log) => log.warn({ err: said }, "provider error"))).join("\n");
+    assert.ok(!line.includes(SECRET) && line.includes("Failure"), line);
+  });
+
   it("scrubSecrets keeps a __proto__ key of an answer as a key, and scrubs under it", () => {
     const answer = JSON.parse(`{"__proto__":{"access_token":"${SECRET}"},"ok":true}`) as unknown;
     assert.equal(JSON.stringify(scrubSecrets(answer)), '{"__proto__":{"access_token":"[redacted]"},"ok":true}');
