@@ -8,7 +8,7 @@ import type { Tx } from "../db/client.ts";
 import { columnOf } from "../db/columns.ts";
 import { pageOf } from "../db/page.ts";
 import type { notificationAttempts, notificationDeliveries, notificationMessages } from "../db/schema/index.ts";
-import { DELIVER_TASK } from "./outbox.ts";
+import { deliveryJob } from "./outbox.ts";
 
 export type DeliveryRow = typeof notificationDeliveries.$inferSelect;
 export type MessageRow = typeof notificationMessages.$inferSelect;
@@ -162,11 +162,7 @@ export async function oldestDue(sql: Tx, endpointId: string): Promise<Date | nul
 
 /** A delivery run for the endpoint at `at` (now when absent). Keyed per endpoint when now, so waiting runs fold into one. */
 export async function enqueueDelivery(sql: Tx, endpointId: string, at?: Date): Promise<void> {
-  const key = at === undefined ? `notify:${endpointId}` : `notify:${endpointId}:${Math.floor(at.getTime() / 1000)}`;
-  await sql`
-    select graphile_worker.add_job(${DELIVER_TASK}, json_build_object('endpoint_id', ${endpointId}::text),
-      queue_name => ${`notify:${endpointId}`}, job_key => ${key},
-      run_at => coalesce(${at ?? null}::timestamptz, now()))`;
+  await sql`select ${deliveryJob(sql, sql`${endpointId}::text`, sql`${at ?? null}::timestamptz`)}`;
 }
 
 /** Endpoints with deliveries due that no run holds (the sweep's safety net after a crash). */

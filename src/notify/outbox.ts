@@ -4,6 +4,7 @@
  * endpoint and that endpoint's delivery job: a committed change always has its messages,
  * and a rolled-back one has none.
  */
+import type { Fragment } from "postgres";
 import type { Tx } from "../db/client.ts";
 import { columnOf, jsonLines } from "../db/columns.ts";
 import type { JsonObject } from "../domain/normalise.ts";
@@ -17,6 +18,20 @@ import { firstMessageIdAt, newMessageId } from "./sign.ts";
 import type { NotificationType } from "./types.ts";
 
 export const DELIVER_TASK = "notify__deliver";
+
+/**
+ * The add_job call of an endpoint's delivery run, the one definition of its queue and key:
+ * queue `notify:<endpoint>`; key `notify:<endpoint>` for a run now (waiting runs fold
+ * into one), `notify:<endpoint>:<unix second>` for a run at `timedAt`. SQL, as the outbox
+ * enqueues in the statement that writes the deliveries, for times only it knows.
+ * `endpointId` (text) and `timedAt` (timestamptz, null for a run now) are SQL fragments.
+ */
+export function deliveryJob(sql: Tx, endpointId: Fragment, timedAt: Fragment): Fragment {
+  return sql`graphile_worker.add_job(${DELIVER_TASK}, json_build_object('endpoint_id', ${endpointId}),
+    queue_name => 'notify:' || ${endpointId},
+    job_key => 'notify:' || ${endpointId} || coalesce(':' || floor(extract(epoch from ${timedAt}))::bigint, ''),
+    run_at => coalesce(${timedAt}, now()))`;
+}
 
 /** Process-wide settings, from the configuration at start (runtime/services.ts). */
 const settings = { locationIntervalS: 30, firstAttemptDelayS: 0 };
@@ -204,10 +219,7 @@ async function insertMessages(tx: Tx, drafts: readonly (Draft & { sequence: numb
       where exists (select from messages)
       returning endpoint_id, next_attempt_at
     )
-    select graphile_worker.add_job(${DELIVER_TASK}, json_build_object('endpoint_id', endpoint_id),
-      queue_name => 'notify:' || endpoint_id,
-      job_key => 'notify:' || endpoint_id || case when at > now() then ':' || floor(extract(epoch from at))::bigint else '' end,
-      run_at => at)
+    select ${deliveryJob(tx, tx`endpoint_id`, tx`case when at > now() then at end`)}
     from (select endpoint_id, min(next_attempt_at) as at from deliveries group by endpoint_id) d`;
   return input.map((i) => i.id);
 }

@@ -5,12 +5,13 @@
  * delivery job run as the worker runs it, a receiver on loopback.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../../src/config.ts";
 import { createLogger } from "../../src/logger.ts";
+import { enqueueDelivery } from "../../src/notify/deliveries.ts";
 import { configureOutbox, recordMessage } from "../../src/notify/outbox.ts";
 import { startServices } from "../../src/runtime/services.ts";
 import { API_TOKEN, CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
@@ -103,5 +104,35 @@ describe("NOTIFY_RETRY_SCHEDULE's first entry", () => {
       await services.stop();
       configureOutbox(t.config.notify);
     }
+  });
+
+  it("the outbox's runs and the worker's are keyed by one definition: the same endpoint and second fold into one job", async () => {
+    const deliverJobs = () =>
+      t.database.sql<{ key: string; run_at: Date }[]>`
+        select key, run_at from graphile_worker.jobs where task_identifier = 'notify__deliver' and queue_name = ${`notify:${endpointId}`} order by id`;
+    const before = (await deliverJobs()).map((j) => j.key);
+    assert.equal((await t.callback({ client_order_id: "FD-KEY", svc_order_id: "7003", order_status: "ALLOTTED" })).status, 200);
+    await t.runJobs();
+    const jobs = await deliverJobs();
+    const timed = jobs.at(-1)!;
+    assert.deepEqual(jobs.map((j) => j.key), [...before, timed.key], "the outbox's timed run");
+    assert.match(timed.key, new RegExp(`^notify:${endpointId}:\\d+$`));
+    // The worker's run for the same second (deliveries.enqueueDelivery) is the outbox's job, not a second one.
+    await enqueueDelivery(t.database.sql, endpointId, new Date(timed.run_at.getTime() + 1));
+    assert.deepEqual((await deliverJobs()).map((j) => j.key), [...before, timed.key]);
+    // A run now: the worker's and the outbox's (a test ping) share the at-once key.
+    await enqueueDelivery(t.database.sql, endpointId);
+    assert.equal((await t.request(`/v1/notifications/endpoints/${endpointId}/test`, { method: "POST" })).status, 202);
+    assert.deepEqual((await deliverJobs()).map((j) => j.key), [...before, timed.key, `notify:${endpointId}`]);
+  });
+
+  it("the delivery run's queue and key are written in one place (outbox.ts deliveryJob)", () => {
+    const src = join(import.meta.dirname, "../../src");
+    const files = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts"));
+    // In code: 'notify:' in SQL, `notify:${…}` in TypeScript (doc comments write `notify:<endpoint>`).
+    const writers = files.filter((f) => /'notify:'|`notify:\$\{/.test(readFileSync(join(src, f), "utf8")));
+    assert.deepEqual(writers, ["notify/outbox.ts"]);
+    const outbox = readFileSync(join(src, "notify/outbox.ts"), "utf8");
+    assert.equal(outbox.match(/'notify:'|`notify:\$\{/g)?.length, 2, "queue_name and job_key, in deliveryJob");
   });
 });
