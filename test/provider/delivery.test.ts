@@ -19,6 +19,17 @@ import { placeOrderBody } from "../helpers/emulator.ts";
 /** What the raw server does with the next request. */
 type Behaviour = { answer: string } | { close: "before_reading" | "after_reading" } | { hang: true };
 
+/**
+ * Timeouts, in proportion: a client that waits long for an answered call (a loaded CI
+ * machine can take hundreds of milliseconds to schedule a loopback round trip; none of
+ * these calls waits that long unless the machine is), and, for the hang, a timeout that
+ * ends the wait long before the hanging server would answer, and long after any scheduling
+ * delay. The hang ends in a success, so a timeout that did not fire fails the test.
+ */
+const ANSWERED_TIMEOUT_MS = 10_000;
+const HANG_TIMEOUT_MS = 1_000;
+const HANG_MS = 15_000;
+
 function http(status: number, body: string, contentType = "application/json", extra = ""): { answer: string } {
   const reason = status === 200 ? "OK" : "X";
   return {
@@ -53,12 +64,13 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
         requests++;
         if ("answer" in behaviour) socket.end(behaviour.answer);
         else if ("close" in behaviour) socket.destroy();
-        // hang: never answer
+        // hang: an answer (a success) only after HANG_MS, far past the client's timeout.
+        else setTimeout(() => socket.end(http(200, '{"message":"Success","data":{"svc_order_id":"LATE"}}').answer), HANG_MS).unref();
       });
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    client = createProviderClient({ baseUrl: url, auth: { method: "token", token: "t" }, timeoutMs: 300 });
+    client = createProviderClient({ baseUrl: url, auth: { method: "token", token: "t" }, timeoutMs: ANSWERED_TIMEOUT_MS });
   });
   after(async () => {
     for (const s of sockets) s.destroy();
@@ -84,7 +96,7 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
     await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
     const port = (probe.address() as AddressInfo).port;
     await new Promise<void>((resolve) => probe.close(() => resolve()));
-    const dead = createProviderClient({ baseUrl: `http://127.0.0.1:${port}`, auth: { method: "token", token: "t" }, timeoutMs: 300 });
+    const dead = createProviderClient({ baseUrl: `http://127.0.0.1:${port}`, auth: { method: "token", token: "t" }, timeoutMs: ANSWERED_TIMEOUT_MS });
     expect(await failure(http(200, "{}"), dead), "network", "not_sent", true);
   });
 
@@ -125,10 +137,10 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
 
   it("not sent: a request fetch cannot build (a header value with a line break, a URL with a password) never leaves, and its error does not repeat the secret", async () => {
     const before = requests;
-    const badToken = createProviderClient({ baseUrl: url, auth: { method: "token", token: "tok\nSECRET-IN-HEADER" }, timeoutMs: 300 });
+    const badToken = createProviderClient({ baseUrl: url, auth: { method: "token", token: "tok\nSECRET-IN-HEADER" }, timeoutMs: ANSWERED_TIMEOUT_MS });
     const header = await failure(http(200, "{}"), badToken);
     expect(header, "invalid_request", "not_sent", false);
-    const withPassword = createProviderClient({ baseUrl: url.replace("http://", "http://user:SECRET-IN-URL@"), auth: { method: "token", token: "t" }, timeoutMs: 300 });
+    const withPassword = createProviderClient({ baseUrl: url.replace("http://", "http://user:SECRET-IN-URL@"), auth: { method: "token", token: "t" }, timeoutMs: ANSWERED_TIMEOUT_MS });
     const creds = await failure(http(200, "{}"), withPassword);
     expect(creds, "invalid_request", "not_sent", false);
     assert.equal(requests, before, "nothing reached the server");
@@ -150,12 +162,10 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
   });
 
   it("refused: a redirect is not followed (a POST answered 301 would come back a GET without its body) and says where to point tracklane", async () => {
-    // A timeout of its own: 300 ms is short for four round trips on a loaded machine.
-    const patient = createProviderClient({ baseUrl: url, auth: { method: "token", token: "t" }, timeoutMs: 5000 });
     for (const status of [301, 302, 307, 308]) {
       const before = requests;
       // Followed, the redirect would reach this same loopback server a second time.
-      const err = await failure(http(status, "", "text/html", `location: ${url}/moved/api/v2/stores/orders/\r\n`), patient);
+      const err = await failure(http(status, "", "text/html", `location: ${url}/moved/api/v2/stores/orders/\r\n`));
       expect(err, "client", "refused", false);
       assert.equal(err.status, status);
       assert.equal(requests, before + 1, `${status}: one request, the redirect not followed`);
@@ -184,7 +194,13 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
   });
 
   it("ambiguous: no answer within the timeout", async () => {
-    expect(await failure({ hang: true }), "timeout", "ambiguous", true);
+    const impatient = createProviderClient({ baseUrl: url, auth: { method: "token", token: "t" }, timeoutMs: HANG_TIMEOUT_MS });
+    const started = performance.now();
+    const err = await failure({ hang: true }, impatient);
+    const waited = performance.now() - started;
+    expect(err, "timeout", "ambiguous", true);
+    assert.match(err.providerMessage, new RegExp(`no answer within ${HANG_TIMEOUT_MS} ms`));
+    assert.ok(waited >= HANG_TIMEOUT_MS - 50 && waited < HANG_MS, `gave up after ${Math.round(waited)} ms`);
   });
 
   it("ambiguous: the connection closed after the request was written", async () => {
