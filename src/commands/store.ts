@@ -9,7 +9,6 @@ import { jsonLines } from "../db/columns.ts";
 import { pageOf } from "../db/page.ts";
 import type { commands } from "../db/schema/index.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
-import { isJsonObject } from "../domain/normalise.ts";
 import type { JsonObject } from "../domain/normalise.ts";
 
 export const COMMAND_KINDS = ["place", "edit", "cancel", "dispatch_ready", "stop_reattempt", "confirm_placement"] as const;
@@ -376,19 +375,30 @@ export async function purgeFinishedCommands(tx: Tx, before: Date, batch: number)
   return rows.count;
 }
 
-/** The customer's details out of the order's command requests (`redact`: null leaves one as it is); the request hash stays. */
-export async function redactCommands(tx: TransactionSql, orderId: number, redact: (request: JsonObject) => JsonObject | null): Promise<number> {
-  const rows = await tx<{ id: number; request: unknown }[]>`select id, request from commands where order_id = ${orderId} and redacted_at is null`;
-  const changed = rows.flatMap((r) => {
-    const redacted = isJsonObject(r.request) ? redact(r.request) : null;
-    return redacted === null ? [] : [{ id: r.id, request: redacted }];
-  });
-  if (changed.length > 0) {
-    await tx`
-      update commands c set request = v.request, redacted_at = now()
-      from unnest(${changed.map((c) => c.id)}::bigint[], string_to_array(${jsonLines(changed.map((c) => JSON.stringify(c.request)))}::text, E'\n')::jsonb[])
-        as v(id, request)
-      where c.id = v.id and c.id = any(${changed.map((c) => c.id)}::bigint[])`;
-  }
+/** What of a command can hold the customer's personal data: the request sent, the provider's answer, the error text. */
+export interface CommandPersonalData {
+  id: number;
+  request: unknown;
+  response: unknown;
+  last_error: string | null;
+}
+
+/** The order's commands, locked (a run ending now would otherwise write its answer over the redaction, or be overwritten by it). */
+export async function commandsForRedaction(tx: TransactionSql, orderId: number): Promise<CommandPersonalData[]> {
+  return await tx<CommandPersonalData[]>`select id, request, response, last_error from commands where order_id = ${orderId} order by id for update`;
+}
+
+/** Commands with their personal data replaced (domain/redact.ts), marked redacted; the request hash stays. */
+export async function writeRedactedCommands(tx: TransactionSql, changed: readonly CommandPersonalData[]): Promise<number> {
+  if (changed.length === 0) return 0;
+  const ids = changed.map((c) => c.id);
+  await tx`
+    update commands c set request = v.request, response = case when c.response is null then null else v.response end, last_error = v.last_error, redacted_at = now()
+    from unnest(${ids}::bigint[],
+                string_to_array(${jsonLines(changed.map((c) => JSON.stringify(c.request)))}::text, E'\n')::jsonb[],
+                string_to_array(${jsonLines(changed.map((c) => JSON.stringify(c.response ?? null)))}::text, E'\n')::jsonb[],
+                ${changed.map((c) => c.last_error) as string[]}::text[])
+      as v(id, request, response, last_error)
+    where c.id = v.id and c.id = any(${ids}::bigint[])`;
   return changed.length;
 }

@@ -1,8 +1,9 @@
 /**
  * Personal data, and what replaces it once its purpose is served (PII_RETENTION_DAYS after
  * an order finished): the rider's name and contact in the provider's payloads, the
- * customer's name, phone, address and position in the commands' requests. Pure functions:
- * each returns the redacted copy, or null when there is nothing (left) to redact.
+ * customer's name, phone, address and position in the commands' requests, and wherever the
+ * provider's answers and error texts echo them. Pure functions: each returns the redacted
+ * copy, or null when there is nothing (left) to redact.
  */
 import { isJsonObject } from "./normalise.ts";
 import type { JsonObject } from "./normalise.ts";
@@ -45,6 +46,154 @@ export function redactCommandRequest(request: JsonObject): JsonObject | null {
   const customer = request["customer_details"];
   const redacted = isJsonObject(customer) ? redactKeys(customer, CUSTOMER_KEYS) : null;
   return redacted === null ? null : { ...request, customer_details: redacted };
+}
+
+/**
+ * The customer's values an order's requests carry (name, phone, address, position), to be
+ * found again wherever the provider echoes them. Values already redacted or empty are left
+ * out.
+ */
+export interface CustomerValues {
+  /** Lower-cased text values, longest first (a longer value is replaced before a part of it). */
+  texts: string[];
+  /** Numeric values (a position, a phone sent as a number), also matched as text. */
+  numbers: number[];
+}
+
+/** A text shorter than this is replaced only where it is a whole value: as a part of one it would hit ordinary words. */
+const MIN_PART_LENGTH = 3;
+
+/**
+ * A number that says who or where: a coordinate with decimals, or a phone's worth of
+ * digits. A small whole number (a house number sent as a number) would also match an
+ * answer's amounts and quantities, which stay.
+ */
+const identifying = (n: number) => !Number.isInteger(n) || Math.abs(n) >= 100_000;
+
+export function customerValues(requests: readonly unknown[]): CustomerValues {
+  const texts = new Set<string>();
+  const numbers = new Set<number>();
+  for (const request of requests) {
+    const customer = isJsonObject(request) ? request["customer_details"] : undefined;
+    if (!isJsonObject(customer)) continue;
+    for (const [k, v] of Object.entries(customer)) {
+      if (!CUSTOMER_KEYS.has(k)) continue;
+      if (typeof v === "number" && Number.isFinite(v)) {
+        if (identifying(v)) numbers.add(v);
+        texts.add(String(v));
+      } else if (typeof v === "string" && v.trim() !== "" && v !== REDACTED) {
+        const trimmed = v.trim();
+        texts.add(trimmed.toLowerCase());
+        if (/^-?\d+(\.\d+)?$/.test(trimmed) && identifying(Number(trimmed))) numbers.add(Number(trimmed));
+      }
+    }
+  }
+  return { texts: [...texts].sort((a, b) => b.length - a.length), numbers: [...numbers] };
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/**
+ * `text` with each customer value in it replaced by "[redacted]" (case-insensitive); null
+ * when none is there. A free-text answer or error ("invalid phone 98…", an HTML page) is
+ * kept for diagnosis, without the customer in it.
+ */
+export function redactText(text: string, values: CustomerValues): string | null {
+  if (text === REDACTED) return null;
+  if (values.texts.includes(text.trim().toLowerCase())) return REDACTED;
+  const parts = values.texts.filter((v) => v.length >= MIN_PART_LENGTH);
+  if (parts.length === 0) return null;
+  const pattern = new RegExp(parts.map(escapeRegExp).join("|"), "gi");
+  // What an earlier run put in stays as it is: a value is never looked for inside "[redacted]".
+  const out = text
+    .split(REDACTED)
+    .map((segment) => segment.replace(pattern, REDACTED))
+    .join(REDACTED);
+  return out === text ? null : out;
+}
+
+/**
+ * What operations needs of an answer, never touched: the provider's and the merchant's ids,
+ * the store, statuses, the tracking link and AWB numbers.
+ */
+const KEPT_ANSWER_KEYS = new Set([
+  "svc_order_id",
+  "sfx_order_id",
+  "id",
+  "client_order_id",
+  "coid",
+  "store_code",
+  "status",
+  "order_status",
+  "track_url",
+  "awb",
+  "awb_number",
+  "rts_order_id",
+]);
+
+/** Walks one JSON value of an answer; undefined: unchanged. */
+function redactAnswerValue(value: unknown, values: CustomerValues): unknown {
+  if (typeof value === "string") return redactText(value, values) ?? undefined;
+  if (typeof value === "number") return values.numbers.includes(value) ? REDACTED : undefined;
+  if (Array.isArray(value)) {
+    let changed = false;
+    const items = value.map((item) => {
+      const r = redactAnswerValue(item, values);
+      if (r === undefined) return item;
+      changed = true;
+      return r;
+    });
+    return changed ? items : undefined;
+  }
+  if (!isJsonObject(value)) return undefined;
+  let changed = false;
+  // Entries, not assignments: a `__proto__` key stays a key (redactKeys).
+  const entries = Object.entries(value).map(([k, v]): [string, unknown] => {
+    if (KEPT_ANSWER_KEYS.has(k)) return [k, v];
+    let next: unknown = v;
+    if (k === "customer_details" && isJsonObject(v)) next = redactKeys(v, CUSTOMER_KEYS) ?? v;
+    const deeper = redactAnswerValue(next, values);
+    if (deeper !== undefined) next = deeper;
+    if (next === v) return [k, v];
+    changed = true;
+    return [k, next];
+  });
+  return changed ? Object.fromEntries(entries) : undefined;
+}
+
+/**
+ * A provider answer stored with a command without the customer's personal data: the
+ * customer's keys under any `customer_details`, and the customer's values (`values`, from
+ * the order's requests) wherever else they are echoed, as a whole value or inside a text.
+ * Ids, statuses, the tracking link and AWB numbers stay. Null when nothing changed.
+ */
+export function redactProviderAnswer(answer: unknown, values: CustomerValues): unknown {
+  const redacted = redactAnswerValue(answer, values);
+  return redacted === undefined ? null : redacted;
+}
+
+/** A command's stored data, as domain code sees it (commands/store.ts CommandPersonalData). */
+export interface CommandData {
+  id: number;
+  request: unknown;
+  response: unknown;
+  last_error: string | null;
+}
+
+/**
+ * An order's commands without the customer's personal data: their requests' customer
+ * details, and the same values wherever the provider's answers and error texts echo them
+ * (`values`: customerValues of every request, read before any is redacted). Only the
+ * commands that changed.
+ */
+export function redactCommandData(commands: readonly CommandData[], values: CustomerValues): CommandData[] {
+  return commands.flatMap((c) => {
+    const request = isJsonObject(c.request) ? redactCommandRequest(c.request) : null;
+    const response = redactProviderAnswer(c.response, values);
+    const lastError = c.last_error === null ? null : redactText(c.last_error, values);
+    if (request === null && response === null && lastError === null) return [];
+    return [{ id: c.id, request: request ?? c.request, response: response ?? c.response, last_error: lastError ?? c.last_error }];
+  });
 }
 
 const redactedWinner = (w: Winner<string> | null): Winner<string> | null => (w === null || w.value === REDACTED ? w : { ...w, value: REDACTED });

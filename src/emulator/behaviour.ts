@@ -9,14 +9,17 @@ import { isTimeZone, wallClock } from "../domain/time-zones.ts";
  * queued keeps the shape it was built with.
  */
 
-export const PLACE_ANSWERS = ["spec", "sfx"] as const;
+export const PLACE_ANSWERS = ["spec", "sfx", "echo"] as const;
 export const EDIT_ANSWERS = ["spec", "sfx"] as const;
 export const CALLBACK_SHAPES = ["spec", "nested", "unified", "sparse"] as const;
 
 export interface Behaviour {
   /** false: a repeated (store_code, client_order_id) is refused naming the first order. true: another order is created. */
   accept_duplicate_orders: boolean;
-  /** spec: `{message, data: {svc_order_id, track_url, ...}}`. sfx: `{message: "Success", data: {sfx_order_id}}` only. */
+  /**
+   * spec: `{message, data: {svc_order_id, track_url, ...}}`. sfx: `{message: "Success", data: {sfx_order_id}}` only.
+   * echo: sfx's, with the order as the provider stored it, the customer's details included (orders.ts).
+   */
   place_answer: (typeof PLACE_ANSWERS)[number];
   /** spec: `{store_code, status, svc_order_id, track_url, order_details}`. sfx: `{message: "Success", data: {sfx_order_id}}` only. */
   edit_answer: (typeof EDIT_ANSWERS)[number];

@@ -64,6 +64,21 @@ export function registerOrderRoutes(app: EmulatorApp, ctx: EmulatorContext): voi
     if (ctx.behaviour.place_answer === "sfx") {
       return c.json({ message: "Success", data: { sfx_order_id: Number(svcOrderId) } });
     }
+    if (ctx.behaviour.place_answer === "echo") {
+      // An answer that repeats the customer back: the written interface leaves `data`'s shape
+      // open, and tracklane stores the answer, so its redaction is tested against one.
+      const customer = body.customer_details;
+      return c.json({
+        message: "Success",
+        data: {
+          sfx_order_id: Number(svcOrderId),
+          client_order_id: order.clientOrderId,
+          status: order.status,
+          drop_details: `${String(customer.name)}, ${String(customer.address_line_1)} (${String(customer.contact_number)})`,
+          customer_details: customer,
+        },
+      });
+    }
     // svc_order_id goes out as a number here (and as a string elsewhere): real payloads mix both.
     return c.json({
       message: "Order placed successfully",

@@ -340,6 +340,20 @@ const msOrNull = (at: Date | null | undefined): string | null => (at ? String(at
 /** A finite number as the text PostgreSQL reads back exactly (JS prints the shortest round-trip form); else null. */
 const numberOrNull = (n: number | null | undefined): string | null => (n === null || n === undefined || !Number.isFinite(n) ? null : String(n));
 
+/**
+ * The order's placement error (the provider's words when a place failed) as `redact` returns
+ * it; null from `redact` leaves it as it is. The customer's details a refusal echoed go
+ * with the rest of the order's personal data (src/retention/redact.ts).
+ */
+export async function redactPlacementError(tx: TransactionSql, orderId: number, redact: (error: string) => string | null): Promise<boolean> {
+  const [row] = await tx<{ placement_error: string | null }[]>`select placement_error from orders where id = ${orderId} for update`;
+  const error = row?.placement_error ?? null;
+  const redacted = error === null ? null : redact(error);
+  if (redacted === null) return false;
+  await tx`update orders set placement_error = ${redacted} where id = ${orderId}`;
+  return true;
+}
+
 /** The order's personal data is gone (its events and commands were redacted and it was projected again). */
 export async function markRedacted(tx: Tx, orderId: number): Promise<void> {
   await tx`update orders set redacted_at = now() where id = ${orderId}`;

@@ -1,17 +1,18 @@
 /**
  * Personal data out of finished orders, PII_RETENTION_DAYS after they finished: the
- * customer's details in their commands, the rider's name and contact in their events
+ * customer's details in their commands (requests, the provider's answers and error texts,
+ * and the placement error on the order), the rider's name and contact in their events
  * (the log's one allowed change), then the order projected again from the redacted log,
  * so its row and its stored state hold "[redacted]" too. One transaction per order: an
  * order is redacted entirely or not at all, and marked so it is not taken again.
  */
 import type { Sql } from "postgres";
 import { isDatabaseUnavailable } from "../db/client.ts";
-import { redactCommands } from "../commands/store.ts";
-import { redactCommandRequest, redactEventPayload } from "../domain/redact.ts";
+import { commandsForRedaction, writeRedactedCommands } from "../commands/store.ts";
+import { customerValues, redactCommandData, redactEventPayload, redactText } from "../domain/redact.ts";
 import { redactOrderEvents } from "../events/log.ts";
 import { ordersDueForRedaction } from "../orders/read.ts";
-import { markRedacted } from "../orders/store.ts";
+import { lockOrder, markRedacted, redactPlacementError } from "../orders/store.ts";
 import { identitiesOfRow, projectOrdersIn } from "../projection/project.ts";
 
 const PAGE = 100;
@@ -48,7 +49,14 @@ export async function redactDue(sql: Sql, piiDays: number, now = new Date()): Pr
           const svcOrderIds = identities.flatMap((i) => (i.svcOrderId === null ? [] : [i.svcOrderId]));
           const ids = { svcOrderIds, clientOrderId: order.client_order_id };
           let events = await redactOrderEvents(tx, ids, redactEventPayload);
-          const commands = await redactCommands(tx, order.id, redactCommandRequest);
+          // The order before its commands, as a command's end locks them: no deadlock with it.
+          await lockOrder(tx, order.id);
+          // The customer's values are read from the requests before any is redacted: they
+          // are what is looked for in the answers and error texts.
+          const stored = await commandsForRedaction(tx, order.id);
+          const values = customerValues(stored.map((c) => c.request));
+          const commands = await writeRedactedCommands(tx, redactCommandData(stored, values));
+          await redactPlacementError(tx, order.id, (error) => redactText(error, values));
           // A callback stored after the events were read may be folded (and claimed) by the
           // projection: its payload is redacted and the order projected again, until a look
           // after the projection finds nothing. One stored after that is left queued, and
