@@ -205,7 +205,7 @@ export async function orderIdentityPage(
     limit ${page.limit}`;
 }
 
-/** Finished orders not yet redacted that finished before `before`, oldest first (orders_pii_due_idx). */
+/** Finished orders not yet redacted that tracklane saw finish before `before`, oldest first (orders_pii_due_idx). */
 export async function ordersDueForRedaction(
   sql: Tx,
   before: Date,
@@ -215,7 +215,7 @@ export async function ordersDueForRedaction(
   return await sql<Pick<OrderRow, "id" | "svc_order_id" | "client_order_id" | "svc_order_ids">[]>`
     select id, svc_order_id, client_order_id, svc_order_ids from orders
     where redacted_at is null and status in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER')
-      and status_at < ${before} and id <> all(${skip as number[]}::bigint[])
-    order by status_at
+      and finished_at < ${before} and id <> all(${skip as number[]}::bigint[])
+    order by finished_at
     limit ${limit}`;
 }

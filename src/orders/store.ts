@@ -291,8 +291,13 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
       event_count = v.count, last_event_at = v.last_event_at, projection_state = v.state,
       placement_state = case when o.placement_state in ('unconfirmed', 'failed') and v.svc is not null then 'placed' else o.placement_state end,
       placement_error = case when o.placement_state in ('unconfirmed', 'failed') and v.svc is not null then null else o.placement_error end,
+      -- Tracklane's clock, not the event's: set by the write that first makes the order
+      -- finished (statuses.ts, rank 5), kept while it stays so (a rebuild too), cleared if
+      -- it ever is not.
+      finished_at = case when v.status in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER')
+                         then coalesce(o.finished_at, now()) end,
       -- An event arriving after the redaction may bring personal data again: the order is
-      -- due once more (src/retention/redact.ts), and its status_at keeps it at the front.
+      -- due once more (src/retention/redact.ts), and its finished_at keeps it at the front.
       redacted_at = case when v.count > o.event_count then null else o.redacted_at end,
       updated_at = now()
     from (

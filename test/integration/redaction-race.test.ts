@@ -30,6 +30,8 @@ it("a callback stored while the order is being redacted is redacted too, or leav
     { ...ids, order_status: "DELIVERED", timestamp: at(30), ...rider },
   ]) assert.equal((await t.callback(body)).status, 200);
   await t.runJobs();
+  // As if tracklane had seen it finish 100 days ago: retention counts from then.
+  await sql`update orders set finished_at = now() - interval '100 days' where client_order_id = 'RACE-PII'`;
 
   // The order's row is held by another transaction: the redaction reads and redacts the
   // events, then waits to project the order. A late ping is stored meanwhile.

@@ -49,6 +49,13 @@ async function deliveredOrder(coid: string, svc: string, daysAgo: number): Promi
   await t.callback({ client_order_id: coid, svc_order_id: svc, rider_latitude: 12.97, rider_longitude: 77.59, timestamp: at(5), ...rider });
   await t.callback({ client_order_id: coid, svc_order_id: svc, order_status: "DELIVERED", timestamp: at(30), ...rider });
   await t.runJobs();
+  await finishedDaysAgo(coid, daysAgo);
+}
+
+/** As if tracklane had recorded the order's finish `days` ago (retention counts from then, not from the events' times). */
+async function finishedDaysAgo(coid: string, days: number): Promise<void> {
+  const rows = await t.database.sql`update orders set finished_at = now() - ${days}::int * interval '1 day' where client_order_id = ${coid} and finished_at is not null`;
+  assert.equal(rows.count, 1, `${coid} is finished`);
 }
 
 describe("redaction of personal data", () => {
@@ -125,6 +132,7 @@ describe("redaction of personal data", () => {
     const res = await t.request(`/callbacks/${CALLBACK_SECRET}`, { method: "POST", body: raw, headers: { "content-type": "application/json" } });
     assert.equal(res.status, 200, await res.clone().text());
     await t.runJobs();
+    await finishedDaysAgo("PII-PROTO", 120);
     assert.deepEqual(await redactDue(t.database.sql, 90), { orders: 1, events: 1, commands: 0, failed: [] });
     const [row] = await t.database.sql<{ payload: string }[]>`select payload::text from order_events where client_order_id = 'PII-PROTO'`;
     const stored = JSON.parse(row!.payload) as Record<string, unknown>;

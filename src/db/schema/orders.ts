@@ -16,6 +16,13 @@ export const orders = pgTable(
     status: text(),
     provider_status: text(),
     status_at: timestamp({ withTimezone: true }),
+    /**
+     * When tracklane recorded that the order finished (its own clock, the projection's
+     * write that first made the status terminal); null while it has not. Personal data is
+     * kept PII_RETENTION_DAYS from this, not from status_at: that is the provider's time,
+     * which a clock far off or a late callback would make too early or never.
+     */
+    finished_at: timestamp({ withTimezone: true }),
     track_url: text(),
     awb_number: text(),
     pickup_otp: text(),
@@ -75,10 +82,10 @@ export const orders = pgTable(
     index("orders_status_idx").on(t.status, t.id.desc().nullsFirst()),
     index("orders_store_code_idx").on(t.store_code, t.id.desc().nullsFirst()).where(sql`${t.store_code} is not null`),
     index("orders_updated_hour_idx").on(t.updated_hour),
-    // Finished orders whose personal data is still there, by when they finished: what the
-    // daily redaction takes, oldest first. status_at changes only with the status.
+    // Finished orders whose personal data is still there, by when tracklane learned they
+    // finished: what the daily redaction takes, oldest first. finished_at is set once.
     index("orders_pii_due_idx")
-      .on(t.status_at)
+      .on(t.finished_at)
       .where(sql`${t.redacted_at} is null and ${t.status} in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER')`),
     // Serves GET /v1/orders?placement= for every state, and the placement gauge. A partial
     // index of the states that need a person left `placed` and `external` to a walk of the
