@@ -23,6 +23,40 @@ export const SPANS_AHEAD: Record<PartitionSpan, number> = { month: 1, week: 1, d
 /** Arbitrary constant key of the advisory lock that serialises partition changes. */
 export const PARTITIONS_LOCK = 7_305_201_145;
 
+/**
+ * How long the hourly job's DDL waits for a lock (PostgreSQL's lock_timeout) before it
+ * gives up for this run. Detaching a partition waits for every transaction that was using
+ * the log; one left open (a session idle in a transaction) would hold the job, and the
+ * retention queue it shares with the daily redaction, for as long as it stays open.
+ */
+export const PARTITION_LOCK_TIMEOUT_MS = 10_000;
+
+/** lock_not_available: the DDL waited lock_timeout and was cancelled. */
+export const isLockNotAvailable = (err: unknown): boolean => typeof err === "object" && err !== null && (err as { code?: unknown }).code === "55P03";
+
+/** A session holding a lock on the log or on one of its partitions: what a DDL that gave up waited for. */
+export interface LockHolder {
+  pid: number;
+  application_name: string;
+  state: string | null;
+  /** When its transaction began. */
+  xact_start: Date | null;
+  /** Its last statement, cut short. */
+  query: string;
+}
+
+/** Sessions holding a lock on any of these tables, oldest transaction first (this session left out). */
+async function lockHolders(sql: Sql, tables: readonly string[]): Promise<LockHolder[]> {
+  return await sql<LockHolder[]>`
+    select a.pid, a.application_name, a.state, a.xact_start, left(a.query, 200) as query
+    from pg_stat_activity a
+    where a.pid <> pg_backend_pid() and a.pid in (
+      select l.pid from pg_locks l
+      where l.locktype = 'relation' and l.granted
+        and l.relation = any(select to_regclass(t) from unnest(${tables as string[]}::text[]) t))
+    order by a.xact_start nulls last, a.pid`;
+}
+
 export interface EventPartition {
   kind: EventKind;
   starts: Day;
@@ -41,8 +75,11 @@ export async function listPartitions(sql: Sql): Promise<EventPartition[]> {
  * partition once. Attaching locks the log with SHARE UPDATE EXCLUSIVE only, so appends
  * and reads go on.
  */
-export async function ensurePartitions(sql: Sql, span: PartitionSpan, now = new Date()): Promise<string[]> {
+export async function ensurePartitions(sql: Sql, span: PartitionSpan, now = new Date(), options: { lockTimeoutMs?: number } = {}): Promise<string[]> {
   return await sql.begin(async (tx) => {
+    // The hourly job's bound (lock_not_available when reached); appends that make their
+    // partitions wait as long as it takes, as any other write does.
+    if (options.lockTimeoutMs !== undefined) await tx`select set_config('lock_timeout', ${`${options.lockTimeoutMs}ms`}, true)`;
     await tx`select pg_advisory_xact_lock(${PARTITIONS_LOCK})`;
     const lasts = await tx<{ kind: EventKind; ends: Day }[]>`
       select kind, max(ends)::text as ends from event_partitions group by kind`;
@@ -113,6 +150,30 @@ export interface Dropped {
   dropped: string[];
   /** Past retention but kept: some of their events are not projected yet. */
   held: string[];
+  /**
+   * The partition whose detach or drop waited longer than the lock timeout, and who held
+   * locks on the log or on it then; the run stopped there, and the next one goes on from
+   * it. Null when nothing waited that long.
+   */
+  blocked: { partition: string; holders: LockHolder[] } | null;
+}
+
+/**
+ * A connection of its own with lock_timeout set, for the DDL that runs outside a
+ * transaction (DETACH … CONCURRENTLY cannot run in one, so SET LOCAL cannot bound it).
+ */
+async function withLockTimeout<T>(sql: Sql, ms: number, work: (conn: Sql) => Promise<T>): Promise<T> {
+  const conn = await sql.reserve();
+  try {
+    await conn`select set_config('lock_timeout', ${`${ms}ms`}, false)`;
+    try {
+      return await work(conn);
+    } finally {
+      await conn`reset lock_timeout`;
+    }
+  } finally {
+    conn.release();
+  }
 }
 
 /**
@@ -124,11 +185,23 @@ export interface Dropped {
  * its event_partitions row goes first (appends stop routing late events to it), then it is
  * detached CONCURRENTLY (no lock that stops appends or reads), then dropped. A run cut
  * off half way is finished by the next one.
+ *
+ * The detach waits for every transaction using the log, and the drop for any on the
+ * partition: with `lockTimeoutMs`, either gives up once it has waited that long, and the
+ * run stops there, naming who held locks (`blocked`). A detach given up is left pending
+ * (its row already gone, so no append is sent to it), and the next run finishes it.
  */
-export async function dropExpiredPartitions(sql: Sql, retention: Retention, now = new Date()): Promise<Dropped> {
+export async function dropExpiredPartitions(
+  sql: Sql,
+  retention: Retention,
+  now = new Date(),
+  options: { lockTimeoutMs?: number } = {},
+): Promise<Dropped> {
   const today = dayOf(now);
   const days: Record<EventKind, number> = { location: retention.locationDays, status: retention.statusDays };
-  const result: Dropped = { dropped: [], held: [] };
+  const result: Dropped = { dropped: [], held: [], blocked: null };
+  const bounded = async (work: (conn: Sql) => Promise<unknown>) =>
+    options.lockTimeoutMs === undefined ? await work(sql) : await withLockTimeout(sql, options.lockTimeoutMs, work);
   const due = (await listPartitions(sql)).filter((p) => pastRetention(p, today, days[p.kind]));
   // A partition whose row an interrupted run already removed: still attached or detached.
   const orphans = await sql<{ name: string }[]>`
@@ -148,7 +221,13 @@ export async function dropExpiredPartitions(sql: Sql, retention: Retention, now 
       continue;
     }
     await sql`delete from event_partitions where name = ${p}`;
-    await detach(sql, p);
+    try {
+      await bounded((conn) => detach(conn, p));
+    } catch (err) {
+      if (!isLockNotAvailable(err)) throw err;
+      result.blocked = { partition: p, holders: await lockHolders(sql, ["order_events", p]) };
+      return result;
+    }
     // An append that read the partition's row before it went may have stored an event in
     // it since the check above: the detach waited for it to commit. Such an event is
     // acknowledged and not projected yet: the partition goes back, held.
@@ -158,7 +237,14 @@ export async function dropExpiredPartitions(sql: Sql, retention: Retention, now 
       heldKinds.add(partition.kind);
       continue;
     }
-    await sql`drop table if exists ${sql(p)}`;
+    try {
+      await bounded((conn) => conn`drop table if exists ${conn(p)}`);
+    } catch (err) {
+      // Detached, its row gone: the next run finds it and drops it.
+      if (!isLockNotAvailable(err)) throw err;
+      result.blocked = { partition: p, holders: await lockHolders(sql, [p]) };
+      return result;
+    }
     result.dropped.push(p);
   }
   return result;

@@ -254,9 +254,9 @@ describe("the partitioned event log", () => {
     await sql`insert into order_periods (order_key, period) values ('8800010', ${addDays(oldMonth, 1)}::date)`;
     await t.callback({ client_order_id: "RT-Q", svc_order_id: "8800010", rider_latitude: 12.5, rider_longitude: 77.1 });
     const part = `order_events_location_${oldMonth.replaceAll("-", "")}`;
-    assert.deepEqual(await dropExpiredPartitions(sql, { locationDays: 30, statusDays: 0 }), { dropped: [], held: [part] });
+    assert.deepEqual(await dropExpiredPartitions(sql, { locationDays: 30, statusDays: 0 }), { dropped: [], held: [part], blocked: null });
     await t.runJobs();
-    assert.deepEqual(await dropExpiredPartitions(sql, { locationDays: 30, statusDays: 0 }), { dropped: [part], held: [] });
+    assert.deepEqual(await dropExpiredPartitions(sql, { locationDays: 30, statusDays: 0 }), { dropped: [part], held: [], blocked: null });
   });
 
   it("finishes a drop cut off half way: a partition whose row is gone is detached and dropped on the next run", async () => {
@@ -264,7 +264,7 @@ describe("the partitioned event log", () => {
     await attachOldMonth();
     const part = `order_events_location_${oldMonth.replaceAll("-", "")}`;
     await sql`delete from event_partitions where name = ${part}`;
-    assert.deepEqual(await dropExpiredPartitions(sql, { locationDays: 0, statusDays: 0 }), { dropped: [part], held: [] });
+    assert.deepEqual(await dropExpiredPartitions(sql, { locationDays: 0, statusDays: 0 }), { dropped: [part], held: [], blocked: null });
     const [gone] = await sql<{ exists: boolean }[]>`select to_regclass(${part}) is not null as exists`;
     assert.equal(gone!.exists, false);
   });

@@ -1,0 +1,103 @@
+/**
+ * A session left open in a transaction that read the event log (idle in transaction) does
+ * not hold the hourly partition job for as long as it stays open (src/events/partitions.ts):
+ * detaching a partition waits for it at most the lock timeout, then the run stops, naming
+ * the session, and the next run finishes the drop. Appends go on meanwhile.
+ */
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import { driverSql } from "../../src/db/client.ts";
+import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
+import { dropExpiredPartitions, listPartitions, PARTITION_LOCK_TIMEOUT_MS } from "../../src/events/partitions.ts";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await createTestApp();
+});
+after(async () => {
+  await t.close();
+});
+
+const RETENTION = { locationDays: 30, statusDays: 0 };
+const month = spanStart(addDays(spanStart(dayOf(new Date()), "month"), -120), "month");
+const partition = `order_events_location_${month.replaceAll("-", "")}`;
+
+/** A session that reads the log in a transaction and then sits idle in it until `end()`. */
+async function stuckReader(): Promise<{ pid: number; end(): Promise<void> }> {
+  const other = driverSql(t.testDb.url, { max: 1, connection: { application_name: "stuck-report" } });
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let pid!: number;
+  const opened = new Promise<void>((ready) => {
+    const tx = other.begin(async (tx) => {
+      const [row] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      pid = row!.pid;
+      await tx`select count(*) from order_events`;
+      ready();
+      await released;
+    });
+    void tx.catch(() => {});
+  });
+  await opened;
+  return {
+    pid,
+    async end() {
+      release();
+      await other.end();
+    },
+  };
+}
+
+/** `work`, or a rejection once it has taken `ms`: a wait with no end fails the test instead of hanging it. */
+async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} still waiting after ${ms} ms`)), ms)));
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+it("a detach that waits on a transaction left open gives up after the lock timeout, names it, and is finished by the next run; appends go on", async () => {
+  const sql = t.database.sql;
+  await sql`select order_events_attach_partition('location', ${month}::date, ${nextBoundary(month, "month")}::date)`;
+  const stuck = await stuckReader();
+  let pending: Promise<unknown> | undefined;
+  try {
+    const started = Date.now();
+    const drop = dropExpiredPartitions(sql, RETENTION, new Date(), { lockTimeoutMs: 500 });
+    pending = drop;
+    const first = await within(5_000, "the drop", drop);
+    assert.ok(Date.now() - started < 4_000);
+    assert.deepEqual(first.dropped, []);
+    assert.equal(first.blocked?.partition, partition);
+    const holder = first.blocked?.holders.find((h) => h.pid === stuck.pid);
+    assert.ok(holder, `the open transaction is named: ${JSON.stringify(first.blocked)}`);
+    assert.deepEqual([holder.application_name, holder.state], ["stuck-report", "idle in transaction"]);
+    assert.ok(!(await listPartitions(sql)).some((p) => p.name === partition), "no append is sent to it any more");
+
+    // Appends are not held by the job, nor by the detach it left pending.
+    const res = await within(3_000, "a callback", t.callback({ svc_order_id: "9920001", client_order_id: "STUCK-1", rider_latitude: 12.9, rider_longitude: 77.6 }));
+    assert.equal(res.status, 200, await res.text());
+
+    // The worker's task: bounded the same way (PARTITION_LOCK_TIMEOUT_MS), it ends, and says why it left the partition.
+    await sql`select graphile_worker.add_job('events__partitions', '{}'::json)`;
+    await within(PARTITION_LOCK_TIMEOUT_MS + 10_000, "the task", t.runJobs());
+    const warning = t.logLines.find((l) => l.includes("dropping a partition past retention waited too long"));
+    assert.ok(warning?.includes('"application_name":"stuck-report"') && warning.includes(partition), warning);
+    const [job] = await sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'events__partitions' and last_error is not null`;
+    assert.equal(job!.n, 0, "the job did not fail");
+  } finally {
+    await stuck.end();
+    // Without the bound the drop was still waiting: it goes on once the transaction ends.
+    await pending?.catch(() => {});
+  }
+
+  const second = await within(5_000, "the next drop", dropExpiredPartitions(sql, RETENTION, new Date(), { lockTimeoutMs: 500 }));
+  assert.deepEqual([second.dropped, second.blocked], [[partition], null]);
+  const [left] = await sql<{ n: number }[]>`select count(*)::int as n from pg_class where relname = ${partition}`;
+  assert.equal(left!.n, 0);
+});
