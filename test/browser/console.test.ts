@@ -433,6 +433,39 @@ describe("the console in a real browser", { timeout: 240_000, skip: "missing" in
     assert.deepEqual(failures, []);
   });
 
+  it("a long unbroken id or rider name (as sent) wraps instead of making a page scroll sideways, on a phone and on a wide screen", async () => {
+    // 128 characters (the most a client_order_id may have) without a break, and a rider's
+    // name from the provider's callback as long and as unbroken.
+    const coid = `LONG-${"0123456789".repeat(12)}XYZ`;
+    assert.equal(coid.length, 128);
+    const body = placeOrderBody({ clientOrderId: coid });
+    assert.equal((await t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+    await settle(t, pair);
+    const svc = (await orderOf(coid)).svc_order_id;
+    assert.ok(svc);
+    const rider = `Rider${"Verylongname".repeat(12)}`;
+    const res = await t.callback({ client_order_id: coid, svc_order_id: svc, order_status: "ALLOTTED", rider_id: 505, rider_name: rider, timestamp: new Date().toISOString() });
+    assert.equal(res.status, 200);
+    await settle(t, pair);
+    const id = await internalId(coid);
+    const failures: string[] = [];
+    for (const [width, paths] of [
+      [390, [`/orders/${id}`, `/orders/${id}/cancel`, "/orders"]],
+      [1280, [`/orders/${id}`, "/orders"]],
+    ] as const) {
+      await page.setViewportSize({ width, height: 900 });
+      for (const path of paths) {
+        await page.goto(`${base}${path}`);
+        const w = await pageWidth(page);
+        if (w.scrollWidth > w.innerWidth) failures.push(`${path} at ${width} px: scrollWidth ${w.scrollWidth} > ${w.innerWidth}: ${(await overflowingElements(page)).join(", ")}`);
+      }
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${base}/orders/${id}`);
+    await page.locator("dl.facts").getByText(rider).waitFor();
+    assert.deepEqual(failures, []);
+  });
+
   it("signs out through the header's form; the pages then send to the sign-in form again", async () => {
     await page.goto(`${base}/orders`);
     await Promise.all([page.waitForURL(`${base}/sign-in?signed-out=1`), page.getByRole("button", { name: "Sign out" }).click()]);

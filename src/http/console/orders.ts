@@ -111,8 +111,8 @@ export function orderPages(deps: OrdersDeps) {
               ${UNSETTLED.has(o.placement_state) ? html`<span class="narrow"><br />placement ${badge(o.placement_state)}</span>` : null}
             </td>
             <td class="wide">${badge(o.placement_state)}</td>
-            <td class="wide">${o.rider_name ?? o.rider_id ?? "–"}</td>
-            <td class="wide">${o.store_code ?? "–"}</td>
+            <td class="wide long">${o.rider_name ?? o.rider_id ?? "–"}</td>
+            <td class="wide long">${o.store_code ?? "–"}</td>
             <td>${at(o.last_event_at)}</td>
             <td class="wider">${at(o.updated_at)}</td>
           </tr>`,
