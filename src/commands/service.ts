@@ -24,6 +24,7 @@ import {
   lastPlacement,
   laterSucceeded,
   lockCommand,
+  pendingCommandOf,
   placeOf,
   requestHash,
   requeue,
@@ -113,6 +114,22 @@ export type OrderCommandKind = Exclude<CommandKind, "place" | "confirm_placement
 export async function createCommand(sql: Sql, order: OrderState, kind: OrderCommandKind, request: JsonObject): Promise<number> {
   checkCommandAllowed(kind, order);
   return await sql.begin((tx) => insertCommand(tx, order.id, kind, request));
+}
+
+/**
+ * createCommand, unless a command of the same kind is still waiting for this order: then
+ * that one, and `created` false. The console's actions use it, so that a form sent twice
+ * (a double click, or a second person on a page left open) sends the provider one cancel,
+ * not two. The order's row is locked first, so two posts at once cannot both record one.
+ */
+export async function createCommandOnce(sql: Sql, order: OrderState, kind: OrderCommandKind, request: JsonObject): Promise<{ commandId: number; created: boolean }> {
+  checkCommandAllowed(kind, order);
+  return await sql.begin(async (tx) => {
+    if (!(await lockOrder(tx, order.id))) throw new DomainError("order_not_found", "order not found");
+    const waiting = await pendingCommandOf(tx, order.id, kind);
+    if (waiting !== undefined) return { commandId: waiting, created: false };
+    return { commandId: await insertCommand(tx, order.id, kind, request), created: true };
+  });
 }
 
 // ---------------------------------------------------------------- placement resolved by hand

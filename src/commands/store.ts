@@ -121,6 +121,13 @@ export async function insertCommand(tx: TransactionSql, orderId: number, kind: C
   return row!.id;
 }
 
+/** The oldest command of `kind` still pending for the order, if any. */
+export async function pendingCommandOf(tx: Tx, orderId: number, kind: CommandKind): Promise<number | undefined> {
+  const [row] = await tx<{ id: number }[]>`
+    select id from commands where order_id = ${orderId} and kind = ${kind} and state = 'pending' order by id limit 1`;
+  return row?.id;
+}
+
 /** A command that succeeds as it is recorded (a placement confirmed by hand). */
 export async function insertSucceeded(tx: TransactionSql, orderId: number, kind: CommandKind, request: JsonObject, response: unknown): Promise<number> {
   const [row] = await tx<{ id: number }[]>`

@@ -315,7 +315,7 @@ describe("the console in a real browser", { timeout: 240_000, skip: "missing" in
     const commandId = /^\/commands\/(\d+)\/retry$/.exec(href)?.[1];
     assert.ok(commandId, href);
     await Promise.all([page.waitForURL(`${base}${href}`), retry.click()]);
-    await page.getByRole("heading", { level: 1, name: `Retry command #${commandId} (place)?` }).waitFor();
+    await page.getByRole("heading", { level: 1, name: `Retry command #${commandId} (place) of order ${coid}?` }).waitFor();
     await Promise.all([page.waitForURL(new RegExp(`/orders/${id}\\?done=retry-command&command=${commandId}$`)), page.getByRole("button", { name: "Retry", exact: true }).click()]);
     await page.getByRole("status").filter({ hasText: `Retry: recorded as command #${commandId}` }).waitFor();
     assert.equal(await commandRow(page, commandId).locator(".badge").first().textContent(), "pending");

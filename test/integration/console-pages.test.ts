@@ -259,6 +259,60 @@ describe("Needs attention", () => {
   });
 });
 
+describe("an order's actions and a command's retry", () => {
+  const commandsOf = async (orderId: number, kind: string) =>
+    await t.database.sql<{ id: number; state: string }[]>`select id, state from commands where order_id = ${orderId} and kind = ${kind} order by id`;
+
+  it("a cancel posted twice (a double click, or a page left open) records one command; the second post says it was already recorded", async () => {
+    const o = await newOrder("ALLOTTED");
+    const first = await post(`/orders/${o.id}/cancel`, { reason: "customer left", user: "Customer" });
+    assert.equal(first.status, 303);
+    const [command] = await commandsOf(o.id, "cancel");
+    assert.equal(first.headers.get("location"), `/orders/${o.id}?done=cancel&command=${command!.id}`);
+    const second = await post(`/orders/${o.id}/cancel`, { reason: "customer left", user: "Customer" });
+    assert.equal(second.status, 303);
+    assert.equal(second.headers.get("location"), `/orders/${o.id}?done=cancel&command=${command!.id}&already=1`);
+    assert.deepEqual((await commandsOf(o.id, "cancel")).map((k) => k.id), [command!.id], "the provider is asked to cancel once");
+    assert.match(await get(second.headers.get("location")!), new RegExp(`Cancel the order: already recorded as command #${command!.id}, so nothing more was sent`));
+    // Stop re-attempts too; once the first is done, a new one is recorded.
+    assert.equal((await post(`/orders/${o.id}/stop-reattempt`, {})).status, 303);
+    assert.match((await post(`/orders/${o.id}/stop-reattempt`, {})).headers.get("location") ?? "", /&already=1$/);
+    assert.equal(await dropJobs("command__execute"), 2);
+    await t.database.sql`update commands set state = 'succeeded', completed_at = now() where order_id = ${o.id}`;
+    assert.doesNotMatch((await post(`/orders/${o.id}/stop-reattempt`, {})).headers.get("location") ?? "", /already/);
+    assert.equal((await commandsOf(o.id, "stop_reattempt")).length, 2);
+    await dropJobs("command__execute");
+  });
+
+  it("a retry's page names the order and what is asked again; once retried, the page and a second post say the command is pending, with no Retry button", async () => {
+    const o = await newOrder("ALLOTTED");
+    const [command] = await t.database.sql<{ id: number }[]>`
+      insert into commands (order_id, kind, state, request, request_hash, attempts, last_error, completed_at)
+      values (${o.id}, 'cancel', 'failed', '{"reason": "customer left", "user": "Customer"}'::jsonb, 'h', 2, 'HTTP 503', now())
+      returning id`;
+    const path = `/commands/${command!.id}/retry`;
+    const form = `<form method="post" action="${path}"`;
+    const page = await get(path);
+    assert.match(page, new RegExp(`<h1>Retry command #${command!.id} \\(cancel\\) of order ${o.coid}\\?</h1>`));
+    assert.match(page, new RegExp(`asks the provider again to cancel order ${o.coid} \\(reason: customer left; asked by Customer\\)`));
+    assert.ok(page.includes(form));
+
+    assert.equal((await post(path, {})).status, 303);
+    // The same form sent again: refused, and the page tells the command's state now.
+    const again = await post(path, {});
+    assert.equal(again.status, 409);
+    const refused = await again.text();
+    assert.match(refused, new RegExp(`Command #${command!.id} \\(cancel\\) of order ${o.coid} is pending`));
+    assert.match(refused, /Nothing more was sent/);
+    assert.doesNotMatch(refused, /It failed after/);
+    assert.ok(!refused.includes(form), "no Retry button for a pending command");
+    const later = await get(path);
+    assert.match(later, /is pending/);
+    assert.ok(!later.includes(form));
+    assert.equal(await dropJobs("command__execute"), 1);
+  });
+});
+
 describe("notifications", () => {
   let receiver: Receiver;
   let failing = true;

@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { Sql } from "postgres";
 import { z } from "zod";
-import { confirmPlacement, createCommand, retryCommand, retryPlacement } from "../../commands/service.ts";
+import { confirmPlacement, createCommandOnce, retryCommand, retryPlacement } from "../../commands/service.ts";
 import type { ResendOptions } from "../../commands/service.ts";
 import { commandById, commandsWithAnswersOf } from "../../commands/store.ts";
 import type { CommandRow, CommandWithAnswer } from "../../commands/store.ts";
@@ -266,7 +266,7 @@ export function orderPages(deps: OrdersDeps) {
     const order = await orderOf(c, db);
     if (order instanceof Response) return order;
     const csrf = c.get("session").csrfToken;
-    const done = doneNotice(c.req.query("done"), c.req.query("command"));
+    const done = doneNotice(c.req.query("done"), c.req.query("command"), c.req.query("already") === "1");
     return renderPage(c, {
       title: `Order ${order.client_order_id ?? order.id}`,
       nav: "/orders",
@@ -293,8 +293,8 @@ export function orderPages(deps: OrdersDeps) {
       const input = action.fields.safeParse(form);
       if (!input.success) return confirmPage(c, order, action, { status: 422, error: problemOf(input.error) });
       try {
-        const commandId = await appending(() => action.run(sql, order, input.data, deps.resend));
-        return c.redirect(`/orders/${order.id}?done=${action.path}&command=${commandId}`, 303);
+        const { commandId, created } = await appending(() => action.run(sql, order, input.data, deps.resend));
+        return c.redirect(`/orders/${order.id}?done=${action.path}&command=${commandId}${created ? "" : "&already=1"}`, 303);
       } catch (err) {
         const api = toApiError(err);
         if (api.code === "internal_error" || api.code === "database_unavailable") throw err;
@@ -329,9 +329,10 @@ export function orderPages(deps: OrdersDeps) {
     // A place whose outcome is unknown is never retried as a command (it could create a
     // second order): send the person to the placement's own actions instead of a form
     // whose post is always refused.
-    const order = command.kind === "place" && command.state === "failed" ? await findOrderById(readSql, command.order_id) : undefined;
-    if (order && !retryable(command, order)) return unknownPlacePage(c, command, order);
-    return retryCommandPage(c, command);
+    const order = await findOrderById(readSql, command.order_id);
+    if (command.state !== "failed") return notFailedPage(c, command, order);
+    if (order && command.kind === "place" && !retryable(command, order)) return unknownPlacePage(c, command, order);
+    return retryCommandPage(c, command, order);
   });
   app.post("/commands/:id/retry", async (c) => {
     const command = await commandOf(c, sql);
@@ -342,7 +343,12 @@ export function orderPages(deps: OrdersDeps) {
     } catch (err) {
       const api = toApiError(err);
       if (api.code === "internal_error" || api.code === "database_unavailable") throw err;
-      return retryCommandPage(c, command, api.message);
+      // Read again: a retry sent twice (a double click, or someone else first) finds the
+      // command pending, and the page says so instead of "it failed" beside a Retry button.
+      const now = (await commandById(sql, command.id)) ?? command;
+      const order = await findOrderById(sql, now.order_id);
+      if (now.state !== "failed") return notFailedPage(c, now, order, api.message);
+      return retryCommandPage(c, now, order, api.message);
     }
   });
 
@@ -353,20 +359,38 @@ export function orderPages(deps: OrdersDeps) {
     return renderPage(c, { title: "Command not found", nav: "/orders", csrf: c.get("session").csrfToken, status: 404, body: html`<h1>Command not found</h1>${errorBox(`There is no command ${c.req.param("id") ?? ""}.`)}` });
   };
 
-  const retryCommandPage = (c: Context<ConsoleEnv>, command: CommandRow, error?: string) =>
+  /** "order SO-1" (its client id, else the provider's, else its number), for a command's pages. */
+  const orderName = (command: CommandRow, order: OrderRow | undefined) => `order ${order?.client_order_id ?? order?.svc_order_id ?? `#${command.order_id}`}`;
+
+  const retryCommandPage = (c: Context<ConsoleEnv>, command: CommandRow, order: OrderRow | undefined, error?: string) =>
     renderPage(c, {
       title: `Retry command #${command.id}`,
       nav: "/orders",
       csrf: c.get("session").csrfToken,
       status: error ? 409 : 200,
-      body: html`<p><a href=${`/orders/${command.order_id}`}>← Its order</a></p>
-        <h1>Retry command #${command.id} (${command.kind})?</h1>
+      body: html`<p><a href=${`/orders/${command.order_id}`}>← ${upperFirst(orderName(command, order))}</a></p>
+        <h1>Retry command #${command.id} (${command.kind}) of ${orderName(command, order)}?</h1>
         ${error ? errorBox(error) : null}
+        <p>${retryExplained(command, orderName(command, order))}</p>
         <p>It failed after ${command.attempts} attempt${command.attempts === 1 ? "" : "s"}: ${command.last_error ?? "no error recorded"}. Retrying sends the same request to the provider again, as a new round of attempts.</p>
         <form method="post" action=${`/commands/${command.id}/retry`}>
           ${csrfField(c.get("session").csrfToken)}
-          <div class="actions"><button type="submit">Retry</button><a class="button secondary" href=${`/orders/${command.order_id}`}>Leave it</a></div>
+          <div class="actions"><button type="submit" class=${command.kind === "cancel" ? "danger" : undefined}>Retry</button><a class="button secondary" href=${`/orders/${command.order_id}`}>Leave it</a></div>
         </form>`,
+    });
+
+  /** A command that is not failed (any more): nothing to retry; after a refused post, why. */
+  const notFailedPage = (c: Context<ConsoleEnv>, command: CommandRow, order: OrderRow | undefined, error?: string) =>
+    renderPage(c, {
+      title: `Command #${command.id}`,
+      nav: "/orders",
+      csrf: c.get("session").csrfToken,
+      status: error ? 409 : 200,
+      body: html`<p><a href=${`/orders/${command.order_id}`}>← ${upperFirst(orderName(command, order))}</a></p>
+        <h1>Command #${command.id} (${command.kind}) of ${orderName(command, order)} ${command.state === "pending" ? "is pending" : `has ${command.state}`}</h1>
+        ${error ? errorBox("Nothing more was sent: this command is no longer failed (it was retried already).") : null}
+        <p>${command.state === "pending" ? "It is being sent to the provider (it was retried already): its answer shows on the order's page." : "There is nothing to retry."}</p>
+        <div class="actions"><a class="button" href=${`/orders/${command.order_id}`}>Open ${orderName(command, order)}</a></div>`,
     });
 
   const unknownPlacePage = (c: Context<ConsoleEnv>, command: CommandRow, order: OrderRow) =>
@@ -396,6 +420,29 @@ function retryable(k: Pick<CommandRow, "state" | "kind" | "outcome_unknown">, o:
   return k.kind !== "place" || (!k.outcome_unknown && o.placement_state !== "unconfirmed");
 }
 
+const upperFirst = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+
+/** What a retry of `command` asks of the provider, in words. */
+function retryExplained(command: CommandRow, order: string): string {
+  const request = isJsonObject(command.request) ? command.request : {};
+  switch (command.kind) {
+    case "cancel": {
+      const reason = typeof request["reason"] === "string" ? ` (reason: ${request["reason"]}; asked by ${String(request["user"] ?? "–")})` : "";
+      return `tracklane asks the provider again to cancel ${order}${reason}. A rider on the way is called off.`;
+    }
+    case "place":
+      return `tracklane sends ${order} to the provider again. Its outcome is known (refused, or never sent), so the provider has no order from it.`;
+    case "dispatch_ready":
+      return `tracklane tells the provider again that ${order} is ready to be picked up.`;
+    case "stop_reattempt":
+      return `tracklane asks the provider again to stop re-attempting delivery of ${order}.`;
+    case "edit":
+      return `tracklane sends the same edit of ${order} to the provider again.`;
+    default:
+      return `tracklane sends this command for ${order} again.`;
+  }
+}
+
 /** A timeline row's "What": a rider location, the status, or what tracklane itself recorded (its note). */
 function whatHappened(e: { kind: string; provider_status: string | null; payload: unknown }): JSXNode | string {
   if (e.kind === "location") return "rider location";
@@ -412,12 +459,16 @@ function answerOf(k: CommandWithAnswer): string {
   return text.length > 300 ? `${text.slice(0, 299)}…` : text;
 }
 
-/** The notice after an action, from its name (never text taken from the URL). */
-function doneNotice(done: string | undefined, command: string | undefined): string | null {
+/**
+ * The notice after an action, from its name (never text taken from the URL). `already`:
+ * the same command was recorded before (a form sent twice), and nothing more was.
+ */
+function doneNotice(done: string | undefined, command: string | undefined, already = false): string | null {
   const action = ORDER_ACTIONS.find((a) => a.path === done);
   const what = action?.title ?? (done === "retry-command" ? "Retry" : null);
   if (what === null) return null;
   const id = command !== undefined && /^\d{1,15}$/.test(command) ? ` as command #${command}` : "";
+  if (already) return `${what}: already recorded${id}, so nothing more was sent. The provider's answer shows under Commands as soon as it comes.`;
   return `${what}: recorded${id}. The provider's answer shows under Commands as soon as it comes.`;
 }
 
@@ -428,8 +479,8 @@ interface OrderAction {
   explain: (o: OrderRow) => string;
   inputs: JSXNode | null;
   fields: z.ZodType<Record<string, string>>;
-  /** Does it; the command's id. */
-  run: (sql: Sql, o: OrderRow, input: Record<string, string>, resend: ResendOptions) => Promise<number>;
+  /** Does it: the command's id, and false when that command was recorded before (a form sent twice). */
+  run: (sql: Sql, o: OrderRow, input: Record<string, string>, resend: ResendOptions) => Promise<{ commandId: number; created: boolean }>;
 }
 
 const noFields = z.object({}).transform(() => ({}) as Record<string, string>);
@@ -445,7 +496,7 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
     // The API's own check of a cancel (what the provider takes): a longer reason would be
     // recorded here and then refused at every attempt to send it.
     fields: z.object({ reason: z.string().trim().min(1, "give a reason").pipe(CancelOrderBodySchema.shape.reason), user: CancelOrderBodySchema.shape.user }),
-    run: async (sql, o, input) => await createCommand(sql, o, "cancel", { reason: input["reason"]!, user: input["user"]! }),
+    run: async (sql, o, input) => await createCommandOnce(sql, o, "cancel", { reason: input["reason"]!, user: input["user"]! }),
   },
   {
     path: "dispatch-ready",
@@ -453,7 +504,7 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
     explain: () => "tracklane tells the provider the shipment is ready to be picked up now.",
     inputs: null,
     fields: noFields,
-    run: async (sql, o) => await createCommand(sql, o, "dispatch_ready", { shipment_ready_timestamp: new Date().toISOString() }),
+    run: async (sql, o) => await createCommandOnce(sql, o, "dispatch_ready", { shipment_ready_timestamp: new Date().toISOString() }),
   },
   {
     path: "stop-reattempt",
@@ -461,7 +512,7 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
     explain: () => "tracklane asks the provider to stop re-attempting delivery of this order.",
     inputs: null,
     fields: noFields,
-    run: async (sql, o) => await createCommand(sql, o, "stop_reattempt", {}),
+    run: async (sql, o) => await createCommandOnce(sql, o, "stop_reattempt", {}),
   },
   {
     path: "confirm-placement",
@@ -470,7 +521,7 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
       "Nobody knows whether the provider created this order: its answer was lost. If you found it at the provider, give the provider's order id; the order becomes placed with it.",
     inputs: html`<p><label>The provider's order id<input name="svc_order_id" required maxlength="128" inputmode="numeric" /></label></p>`,
     fields: z.object({ svc_order_id: z.string().trim().min(1, "give the provider's order id").max(128) }),
-    run: async (sql, o, input) => (await confirmPlacement(sql, o.id, input["svc_order_id"]!)).commandId,
+    run: async (sql, o, input) => await confirmPlacement(sql, o.id, input["svc_order_id"]!),
   },
   {
     path: "retry-placement",
@@ -480,7 +531,7 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
       "Only when you checked that the provider has no such order: the original request is sent again. If the lost attempt did create an order, this creates a second one.",
     inputs: null,
     fields: noFields,
-    run: async (sql, o, _input, resend) => await retryPlacement(sql, o.id, resend),
+    run: async (sql, o, _input, resend) => ({ commandId: await retryPlacement(sql, o.id, resend), created: true }),
   },
 ];
 
