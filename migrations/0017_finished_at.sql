@@ -4,14 +4,17 @@
 -- never (docs/operations.md, "Personal data").
 DROP INDEX "orders_pii_due_idx";--> statement-breakpoint
 ALTER TABLE "orders" ADD COLUMN "finished_at" timestamp with time zone;--> statement-breakpoint
--- Orders finished before this migration: when tracklane learned it was not recorded. The
--- row's last write (updated_at, tracklane's clock too) came no earlier, so none of them is
--- redacted sooner than PII_RETENTION_DAYS after tracklane knew it had finished.
-UPDATE "orders" SET "finished_at" = "updated_at" WHERE "status" in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER');--> statement-breakpoint
-CREATE INDEX "orders_pii_due_idx" ON "orders" USING btree ("finished_at") WHERE "orders"."redacted_at" is null and "orders"."status" in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER');--> statement-breakpoint
+-- No backfill of the orders that finished before: ADD COLUMN holds orders exclusively until
+-- the migration commits, and rewriting every finished order (a year of them) under that lock
+-- would stop every read and write of orders for minutes. The daily redaction fills in
+-- finished_at of those not redacted yet, a batch at a time, from their row's last change
+-- (orders/store.ts fillFinishedAt); those already redacted need none.
+--
 -- Orders redacted before the provider's answers were (src/retention/redact.ts): due again
--- when one of their commands' answers holds customer_details, so the next daily run takes
--- the customer's details out of it too.
-UPDATE "orders" o SET "redacted_at" = NULL
-WHERE o."redacted_at" IS NOT NULL
-  AND EXISTS (SELECT FROM "commands" c WHERE c."order_id" = o."id" AND c."response" @? '$.**.customer_details');
+-- at once when one of their commands' answers holds customer_details, so the next daily run
+-- takes the customer's details out of it too. They finished when the rule that redacted them
+-- said (status_at), no later than that redaction.
+UPDATE "orders" SET "redacted_at" = NULL, "finished_at" = least("status_at", "redacted_at")
+WHERE "redacted_at" IS NOT NULL
+  AND "id" IN (SELECT "order_id" FROM "commands" WHERE "response" @? '$.**.customer_details');--> statement-breakpoint
+CREATE INDEX "orders_pii_due_idx" ON "orders" USING btree ("finished_at") WHERE "orders"."redacted_at" is null and "orders"."status" in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER');

@@ -359,6 +359,26 @@ export async function redactPlacementError(tx: TransactionSql, orderId: number, 
   return true;
 }
 
+/**
+ * Up to `batch` finished orders, not redacted, without finished_at (they finished before
+ * migration 0017 added it) get it from their row's last change, which came no earlier than
+ * tracklane learned they had finished; how many. Run by the daily redaction before it
+ * looks for orders due, a batch per statement, so the migration rewrites none of them
+ * under its lock. Rows a transaction holds are left to the next call (or to the
+ * projection holding them, which sets finished_at itself).
+ */
+export async function fillFinishedAt(sql: Tx, batch: number): Promise<number> {
+  const rows = await sql`
+    update orders o set finished_at = o.updated_at
+    from (
+      select id from orders
+      where finished_at is null and redacted_at is null and status in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER')
+      limit ${batch} for update skip locked
+    ) f
+    where o.id = f.id and o.finished_at is null`;
+  return rows.count;
+}
+
 /** The order's personal data is gone (its events and commands were redacted and it was projected again). */
 export async function markRedacted(tx: Tx, orderId: number): Promise<void> {
   await tx`update orders set redacted_at = now() where id = ${orderId}`;

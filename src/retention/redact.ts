@@ -12,10 +12,12 @@ import { commandsForRedaction, writeRedactedCommands } from "../commands/store.t
 import { customerValues, redactCommandData, redactEventPayload, redactText } from "../domain/redact.ts";
 import { redactOrderEvents } from "../events/log.ts";
 import { ordersDueForRedaction } from "../orders/read.ts";
-import { lockOrder, markRedacted, redactPlacementError } from "../orders/store.ts";
+import { fillFinishedAt, lockOrder, markRedacted, redactPlacementError } from "../orders/store.ts";
 import { identitiesOfRow, projectOrdersIn } from "../projection/project.ts";
 
 const PAGE = 100;
+/** Rows per statement filling in finished_at of orders that finished before it existed. */
+const FILL_BATCH = 5_000;
 
 export interface Redacted {
   orders: number;
@@ -40,6 +42,9 @@ export async function redactDue(sql: Sql, piiDays: number, now = new Date()): Pr
   const failed: RedactionFailure[] = [];
   if (piiDays <= 0) return { ...done, failed };
   const before = new Date(now.getTime() - piiDays * 86_400_000);
+  // Orders that finished before finished_at existed (migration 0017) get it first: once,
+  // on the first run after the upgrade; on any other run this finds none at once.
+  while ((await fillFinishedAt(sql, FILL_BATCH)) > 0);
   for (;;) {
     const due = await ordersDueForRedaction(sql, before, PAGE, failed.map((f) => f.orderId));
     for (const order of due) {
