@@ -6,7 +6,6 @@
  * over for ever, is refused; a database a later release migrated is said so.
  */
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
@@ -15,7 +14,7 @@ import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, migrationPlan
 import { describeTarget } from "../../src/db/url.ts";
 import { createLogger } from "../../src/logger.ts";
 import { describeStartupError } from "../../src/runtime/startup-errors.ts";
-import { createTestDatabase } from "../helpers/db.ts";
+import { createTestDatabase, serverUrl } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
 
 let db: TestDatabase;
@@ -42,8 +41,6 @@ function capturing() {
 }
 
 const whenOf = (tag: string) => MIGRATIONS.find((m) => m.tag === tag)!.when;
-const recorded = async () => (await sql<{ created_at: string }[]>`select created_at::text from drizzle.__drizzle_migrations`).map((r) => Number(r.created_at));
-const exists = async (relation: string) => (await sql<{ ok: boolean }[]>`select to_regclass(${relation}) is not null as ok`)[0]!.ok;
 
 describe("npm run migrate", () => {
   it("the journal's migrations are in the order of their `when`, which is the order drizzle applies them in", () => {
@@ -72,63 +69,66 @@ describe("npm run migrate", () => {
     }
   });
 
-  // The release's two newest migrations: 0016 makes notification_sequences and
-  // orders_other_svc_ids_idx, 0017 adds orders.finished_at (and remakes orders_pii_due_idx on it).
-  const M16 = "0016_other_svc_ids_index_and_sequences";
-  const M17 = "0017_finished_at";
-  const undo16 = async () => {
-    await sql`drop table notification_sequences`;
-    await sql`drop index orders_other_svc_ids_idx`;
-  };
-
   it("a migration that fails leaves the run's earlier ones unapplied too, and the next run applies them all", async () => {
-    // The database as before 0016 and 0017, and 0017's column already there: in its way.
-    await undo16();
-    await sql`delete from drizzle.__drizzle_migrations where created_at >= ${whenOf(M16)}`;
-    const { log } = capturing();
-    const err = await runMigrations(db.url, log).then(
-      () => assert.fail("migrated over the column in the way"),
-      (e: unknown) => e,
-    );
-    // Said in one line naming the migration and PostgreSQL's reason (drizzle's own error
-    // was "Failed query:" and the statement).
-    assert.ok(err instanceof MigrationFailedError, String(err));
-    assert.deepEqual(describeStartupError(err, { databaseUrl: db.url }).lines, [
-      `tracklane: migration ${M17} failed on ${describeTarget(db.url)} (DATABASE_URL): column "finished_at" of relation "orders" already exists; none of this run's migrations is applied (they run in one transaction): remove the cause, then run \`npm run migrate\` again`,
-    ]);
-    assert.equal(await exists("notification_sequences"), false, "0016 rolled back with 0017");
-    assert.ok(!(await recorded()).includes(whenOf(M16)));
-    await sql`drop index orders_pii_due_idx`;
-    await sql`alter table orders drop column finished_at`;
-    await sql`create index orders_pii_due_idx on orders (id)`;
-    await runMigrations(db.url, log);
-    assert.equal(await exists("notification_sequences"), true);
-    assert.equal(await exists("orders_other_svc_ids_idx"), true);
-    assert.equal((await sql<{ n: number }[]>`select count(*)::int as n from information_schema.columns where table_name = 'orders' and column_name = 'finished_at'`)[0]!.n, 1);
-    assert.deepEqual((await recorded()).sort(), MIGRATIONS.map((m) => m.when).sort());
+    // A database nothing migrated yet, and something in 0015's way: every migration of
+    // this release is pending, so they all run in the transaction 0015 fails in (whatever
+    // migrations come after it).
+    const name = `${db.name}_empty`;
+    const admin = driverSql(serverUrl("postgres"), { max: 1 });
+    await admin.unsafe(`create database ${name}`);
+    const url = serverUrl(name);
+    const empty = driverSql(url, { max: 1 });
+    try {
+      await empty`create table commands_pending_idx (x int)`;
+      const { log } = capturing();
+      const err = await runMigrations(url, log).then(
+        () => assert.fail("migrated over the table in the way"),
+        (e: unknown) => e,
+      );
+      // Said in one line naming the migration and PostgreSQL's reason (drizzle's own error
+      // was "Failed query:" and the statement).
+      assert.ok(err instanceof MigrationFailedError, String(err));
+      assert.deepEqual(describeStartupError(err, { databaseUrl: url }).lines, [
+        `tracklane: migration 0015_pending_commands_index failed on ${describeTarget(url)} (DATABASE_URL): relation "commands_pending_idx" already exists; none of this run's migrations is applied (they run in one transaction): remove the cause, then run \`npm run migrate\` again`,
+      ]);
+      const [state] = await empty<{ orders: boolean; recorded: number }[]>`
+        select to_regclass('orders') is not null as orders,
+               (select count(*)::int from drizzle.__drizzle_migrations) as recorded`;
+      assert.deepEqual(state, { orders: false, recorded: 0 }, "0000 to 0014 rolled back with 0015");
+      await empty`drop table commands_pending_idx`;
+      await runMigrations(url, log);
+      const applied = (await empty<{ created_at: string }[]>`select created_at::text from drizzle.__drizzle_migrations`).map((r) => Number(r.created_at));
+      assert.deepEqual(applied.sort(), MIGRATIONS.map((m) => m.when).sort());
+      const [made] = await empty<{ ok: boolean }[]>`select to_regclass('commands_pending_idx') is not null as ok`;
+      assert.equal(made!.ok, true);
+    } finally {
+      await empty.end();
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    }
   });
 
   it("a migration missing below newer applied ones is refused in one line, not passed over", async () => {
-    // 0016 not applied, 0017 applied: drizzle compares with the newest applied only.
-    await undo16();
-    await sql`delete from drizzle.__drizzle_migrations where created_at = ${whenOf(M16)}`;
+    // 0014 not applied, 0015 applied: drizzle compares with the newest applied only.
+    await sql`drop index orders_placement_idx`;
+    await sql`create index orders_placement_attention_idx on orders (id)`;
+    await sql`delete from drizzle.__drizzle_migrations where created_at = ${whenOf("0014_placement_index")}`;
     const { log } = capturing();
     const err = await runMigrations(db.url, log).then(
-      () => assert.fail(`migrated without ${M16}`),
+      () => assert.fail("migrated without 0014"),
       (e: unknown) => e,
     );
     assert.ok(err instanceof MigrationsSkippedError, String(err));
-    assert.deepEqual(err.tags, [M16]);
+    assert.deepEqual(err.tags, ["0014_placement_index"]);
     const { exitCode, lines } = describeStartupError(err, { databaseUrl: db.url });
     assert.equal(exitCode, 1);
     assert.equal(lines.length, 1);
-    assert.match(lines[0]!, new RegExp(`lacks migration ${M16} of this release but has newer ones applied, so drizzle would never apply it; nothing was migrated: apply migrations/${M16}.sql by hand`));
-    assert.equal(await exists("notification_sequences"), false, "nothing was migrated");
+    assert.match(lines[0]!, /lacks migration 0014_placement_index of this release but has newer ones applied, so drizzle would never apply it; nothing was migrated: apply migrations\/0014_placement_index.sql by hand/);
     // Applied by hand as the line says, the next run goes through.
-    await sql.unsafe(readFileSync(new URL(`../../migrations/${M16}.sql`, import.meta.url), "utf8"));
-    await sql`insert into drizzle.__drizzle_migrations (hash, created_at) values ('by hand', ${whenOf(M16)})`;
+    await sql`drop index orders_placement_attention_idx`;
+    await sql`create index orders_placement_idx on orders using btree (placement_state, id desc nulls first)`;
+    await sql`insert into drizzle.__drizzle_migrations (hash, created_at) values ('by hand', ${whenOf("0014_placement_index")})`;
     await runMigrations(db.url, log);
-    assert.equal(await exists("notification_sequences"), true);
   });
 
   it("a database a later release migrated: nothing applied or undone, and a warning says so", async () => {
