@@ -137,6 +137,17 @@ async function lockIds(tx: Tx, keys: string[]): Promise<void> {
     from (select distinct hashtextextended(k, 0) as h from unnest(${keys}::text[]) as k order by 1) as ordered`;
 }
 
+/**
+ * The advisory locks a projection of these orders takes first (lockIds), for a
+ * transaction that locks an order's row before it projects the order (the redaction):
+ * taken before the row, as the projection does, so that the two never wait on each other
+ * in a cycle. projectOrdersIn takes them again (they are re-entrant) with any found later.
+ */
+export async function lockOrderIds(tx: Tx, orders: readonly OrderIds[]): Promise<void> {
+  const keys = orders.flatMap((o) => [...(o.svcOrderId === null ? [] : [svcKey(o.svcOrderId)]), ...(o.clientOrderId === null ? [] : [coidKey(o.clientOrderId)])]);
+  await lockIds(tx, [...new Set(keys)]);
+}
+
 const DETAIL_KEYS = Object.values(DETAIL_SOURCES);
 
 /** An event of the fold, with its payload-key bit mask (foldColumns) and its partition's period. */

@@ -13,7 +13,7 @@ import { customerValues, redactCommandData, redactEventPayload, redactText } fro
 import { redactOrderEvents } from "../events/log.ts";
 import { ordersDueForRedaction } from "../orders/read.ts";
 import { fillFinishedAt, lockOrder, markRedacted, redactPlacementError } from "../orders/store.ts";
-import { identitiesOfRow, projectOrdersIn } from "../projection/project.ts";
+import { identitiesOfRow, lockOrderIds, projectOrdersIn } from "../projection/project.ts";
 
 const PAGE = 100;
 /** Rows per statement filling in finished_at of orders that finished before it existed. */
@@ -53,6 +53,10 @@ export async function redactDue(sql: Sql, piiDays: number, now = new Date()): Pr
           const identities = identitiesOfRow(order);
           const svcOrderIds = identities.flatMap((i) => (i.svcOrderId === null ? [] : [i.svcOrderId]));
           const ids = { svcOrderIds, clientOrderId: order.client_order_id };
+          // The projection's locks on the order's ids before its row (below), as a
+          // projection takes them: the other way round, a projection of the order holding
+          // them and waiting for the row would deadlock with this.
+          await lockOrderIds(tx, identities);
           let events = await redactOrderEvents(tx, ids, redactEventPayload);
           // The order before its commands, as a command's end locks them: no deadlock with it.
           await lockOrder(tx, order.id);
