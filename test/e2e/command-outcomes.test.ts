@@ -58,7 +58,7 @@ describe("a place after an attempt whose outcome is unknown (PROVIDER_DEDUPES_OR
 
 describe("a place answered 2xx without an order, by a provider that says it took it", () => {
   it("202 Accepted, or a success flag, with words that are not a success word: unconfirmed (the provider has the order), never failed", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 2000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 10_000 } });
     try {
       // Each answer replaces the real one after the emulator created the order.
       const answers = [
@@ -91,7 +91,7 @@ describe("a place answered 303 See Other (the provider acted and points to the r
   const seeOther = { method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 303, process: true, body: "" };
 
   it("is not sent again: unconfirmed, one provider order, the error saying it may have acted", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 2000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 10_000 } });
     try {
       await s.pair.control.addFault({ ...seeOther, headers: { location: `${s.pair.url}/api/v2/stores/orders/31000001/` } });
       const body = placeOrderBody();
@@ -109,7 +109,7 @@ describe("a place answered 303 See Other (the provider acted and points to the r
   });
 
   it("with PROVIDER_DEDUPES_ORDERS=true it is sent again, and the refusal naming the order adopts it", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", PROVIDER_DEDUPES_ORDERS: "true" }, { client: { timeoutMs: 2000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", PROVIDER_DEDUPES_ORDERS: "true" }, { client: { timeoutMs: 10_000 } });
     try {
       await s.pair.control.addFault(seeOther);
       const body = placeOrderBody();
@@ -308,7 +308,7 @@ describe("two runs of one place at once", () => {
     // A worker's liveness lock lost with its runner alive, or a runner replaced while its
     // job still ran, lets a second run start beside the first. The token exchange they
     // both wait for (slowed here) lies between reading the command and marking it sent.
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { product: "quick_commerce", auth: "oauth", client: { timeoutMs: 2000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { product: "quick_commerce", auth: "oauth", client: { timeoutMs: 10_000 } });
     try {
       // As the real provider: a second send would be a second order.
       assert.equal((await s.pair.control.send("PUT", "/behaviour", { accept_duplicate_orders: true })).status, 200);
