@@ -8,6 +8,8 @@ import { existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, writ
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { connectTarget, parseUrl } from "./db/url.ts";
+import { parseBlocks } from "./domain/addresses.ts";
+import type { AddressBlock } from "./domain/addresses.ts";
 import { isTimeZone } from "./domain/time-zones.ts";
 import { parsePathOverrides } from "./provider/paths.ts";
 import type { Paths } from "./provider/paths.ts";
@@ -199,6 +201,22 @@ const envSchema = z.object({
   NOTIFY_BURST_MAX_WAIT_S: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(3600).default(60)),
   /** How long a console sign-in lasts, in hours. */
   CONSOLE_SESSION_HOURS: z.preprocess(emptyToUndefined, z.coerce.number().int().min(1).max(720).default(12)),
+  /**
+   * The reverse proxies in front of tracklane (addresses and CIDR blocks, comma-separated):
+   * from them alone X-Forwarded-For names the client (src/domain/addresses.ts). Unset: no one.
+   */
+  TRUSTED_PROXIES: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .default("")
+      .transform((raw, ctx) => {
+        const { blocks, problems } = parseBlocks(raw);
+        if (problems.length === 0) return blocks;
+        ctx.addIssue({ code: "custom", message: problems.join("; "), input: raw }); // one line for the variable
+        return z.NEVER;
+      }),
+  ),
   /** The console lists an active order as stuck after this many minutes without an event. */
   STUCK_AFTER_MIN: z.preprocess(emptyToUndefined, z.coerce.number().int().min(1).max(10_080).default(45)),
   /** Days rejected callbacks are kept; 0: forever. */
@@ -338,6 +356,11 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   },
   NOTIFY_BURST_MAX_WAIT_S: { description: "the longest a due notification waits for a burst of callbacks to pass, in seconds", example: "30" },
   CONSOLE_SESSION_HOURS: { description: "how long a console sign-in lasts, in hours (1 to 720)", example: "8" },
+  TRUSTED_PROXIES: {
+    description:
+      "reverse proxies in front of tracklane, addresses or CIDR blocks separated by commas: a request from one of them is from the client its X-Forwarded-For names (the console's sign-in limit and logs); unset: the socket's peer, X-Forwarded-For never read",
+    example: "10.0.0.0/8,127.0.0.1",
+  },
   STUCK_AFTER_MIN: { description: "the console lists an active order as stuck after this many minutes without an event", example: "60" },
   REJECTED_RETENTION_DAYS: { description: "days rejected callbacks are kept (0: forever)", example: "14" },
   COMMAND_RETENTION_DAYS: { description: "days finished commands other than places are kept (0: forever)", example: "30" },
@@ -455,8 +478,11 @@ export interface Config {
   ingest: { batchMax: number; batchWaitMs: number };
   /** Connections of a process's pool, and of a web process's read pool (DATABASE_READ_URL). */
   db: { poolMax: number; readPoolMax: number };
-  /** The console (PRODUCT.md §12): how long a sign-in lasts, and when a silent active order needs attention. */
-  console: { sessionHours: number; stuckAfterMin: number };
+  /**
+   * The console (PRODUCT.md §12): how long a sign-in lasts, when a silent active order
+   * needs attention, and the proxies whose X-Forwarded-For names the client (TRUSTED_PROXIES).
+   */
+  console: { sessionHours: number; stuckAfterMin: number; trustedProxies: AddressBlock[] };
   /** Days each kind of housekeeping row is kept; 0: forever. */
   retention: { rejectedDays: number; commandDays: number; attemptDays: number; messageDays: number; piiDays: number };
   /** The event log's partitions (src/events/partitions.ts): their span, and days each kind of event is kept (0: forever). */
@@ -740,7 +766,7 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
     projection: { intervalMs: e.PROJECTION_INTERVAL_MS },
     ingest: { batchMax: e.INGEST_BATCH_MAX, batchWaitMs: e.INGEST_BATCH_WAIT_MS },
     db: { poolMax: e.DB_POOL_MAX, readPoolMax: e.DB_READ_POOL_MAX },
-    console: { sessionHours: e.CONSOLE_SESSION_HOURS, stuckAfterMin: e.STUCK_AFTER_MIN },
+    console: { sessionHours: e.CONSOLE_SESSION_HOURS, stuckAfterMin: e.STUCK_AFTER_MIN, trustedProxies: e.TRUSTED_PROXIES },
     retention: {
       rejectedDays: e.REJECTED_RETENTION_DAYS,
       commandDays: e.COMMAND_RETENTION_DAYS,

@@ -348,6 +348,14 @@ describe("LOG_FORMAT and METRICS_TOKEN", () => {
     assert.deepEqual(listenPorts("worker", { ...config, metricsPort: undefined }), []);
   });
 
+  it("TRUSTED_PROXIES: unset trusts no one; a bad entry stops the start naming the variable and the entry", () => {
+    assert.deepEqual(loadConfig({ DATA_DIR: dataDir() }).console.trustedProxies, []);
+    assert.equal(loadConfig({ DATA_DIR: dataDir(), TRUSTED_PROXIES: "10.0.0.0/8, ::1" }).console.trustedProxies.length, 2);
+    const [line, ...rest] = lines({ TRUSTED_PROXIES: "10.0.0.0/8,10.0.0.0/33" });
+    assert.deepEqual(rest, []);
+    assert.match(line!, /^TRUSTED_PROXIES: "10\.0\.0\.0\/33" is not an IP address or CIDR block .*; e\.g\. TRUSTED_PROXIES=10\.0\.0\.0\/8,127\.0\.0\.1$/);
+  });
+
   it("METRICS_PORT: unset by default (a worker serves no HTTP), a port when set", () => {
     assert.equal(loadConfig({ DATA_DIR: dataDir() }).metricsPort, undefined);
     assert.equal(loadConfig({ DATA_DIR: dataDir(), METRICS_PORT: "9464" }).metricsPort, 9464);

@@ -8,6 +8,8 @@ import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { Sql } from "postgres";
+import { forwardedClient, ipv6Groups } from "../../domain/addresses.ts";
+import type { AddressBlock } from "../../domain/addresses.ts";
 import { safeEqual } from "../../domain/secrets.ts";
 import { findSession, startSession } from "../../sessions/store.ts";
 import type { Session } from "../../sessions/store.ts";
@@ -94,13 +96,20 @@ export function csrfRequired(): MiddlewareHandler<ConsoleEnv> {
   };
 }
 
-/** The client's address, for the sign-in limit (the socket's; behind a proxy every client is one). */
-export function clientAddress(c: Context): string {
+/**
+ * The client's address, for the sign-in limit and its log lines: the socket's peer, or,
+ * when that is one of `trustedProxies` (TRUSTED_PROXIES), the client its X-Forwarded-For
+ * names (forwardedClient). Without trusted proxies the header is never read: a client
+ * could write any address in it.
+ */
+export function clientAddress(c: Context, trustedProxies: readonly AddressBlock[]): string {
+  let peer: string;
   try {
-    return getConnInfo(c).remote.address ?? "unknown";
+    peer = getConnInfo(c).remote.address ?? "unknown";
   } catch {
-    return "unknown"; // no socket (app.request in tests)
+    peer = "unknown"; // no socket (app.request in tests)
   }
+  return forwardedClient(peer, c.req.header("x-forwarded-for"), trustedProxies);
 }
 
 /** Failed sign-ins by client address (clientAddress); an IPv6 address counts with its /64 (limitKey). */
@@ -109,21 +118,6 @@ export interface SignInLimiter {
   retryAfterS(address: string): number;
   failed(address: string): void;
   succeeded(address: string): void;
-}
-
-/** The eight 16-bit groups of an IPv6 address isIP() accepted (zone id dropped). */
-function ipv6Groups(ip: string): number[] {
-  let text = ip.split("%")[0]!;
-  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (dotted) {
-    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.split("::") as [string, string | undefined];
-  const parse = (part: string | undefined): number[] => (part ? part.split(":").map((g) => parseInt(g, 16)) : []);
-  const left = parse(head);
-  const right = parse(tail);
-  return [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
 }
 
 /**

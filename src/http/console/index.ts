@@ -169,7 +169,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
   app.post("/sign-in", async (c) => {
     const form = await c.req.parseBody();
     const next = safeNext(typeof form["next"] === "string" ? form["next"] : undefined);
-    const who = clientAddress(c);
+    const who = clientAddress(c, config.console.trustedProxies);
     const wait = limiter.retryAfterS(who);
     if (wait > 0) {
       c.header("retry-after", String(wait));
