@@ -370,13 +370,19 @@ describe("the orders pages", () => {
     assert.doesNotMatch(html, /https?:\/\/(?!127\.0\.0\.1)/, "nothing from another origin");
   });
 
-  it("the stylesheet and script come from tracklane, versioned and cached for a year", async () => {
+  it("the stylesheet, script and icon come from tracklane, versioned and cached for a year", async () => {
     const page = await (await fetch(`${base}/sign-in`)).text();
-    for (const path of [/href="(\/assets\/console\.css\?v=[0-9a-f]{12})"/, /src="(\/assets\/console\.js\?v=[0-9a-f]{12})"/]) {
+    const assets: [RegExp, string][] = [
+      [/href="(\/assets\/console\.css\?v=[0-9a-f]{12})"/, "text/css; charset=utf-8"],
+      [/src="(\/assets\/console\.js\?v=[0-9a-f]{12})"/, "text/javascript; charset=utf-8"],
+      [/<link rel="icon" type="image\/svg\+xml" href="(\/assets\/icon\.svg\?v=[0-9a-f]{12})"/, "image/svg+xml"],
+    ];
+    for (const [path, type] of assets) {
       const url = path.exec(page)?.[1];
-      assert.ok(url);
+      assert.ok(url, String(path));
       const res = await fetch(`${base}${url}`);
       assert.equal(res.status, 200);
+      assert.equal(res.headers.get("content-type"), type);
       assert.equal(res.headers.get("cache-control"), "public, max-age=31536000, immutable");
     }
     assert.equal((await fetch(`${base}/assets/console.css?v=old`)).headers.get("cache-control"), "no-cache");

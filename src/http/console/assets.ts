@@ -1,5 +1,6 @@
 /**
- * The console's stylesheet and script, served by tracklane itself (nothing from outside).
+ * The console's stylesheet, script and icon, served by tracklane itself (nothing from
+ * outside; the icon's link also keeps browsers from asking for /favicon.ico, a 404).
  * Read once; their URLs carry a hash of the content, so browsers keep them for a year and
  * fetch again only after an upgrade changed them.
  */
@@ -20,12 +21,13 @@ function load(name: string, type: string): Asset {
   return { path: `/assets/${name}`, type, body, version };
 }
 
-const ASSETS = [load("console.css", "text/css; charset=utf-8"), load("console.js", "text/javascript; charset=utf-8")] as const;
+const ASSETS = [load("console.css", "text/css; charset=utf-8"), load("console.js", "text/javascript; charset=utf-8"), load("icon.svg", "image/svg+xml")] as const;
 
 /** Where the page finds each asset (with its version). */
 export const assetUrl = {
   css: `${ASSETS[0].path}?v=${ASSETS[0].version}`,
   js: `${ASSETS[1].path}?v=${ASSETS[1].version}`,
+  icon: `${ASSETS[2].path}?v=${ASSETS[2].version}`,
 };
 
 export function assetRoutes() {

@@ -36,6 +36,7 @@ export async function renderPage(c: Context, o: PageOptions): Promise<Response> 
       <meta charset="utf-8" />
       <meta name="viewport" content="width=device-width, initial-scale=1" />
       <title>${o.title} · tracklane</title>
+      <link rel="icon" type="image/svg+xml" href=${assetUrl.icon} />
       <link rel="stylesheet" href=${assetUrl.css} />
       <script src=${assetUrl.js} defer></script>
     </head>
