@@ -45,16 +45,16 @@ async function visit(page: Page, path: string): Promise<{ errors: string[]; icon
   await page.goto(`${server.url}${path}`);
   // The icon is fetched after the page loads, and its failure is reported a little later.
   await page.waitForTimeout(1000);
-  const iconLoads = await page.evaluate(async () => {
-    const link = document.querySelector<HTMLLinkElement>('link[rel="icon"]');
-    if (link === null) return false;
-    const img = new Image();
-    img.src = link.href;
-    return await new Promise<boolean>((resolve) => {
+  const href = await page.locator('link[rel="icon"]').getAttribute("href");
+  // Loaded as an image from the page: the page's CSP (img-src) applies, as to the icon.
+  const iconLoads =
+    href !== null &&
+    (await page.evaluate(`new Promise((resolve) => {
+      const img = new Image();
       img.onload = () => resolve(true);
       img.onerror = () => resolve(false);
-    });
-  });
+      img.src = ${JSON.stringify(href)};
+    })`)) === true;
   page.off("console", listen);
   return { errors, iconLoads };
 }
