@@ -1,7 +1,7 @@
 /**
- * IP addresses and blocks: TRUSTED_PROXIES (the reverse proxies in front of tracklane),
- * and the client address a request came from when one of them passed it on in
- * X-Forwarded-For.
+ * IP addresses and blocks: an IPv6 address's groups (also read by the notification URL
+ * guard), TRUSTED_PROXIES (the reverse proxies in front of tracklane), and the client
+ * address a request came from when one of them passed it on in X-Forwarded-For.
  */
 import { isIP } from "node:net";
 

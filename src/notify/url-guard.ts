@@ -7,6 +7,7 @@ import { promises as dns } from "node:dns";
 import type { LookupAddress } from "node:dns";
 import { BlockList, isIP } from "node:net";
 import type { LookupFunction } from "node:net";
+import { ipv6Groups } from "../domain/addresses.ts";
 
 /** dns.promises.lookup with `all: true` (injectable for tests). */
 export type LookupAll = (hostname: string, options: { all: true; verbatim: true; family?: 0 | 4 | 6; hints?: number }) => Promise<LookupAddress[]>;
@@ -69,21 +70,6 @@ function compile(ranges: Ranges, family: "ipv4" | "ipv6"): ReadonlyArray<readonl
 const V4_LISTS = compile(V4_RANGES, "ipv4");
 const V6_LISTS = compile(V6_RANGES, "ipv6");
 
-/** The eight 16-bit groups of an address isIP() accepted as IPv6 (zone id dropped). */
-function groupsOf(ip: string): number[] {
-  let text = ip.split("%")[0]!;
-  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (dotted) {
-    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.split("::") as [string, string | undefined];
-  const parse = (part: string | undefined): number[] => (part ? part.split(":").map((g) => parseInt(g, 16)) : []);
-  const left = parse(head);
-  const right = parse(tail);
-  return [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
-}
-
 /** The IPv4 address an IPv6 address stands for: mapped ::ffff:0:0/96, translated ::ffff:0:0:0/96, compatible ::/96, NAT64 64:ff9b::/96. */
 function embeddedIpv4(groups: readonly number[]): string | null {
   const [g0, g1, g2, g3, g4, g5, g6, g7] = groups as [number, number, number, number, number, number, number, number];
@@ -105,7 +91,7 @@ export function forbiddenKind(ip: string): string | null {
   const family = isIP(ip);
   if (family === 4) return V4_LISTS.find(([, list]) => list.check(ip, "ipv4"))?.[0] ?? null;
   if (family !== 6) return "not an IP address";
-  const groups = groupsOf(ip);
+  const groups = ipv6Groups(ip);
   const v4 = embeddedIpv4(groups);
   if (v4 !== null) return forbiddenKind(v4);
   const bare = ip.split("%")[0]!;
@@ -117,7 +103,7 @@ export function forbiddenKind(ip: string): string | null {
 /** "10.0.0.7, a private address" / "::ffff:7f00:1 (127.0.0.1), a loopback address" */
 function describe(ip: string, kind: string): string {
   if (isIP(ip) === 0) return `${JSON.stringify(ip)}, not an IP address`;
-  const v4 = isIP(ip) === 6 ? embeddedIpv4(groupsOf(ip)) : null;
+  const v4 = isIP(ip) === 6 ? embeddedIpv4(ipv6Groups(ip)) : null;
   const article = /^(?:[aeio]|un(?!i))/i.test(kind) ? "an" : "a";
   return `${ip}${v4 === null ? "" : ` (${v4})`}, ${article} ${kind} address`;
 }
