@@ -17,6 +17,18 @@ import type { RequestLogEntry } from "../../src/emulator/state.ts";
 export const TEST_TOKEN = "test-token";
 export const TEST_CLIENT = { clientId: "test-client", clientSecret: "test-secret" } as const;
 
+/**
+ * Timeouts, in proportion. A loaded CI machine can take hundreds of milliseconds, even
+ * seconds, to schedule a loopback round trip, so a call that is answered (and a callback
+ * that tracklane answers) is given ANSWERED_TIMEOUT_MS, the pair's default. A case about a
+ * timeout uses a client with HANG_TIMEOUT_MS against a hang or delay of HANG_MS (the
+ * emulator's maxHangMs here): a timeout that did not fire ends in another outcome long
+ * before the test runner's own timeout.
+ */
+export const ANSWERED_TIMEOUT_MS = 10_000;
+export const HANG_TIMEOUT_MS = 1_000;
+export const HANG_MS = 15_000;
+
 export interface EmulatorPair extends RunningEmulator {
   client: ProviderClient;
   control: ControlClient;
@@ -38,8 +50,9 @@ export async function startEmulatorPair(options: PairOptions = {}): Promise<Emul
   const running = await startEmulator({
     tokens: [TEST_TOKEN],
     clients: [TEST_CLIENT],
-    callbacks: { retryDelaysMs: [], timeoutMs: 2000 },
+    callbacks: { retryDelaysMs: [], timeoutMs: ANSWERED_TIMEOUT_MS },
     awb: { baseDelaySeconds: 2, secondsPerThousand: 1, secondsPerPendingRequest: 2 },
+    maxHangMs: HANG_MS,
     ...options.emulator,
     product,
   });
@@ -50,7 +63,7 @@ export async function startEmulatorPair(options: PairOptions = {}): Promise<Emul
     baseUrl: running.url,
     gatewayUrl: running.url,
     auth: method === "token" ? { method: "token", token: TEST_TOKEN } : { method: "oauth", ...TEST_CLIENT, product },
-    timeoutMs: 2000,
+    timeoutMs: ANSWERED_TIMEOUT_MS,
     now: clientNow,
     ...options.client,
   });
@@ -185,7 +198,7 @@ export async function startCallbackReceiver(): Promise<CallbackReceiver> {
     respondWith(s) {
       status = s;
     },
-    async waitFor(count, timeoutMs = 3000) {
+    async waitFor(count, timeoutMs = ANSWERED_TIMEOUT_MS) {
       const deadline = Date.now() + timeoutMs;
       while (received.length < count) {
         if (Date.now() > deadline) throw new Error(`expected ${count} callbacks, got ${received.length}`);

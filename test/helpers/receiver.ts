@@ -86,7 +86,7 @@ export async function startReceiver(options: ReceiverOptions = {}): Promise<Rece
       return pending.size;
     },
     held: () => [...pending],
-    async waitFor(count, ms = 5000) {
+    async waitFor(count, ms = 10_000) {
       const deadline = Date.now() + ms;
       while (received.length < count) {
         if (Date.now() > deadline) throw new Error(`expected ${count} requests at the receiver, got ${received.length}`);

@@ -15,7 +15,7 @@ const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
 
 describe("reconciliation", () => {
   let s: Stack;
-  before(async () => (s = await startStack({ COMMAND_MAX_ATTEMPTS: "3" }, { client: { timeoutMs: 400 } })));
+  before(async () => (s = await startStack({ COMMAND_MAX_ATTEMPTS: "3" })));
   after(async () => {
     resetEndpointMissing();
     await s.close();
@@ -111,7 +111,7 @@ describe("reconciliation", () => {
 describe("reconciliation of an order with two provider ids", () => {
   let s: Stack;
   before(async () => {
-    s = await startStack({}, { client: { timeoutMs: 2000 } });
+    s = await startStack();
     assert.equal((await s.pair.control.send("PUT", "/behaviour", { accept_duplicate_orders: true })).status, 200);
   });
   after(async () => {
@@ -153,7 +153,7 @@ describe("a place whose job died during the call", () => {
   const places = async (s: Stack) => (await s.pair.control.requests()).filter((r) => r.path === "/api/v2/stores/orders/").length;
 
   it("is not sent again when the run died after marking it as sending: unconfirmed (PROVIDER_DEDUPES_ORDERS=false)", async () => {
-    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    const s = await startStack();
     try {
       const body = placeOrderBody();
       assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
@@ -171,7 +171,7 @@ describe("a place whose job died during the call", () => {
   });
 
   it("is sent when the run died before the call (no mark), and a definite answer clears the mark", async () => {
-    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    const s = await startStack();
     try {
       const body = placeOrderBody();
       assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
