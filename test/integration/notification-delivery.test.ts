@@ -12,7 +12,7 @@ import type { DeliverDeps } from "../../src/notify/deliver.ts";
 import { insertPlacedOrder } from "../../src/orders/store.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
-import { placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
+import { ANSWERED_TIMEOUT_MS, HANG_MS, HANG_TIMEOUT_MS, placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
 import type { EmulatorPair } from "../helpers/emulator.ts";
 import { runJobsAs } from "../helpers/jobs.ts";
 import { startReceiver, verify } from "../helpers/receiver.ts";
@@ -20,7 +20,12 @@ import type { Answer, Message, Receiver } from "../helpers/receiver.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
 
-const NOTIFY_ENV = { NOTIFY_ALLOW_PRIVATE_URLS: "true", NOTIFY_RETRY_SCHEDULE: "0,0,0", NOTIFY_TIMEOUT_MS: "300" };
+/**
+ * A receiver's answer may take long on a loaded machine: deliveries wait ANSWERED_TIMEOUT_MS
+ * for it. The case about a receiver that never answers gives up after HANG_TIMEOUT_MS on one
+ * that would answer only after HANG_MS, so a deadline that did not fire ends in a delivery.
+ */
+const NOTIFY_ENV = { NOTIFY_ALLOW_PRIVATE_URLS: "true", NOTIFY_RETRY_SCHEDULE: "0,0,0", NOTIFY_TIMEOUT_MS: String(ANSWERED_TIMEOUT_MS) };
 const ENDPOINTS = "/v1/notifications/endpoints";
 
 interface Endpoint {
@@ -216,25 +221,31 @@ describe("retries and failures", () => {
   });
 
   it("a receiver that never answers: each attempt fails with a timeout and is retried; the message fails once the schedule is used up", async () => {
-    const r = await receiver(() => "hang");
-    const ep = await addEndpoint(t, r.url, ["order.status_changed"]);
-    await newOrder(t);
-    const started = Date.now();
-    await t.runJobs();
-    const [item] = await messages(t, `endpoint=${ep.id}`);
-    assert.deepEqual([item!.status, item!.attempts, item!.last_status_code], ["failed", 3, null]);
-    assert.match(item!.last_error!, /timeout after 300 ms/);
-    const d = await detail(t, item!.id);
-    assert.deepEqual(
-      d.attempts.map((a) => [a.status_code, a.response_excerpt, a.error]),
-      [0, 1, 2].map(() => [null, null, "timeout after 300 ms"]),
-    );
-    assert.ok(d.attempts.every((a) => a.duration_ms >= 280 && a.duration_ms < 3000), JSON.stringify(d.attempts.map((a) => a.duration_ms)));
-    assert.ok(Date.now() - started >= 3 * 280);
-    assert.equal(r.received.length, 3, "three attempts reached the receiver");
-    assert.equal(new Set(r.received.map(webhookId)).size, 1);
-    await t.runJobs();
-    assert.equal(r.received.length, 3, "a failed message is not sent again by itself");
+    // An app of its own: one that gives up on a receiver long before it answers.
+    const impatient = await createTestApp({ ...NOTIFY_ENV, NOTIFY_TIMEOUT_MS: String(HANG_TIMEOUT_MS) });
+    try {
+      const r = await receiver(() => ({ status: 200, delayMs: HANG_MS }));
+      const ep = await addEndpoint(impatient, r.url, ["order.status_changed"]);
+      await newOrder(impatient);
+      const started = Date.now();
+      await impatient.runJobs();
+      const [item] = await messages(impatient, `endpoint=${ep.id}`);
+      assert.deepEqual([item!.status, item!.attempts, item!.last_status_code], ["failed", 3, null]);
+      assert.match(item!.last_error!, new RegExp(`timeout after ${HANG_TIMEOUT_MS} ms`));
+      const d = await detail(impatient, item!.id);
+      assert.deepEqual(
+        d.attempts.map((a) => [a.status_code, a.response_excerpt, a.error]),
+        [0, 1, 2].map(() => [null, null, `timeout after ${HANG_TIMEOUT_MS} ms`]),
+      );
+      assert.ok(d.attempts.every((a) => a.duration_ms >= HANG_TIMEOUT_MS - 20 && a.duration_ms < HANG_MS), JSON.stringify(d.attempts.map((a) => a.duration_ms)));
+      assert.ok(Date.now() - started >= 3 * (HANG_TIMEOUT_MS - 20));
+      assert.equal(r.received.length, 3, "three attempts reached the receiver");
+      assert.equal(new Set(r.received.map(webhookId)).size, 1);
+      await impatient.runJobs();
+      assert.equal(r.received.length, 3, "a failed message is not sent again by itself");
+    } finally {
+      await impatient.close();
+    }
   });
 });
 
@@ -288,7 +299,7 @@ describe("a burst of callbacks (NOTIFY_BURST_EVENTS_S, NOTIFY_BURST_MAX_WAIT_S)"
       sql: t.database.sql,
       log: t.log,
       metrics: t.metrics,
-      settings: { timeoutMs: 300, retryScheduleS: [0], allowPrivateUrls: true, burstEventsS: 1000, burstMaxWaitS: 60, ...settings },
+      settings: { timeoutMs: ANSWERED_TIMEOUT_MS, retryScheduleS: [0], allowPrivateUrls: true, burstEventsS: 1000, burstMaxWaitS: 60, ...settings },
       load: { note: () => undefined, perSecond: () => eventsPerSecond },
     };
     return deliverDue(deps, endpointId);
@@ -498,7 +509,8 @@ describe("types from commands (tracklane and the provider emulator)", () => {
   let r: Receiver;
   let ep: Endpoint;
   before(async () => {
-    s = await startStack({ ...NOTIFY_ENV, NOTIFY_TIMEOUT_MS: "2000", COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 400 } });
+    // The lost answer: the place is held (HANG_MS) past the client's timeout.
+    s = await startStack({ ...NOTIFY_ENV, COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: HANG_TIMEOUT_MS } });
     r = await startReceiver();
     ep = await addEndpoint(s.t, r.url, ["order.placement_changed", "command.failed"]);
   });

@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { after, describe, it } from "node:test";
 import { Webhook } from "standardwebhooks";
 import { sendWebhook } from "../../src/notify/send.ts";
+import { ANSWERED_TIMEOUT_MS, HANG_MS, HANG_TIMEOUT_MS } from "../helpers/emulator.ts";
 import { newMessageId, newSecret, webhookHeaders } from "../../src/notify/sign.ts";
 
 interface Received {
@@ -56,7 +57,12 @@ async function receiver(handler: (req: Received, res: http.ServerResponse) => vo
   return r;
 }
 
-const base = { headers: { "content-type": "application/json" }, body: '{"hello":"world"}', timeoutMs: 3000, allowPrivate: true };
+/**
+ * An answered send may take long on a loaded machine: ANSWERED_TIMEOUT_MS. The deadline
+ * cases give up after HANG_TIMEOUT_MS on a receiver that would finish its answer only after
+ * HANG_MS, so a deadline that did not fire ends in a success (test/helpers/emulator.ts).
+ */
+const base = { headers: { "content-type": "application/json" }, body: '{"hello":"world"}', timeoutMs: ANSWERED_TIMEOUT_MS, allowPrivate: true };
 
 describe("sendWebhook", () => {
   it("delivers the exact body and signed headers; 200 → delivered with duration and excerpt", async () => {
@@ -133,25 +139,26 @@ describe("sendWebhook", () => {
   });
 
   it("a receiver that never answers → failed with a timeout at about timeoutMs", async () => {
-    const r = await receiver(() => {});
-    const result = await sendWebhook({ ...base, url: r.url, timeoutMs: 300 });
+    const r = await receiver((_req, res) => void setTimeout(() => res.writeHead(200).end("late"), HANG_MS).unref());
+    const result = await sendWebhook({ ...base, url: r.url, timeoutMs: HANG_TIMEOUT_MS });
     assert.equal(result.outcome, "failed");
     assert.equal(result.statusCode, null);
-    assert.equal(result.error, "timeout after 300 ms");
-    assert.ok(result.durationMs >= 290 && result.durationMs < 2000, `${result.durationMs} ms`);
+    assert.equal(result.error, `timeout after ${HANG_TIMEOUT_MS} ms`);
+    assert.ok(result.durationMs >= HANG_TIMEOUT_MS - 10 && result.durationMs < HANG_MS, `${result.durationMs} ms`);
   });
 
   it("the deadline covers the body read too", async () => {
     const r = await receiver((_req, res) => {
       res.writeHead(200);
       res.write("partial");
+      setTimeout(() => res.end(" and the rest"), HANG_MS).unref();
     });
-    const result = await sendWebhook({ ...base, url: r.url, timeoutMs: 300 });
+    const result = await sendWebhook({ ...base, url: r.url, timeoutMs: HANG_TIMEOUT_MS });
     assert.equal(result.outcome, "failed");
     assert.equal(result.statusCode, 200);
-    assert.equal(result.error, "timeout after 300 ms");
+    assert.equal(result.error, `timeout after ${HANG_TIMEOUT_MS} ms`);
     assert.equal(result.responseExcerpt, "partial");
-    assert.ok(result.durationMs >= 290 && result.durationMs < 2000, `${result.durationMs} ms`);
+    assert.ok(result.durationMs >= HANG_TIMEOUT_MS - 10 && result.durationMs < HANG_MS, `${result.durationMs} ms`);
   });
 
   it("an endless body is read up to the cap, then the connection is dropped", async () => {
