@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
-import { placeOrderBody } from "../helpers/emulator.ts";
+import { HANG_TIMEOUT_MS, placeOrderBody } from "../helpers/emulator.ts";
+import type { PairOptions } from "../helpers/emulator.ts";
 import { placeAndSettle, settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
 import type { Command } from "../helpers/api.ts";
@@ -27,10 +28,12 @@ async function requestsTo(s: Stack, path: string, method?: string) {
 /** The client's cached token is past its lifetime: its next call exchanges again. */
 const expireClientToken = (s: Stack) => s.pair.advanceClientClock(2 * HOUR);
 
+const oauthStack = (pairOptions: PairOptions = {}) => startStack({ COMMAND_MAX_ATTEMPTS: "3" }, { product: "quick_commerce", auth: "oauth", ...pairOptions });
+
 describe("a failed token exchange: the call was never sent", () => {
   let s: Stack;
   before(async () => {
-    s = await startStack({ COMMAND_MAX_ATTEMPTS: "3" }, { product: "quick_commerce", auth: "oauth", client: { timeoutMs: 400 } });
+    s = await oauthStack();
   });
   after(async () => s.close());
   // A fault a failing test left unused must not break the next one.
@@ -67,20 +70,28 @@ describe("a failed token exchange: the call was never sent", () => {
     ["a 500", { action: "status", status: 500 }],
   ] as const) {
     it(`${name} at the token endpoint: the place is retried and placed, sent exactly once`, async () => {
-      expireClientToken(s);
-      const placesBefore = (await requestsTo(s, PLACE_PATH, "POST")).length;
-      await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, ...fault });
-      const body = placeOrderBody();
-      const order = await placeAndSettle(s, body);
-      assert.equal(order.placement.state, "placed", JSON.stringify(order.placement));
-      assert.equal((await requestsTo(s, PLACE_PATH, "POST")).length, placesBefore + 1);
-      assert.deepEqual((await commandsOf(s, body.order_details.client_order_id)).map((c) => [c.state, c.attempts]), [["succeeded", 2]]);
+      // The timeout: a stack whose client gives up on the held exchange long before HANG_MS.
+      const own = fault.action === "timeout_before" ? await oauthStack({ client: { timeoutMs: HANG_TIMEOUT_MS } }) : undefined;
+      const st = own ?? s;
+      try {
+        expireClientToken(st);
+        const placesBefore = (await requestsTo(st, PLACE_PATH, "POST")).length;
+        await st.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, ...fault });
+        const body = placeOrderBody();
+        const order = await placeAndSettle(st, body);
+        assert.equal(order.placement.state, "placed", JSON.stringify(order.placement));
+        assert.equal((await requestsTo(st, PLACE_PATH, "POST")).length, placesBefore + 1);
+        assert.deepEqual((await commandsOf(st, body.order_details.client_order_id)).map((c) => [c.state, c.attempts]), [["succeeded", 2]]);
+      } finally {
+        await own?.close();
+      }
     });
   }
 
   it("while the token is being exchanged the place is not yet marked as possibly sent: a run dying then sent nothing", async () => {
     expireClientToken(s);
-    const rule = await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, action: "delay", delay_ms: 300 });
+    // Held long enough to look at the command while it lasts, even on a loaded machine.
+    const rule = await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, action: "delay", delay_ms: 2000 });
     const body = placeOrderBody();
     const coid = body.order_details.client_order_id;
     assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
@@ -90,12 +101,12 @@ describe("a failed token exchange: the call was never sent", () => {
       return row!.outcome_unknown;
     };
     const settled = settle(s.t, s.pair);
-    // The exchange is under way: its request reached the emulator, which holds it 300 ms.
+    // The exchange is under way: its request reached the emulator, which holds it 2 s.
     const held = async () => {
       const { rules } = (await s.pair.control.get<{ rules: { id: number; applied: number }[] }>("/faults")).body;
       return (rules.find((r) => r.id === rule["id"])?.applied ?? 0) > 0;
     };
-    for (let i = 0; i < 200 && !(await held()); i++) await new Promise((r) => setTimeout(r, 5));
+    for (const deadline = Date.now() + 10_000; Date.now() < deadline && !(await held()); ) await new Promise((r) => setTimeout(r, 5));
     assert.ok(await held(), "the exchange started");
     assert.equal(await marked(), false, "not marked while only the token is asked for");
     await settled;
