@@ -14,7 +14,7 @@ import type { TestApp } from "../helpers/app.ts";
 import type { Command, Order } from "../helpers/api.ts";
 import { axeRun, chromiumPath, failsPage, launchBrowser, newAxeContext, overflowingElements, pageWidth, recordRequests, signIn } from "../helpers/browser.ts";
 import type { AxeViolation, RequestRecorder } from "../helpers/browser.ts";
-import { placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
+import { HANG_TIMEOUT_MS, placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
 import type { EmulatorPair } from "../helpers/emulator.ts";
 import { settle } from "../helpers/stack.ts";
 
@@ -86,7 +86,8 @@ describe("the console in a real browser", { timeout: 240_000, skip: "missing" in
 
   before(async () => {
     browser = await launchBrowser();
-    pair = await startEmulatorPair({ client: { timeoutMs: 400 } });
+    // Two places are held (HANG_MS) past the client's timeout: unconfirmed orders.
+    pair = await startEmulatorPair({ client: { timeoutMs: HANG_TIMEOUT_MS } });
     t = await createTestApp({ COMMAND_RETRY_BASE_MS: "5", COMMAND_MAX_ATTEMPTS: "4" }, { provider: pair.client });
     server = await t.listen();
     base = server.url;

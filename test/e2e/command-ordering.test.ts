@@ -37,7 +37,7 @@ const calls = async (s: Stack) =>
 describe("commands of one order in the order accepted", () => {
   it("an edit retried after a 503 is not overtaken by the edit and cancel accepted after it", async () => {
     // A retry base of 1 s: the later commands' jobs are due long before the retry.
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1000" }, { client: { timeoutMs: 400 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1000" });
     try {
       const order = await placed(s);
       const coid = order.client_order_id!;
@@ -71,7 +71,7 @@ describe("commands of one order in the order accepted", () => {
   });
 
   it("a command that ends failed does not hold back the ones behind it, and is not sent again over a later edit", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 400 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" });
     try {
       const order = await placed(s);
       const coid = order.client_order_id!;
@@ -104,7 +104,7 @@ describe("commands of one order in the order accepted", () => {
   });
 
   it("dispatch-ready accepted while the place waits for its retry is sent after the place succeeded", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1500" }, { client: { timeoutMs: 400 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1500" });
     try {
       await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 503 });
       const body = placeOrderBody();
@@ -127,7 +127,7 @@ describe("commands of one order in the order accepted", () => {
   });
 
   it("commands behind a place that ended unconfirmed are not sent; a dispatch-ready retried while the place is sent again waits for it", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1000" }, { client: { timeoutMs: 400 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1000" });
     try {
       // The place's answer is a 500 (the emulator did not create the order): ambiguous, so
       // not sent again; the placement is unconfirmed.

@@ -16,7 +16,7 @@ const MAX_RETRY_AFTER_MS = 5 * 60_000;
 
 describe("a place after an attempt whose outcome is unknown (PROVIDER_DEDUPES_ORDERS=true)", () => {
   it("a plain refusal after an ambiguous attempt ends the placement unconfirmed, where a person sees it, not failed", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", PROVIDER_DEDUPES_ORDERS: "true" }, { client: { timeoutMs: 400 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", PROVIDER_DEDUPES_ORDERS: "true" });
     try {
       // The first attempt creates the order and answers 500; the second is refused in
       // words that do not name the order (no `data`), so it cannot be adopted.
@@ -58,7 +58,7 @@ describe("a place after an attempt whose outcome is unknown (PROVIDER_DEDUPES_OR
 
 describe("a place answered 2xx without an order, by a provider that says it took it", () => {
   it("202 Accepted, or a success flag, with words that are not a success word: unconfirmed (the provider has the order), never failed", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 10_000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" });
     try {
       // Each answer replaces the real one after the emulator created the order.
       const answers = [
@@ -91,7 +91,7 @@ describe("a place answered 303 See Other (the provider acted and points to the r
   const seeOther = { method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 303, process: true, body: "" };
 
   it("is not sent again: unconfirmed, one provider order, the error saying it may have acted", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 10_000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" });
     try {
       await s.pair.control.addFault({ ...seeOther, headers: { location: `${s.pair.url}/api/v2/stores/orders/31000001/` } });
       const body = placeOrderBody();
@@ -109,7 +109,7 @@ describe("a place answered 303 See Other (the provider acted and points to the r
   });
 
   it("with PROVIDER_DEDUPES_ORDERS=true it is sent again, and the refusal naming the order adopts it", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", PROVIDER_DEDUPES_ORDERS: "true" }, { client: { timeoutMs: 10_000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", PROVIDER_DEDUPES_ORDERS: "true" });
     try {
       await s.pair.control.addFault(seeOther);
       const body = placeOrderBody();
@@ -130,7 +130,7 @@ describe("a place answered 303 See Other (the provider acted and points to the r
 
 describe("Retry-After", () => {
   it(`a Retry-After of a day holds a place back ${MAX_RETRY_AFTER_MS / 60_000} minutes at most`, async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 400 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" });
     try {
       await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 429, headers: { "retry-after": "86400" } });
       const body = placeOrderBody();
@@ -173,7 +173,7 @@ describe("a command whose job fails inside tracklane until graphile-worker gives
     (await json<{ items: (Command & { last_error: string | null })[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items[0]!;
 
   it("a place that never got as far as sending ends failed (nothing at the provider), and a retry places it once the cause is gone", async () => {
-    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    const s = await startStack({});
     try {
       await refuseWhen(s, "new.outcome_unknown and not old.outcome_unknown"); // the sending mark
       const body = placeOrderBody();
@@ -206,7 +206,7 @@ describe("a command whose job fails inside tracklane until graphile-worker gives
   });
 
   it("a place whose last run failed after sending ends unconfirmed: the provider may have the order", async () => {
-    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    const s = await startStack({});
     try {
       await refuseWhen(s, "new.state = 'succeeded'"); // recording the provider's answer
       const body = placeOrderBody();
@@ -227,7 +227,7 @@ describe("a command whose job fails inside tracklane until graphile-worker gives
   });
 
   it("an edit whose last run failed ends failed, and its retry sends it again", async () => {
-    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    const s = await startStack({});
     try {
       const body = placeOrderBody();
       const coid = body.order_details.client_order_id;
@@ -255,7 +255,7 @@ describe("a command whose job fails inside tracklane until graphile-worker gives
   });
 
   it("the sweep ends pending commands that no job will run again: unconfirmed for a place that may have been sent, failed otherwise", async () => {
-    const s = await startStack({}, { client: { timeoutMs: 400 } });
+    const s = await startStack({});
     try {
       const accept = async () => {
         const body = placeOrderBody();
@@ -308,7 +308,7 @@ describe("two runs of one place at once", () => {
     // A worker's liveness lock lost with its runner alive, or a runner replaced while its
     // job still ran, lets a second run start beside the first. The token exchange they
     // both wait for (slowed here) lies between reading the command and marking it sent.
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { product: "quick_commerce", auth: "oauth", client: { timeoutMs: 10_000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { product: "quick_commerce", auth: "oauth" });
     try {
       // As the real provider: a second send would be a second order.
       assert.equal((await s.pair.control.send("PUT", "/behaviour", { accept_duplicate_orders: true })).status, 200);
@@ -339,7 +339,7 @@ describe("two runs of one place at once, the sender's answer late", () => {
   it("the run that lost the claim records nothing: the sender's 503 is retried and places the order, not left unconfirmed", async () => {
     // Both runs read the command before either marks it: they wait for the same (slowed)
     // token exchange in between, as in the test above.
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { product: "quick_commerce", auth: "oauth", client: { timeoutMs: 2000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { product: "quick_commerce", auth: "oauth" });
     try {
       assert.equal((await s.pair.control.send("PUT", "/behaviour", { accept_duplicate_orders: true })).status, 200);
       await s.pair.control.addFault({ method: "POST", path: "/oauth/token/", times: 1, action: "delay", delay_ms: 300 });
@@ -372,7 +372,7 @@ describe("two runs of one place at once, the sender's answer late", () => {
 
 describe("a placed order whose provider id is still being linked", () => {
   it("a command waits for the id, but not for ever: after 15 minutes it ends failed, saying why", async () => {
-    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 2000 } });
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" });
     try {
       const body = placeOrderBody();
       const coid = body.order_details.client_order_id;

@@ -14,7 +14,7 @@ const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
 
 describe("retrying a refused place through POST /v1/commands/{id}/retry", () => {
   let s: Stack;
-  before(async () => (s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: 400 } })));
+  before(async () => (s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" })));
   after(async () => s.close());
 
   it("refused -> failed, listed among failed commands -> retried -> placed, one provider order", async () => {

@@ -4,15 +4,27 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { placeOrderBody } from "../helpers/emulator.ts";
+import { HANG_TIMEOUT_MS, placeOrderBody } from "../helpers/emulator.ts";
 import type { PairOptions } from "../helpers/emulator.ts";
 import { placeAndSettle, settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
 import type { Command, Order } from "../helpers/api.ts";
 
 
-const setup = (env: Record<string, string> = {}, pairOptions: PairOptions = {}) =>
-  startStack({ COMMAND_MAX_ATTEMPTS: "4", ...env }, { client: { timeoutMs: 400 }, ...pairOptions });
+const setup = (env: Record<string, string> = {}, pairOptions: PairOptions = {}) => startStack({ COMMAND_MAX_ATTEMPTS: "4", ...env }, pairOptions);
+
+/**
+ * A case about a lost answer: a stack of its own whose client gives up after
+ * HANG_TIMEOUT_MS (the shared stack's client waits long for answered calls).
+ */
+async function withImpatientStack(env: Record<string, string>, run: (s: Stack) => Promise<void>): Promise<void> {
+  const s = await setup(env, { client: { timeoutMs: HANG_TIMEOUT_MS } });
+  try {
+    await run(s);
+  } finally {
+    await s.close();
+  }
+}
 
 const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
 
@@ -266,16 +278,18 @@ describe("provider faults", () => {
   });
 
   it("a placement whose answer was lost is not sent again: unconfirmed, one provider order", async () => {
-    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
-    const body = placeOrderBody();
-    const order = await placeAndSettle(s, body);
-    assert.equal(order.placement.state, "unconfirmed");
-    assert.match(order.placement.error!, /outcome unknown, not re-sent: timeout/);
-    assert.equal((await s.pair.control.orders(body.order_details.client_order_id)).length, 1);
-    const places = (await s.pair.control.requests()).filter((r) => r.method === "POST" && r.path === "/api/v2/stores/orders/");
-    assert.equal(places.filter((r) => r.fault === "timeout_after").length, 1);
-    const commands = await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}/commands`));
-    assert.deepEqual(commands.items.map((c) => [c.kind, c.state, c.attempts]), [["place", "failed", 1]]);
+    await withImpatientStack({}, async (s) => {
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
+      const body = placeOrderBody();
+      const order = await placeAndSettle(s, body);
+      assert.equal(order.placement.state, "unconfirmed");
+      assert.match(order.placement.error!, /outcome unknown, not re-sent: timeout/);
+      assert.equal((await s.pair.control.orders(body.order_details.client_order_id)).length, 1);
+      const places = (await s.pair.control.requests()).filter((r) => r.method === "POST" && r.path === "/api/v2/stores/orders/");
+      assert.equal(places.filter((r) => r.fault === "timeout_after").length, 1);
+      const commands = await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}/commands`));
+      assert.deepEqual(commands.items.map((c) => [c.kind, c.state, c.attempts]), [["place", "failed", 1]]);
+    });
   });
 
   it("a malformed 2xx answer may hide a created order: unconfirmed, not re-sent", async () => {
@@ -293,17 +307,19 @@ describe("a provider that refuses duplicates (PROVIDER_DEDUPES_ORDERS=true)", ()
   after(async () => s.close());
 
   it("a placement whose answer was lost is sent again, and the refusal naming the order adopts it: one provider order", async () => {
-    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
-    const body = placeOrderBody();
-    const order = await placeAndSettle(s, body);
-    assert.equal(order.placement.state, "placed");
-    const providerOrders = await s.pair.control.orders(body.order_details.client_order_id);
-    assert.equal(providerOrders.length, 1);
-    assert.equal(String(providerOrders[0]!.svc_order_id), order.svc_order_id);
-    const commands = await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}/commands`));
-    assert.deepEqual(commands.items.map((c) => [c.state, c.attempts]), [["succeeded", 2]]);
-    const places = (await s.pair.control.requests()).filter((r) => r.method === "POST" && r.path === "/api/v2/stores/orders/");
-    assert.ok(places.length >= 2, "the place was really sent twice");
+    await withImpatientStack({ PROVIDER_DEDUPES_ORDERS: "true" }, async (s) => {
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
+      const body = placeOrderBody();
+      const order = await placeAndSettle(s, body);
+      assert.equal(order.placement.state, "placed");
+      const providerOrders = await s.pair.control.orders(body.order_details.client_order_id);
+      assert.equal(providerOrders.length, 1);
+      assert.equal(String(providerOrders[0]!.svc_order_id), order.svc_order_id);
+      const commands = await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${body.order_details.client_order_id}/commands`));
+      assert.deepEqual(commands.items.map((c) => [c.state, c.attempts]), [["succeeded", 2]]);
+      const places = (await s.pair.control.requests()).filter((r) => r.method === "POST" && r.path === "/api/v2/stores/orders/");
+      assert.ok(places.length >= 2, "the place was really sent twice");
+    });
   });
 
   it("a malformed answer is retried and the order adopted", async () => {

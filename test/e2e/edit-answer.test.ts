@@ -37,7 +37,7 @@ async function edit(s: Stack, order: Order, value: number) {
 describe("edit answers without track_url", () => {
   let s: Stack;
   before(async () => {
-    s = await startStack({ COMMAND_MAX_ATTEMPTS: "3" }, { client: { timeoutMs: 400 } });
+    s = await startStack({ COMMAND_MAX_ATTEMPTS: "3" });
   });
   after(async () => s.close());
   afterEach(async () => {

@@ -34,7 +34,7 @@ async function storedErrors(s: Stack): Promise<string> {
 describe("the access token from a bad token answer", () => {
   let s: Stack;
   before(async () => {
-    s = await startStack({ AWB_MODE: "pool", COMMAND_MAX_ATTEMPTS: "2" }, { product: "quick_commerce", auth: "oauth", client: { timeoutMs: 400 } });
+    s = await startStack({ AWB_MODE: "pool", COMMAND_MAX_ATTEMPTS: "2" }, { product: "quick_commerce", auth: "oauth" });
   });
   after(async () => s.close());
   afterEach(async () => {
