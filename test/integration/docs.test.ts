@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { gunzipSync } from "node:zlib";
 import { createTestApp } from "../helpers/app.ts";
@@ -92,6 +92,25 @@ describe("no CDN anywhere under src/", () => {
       return ["cdn.jsdelivr", "unpkg.com", "cdnjs.", "fonts.googleapis"].filter((s) => text.includes(s)).map((s) => `${f}: ${s}`);
     });
     assert.deepEqual(hits, []);
+  });
+});
+
+describe("README.md and docs/*.md", () => {
+  it("link nothing outside the repository, and every link inside it names a file that exists", () => {
+    const root = resolve(import.meta.dirname, "../..");
+    const docs = ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+    assert.ok(docs.length >= 8);
+    const problems = docs.flatMap((doc) => {
+      const text = readFileSync(join(root, doc), "utf8");
+      const targets = [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!);
+      return targets.flatMap((target) => {
+        if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith("//")) return [`${doc}: ${target} is outside the repository`];
+        const file = target.split("#")[0]!;
+        if (file === "") return [];
+        return existsSync(resolve(root, dirname(doc), file)) ? [] : [`${doc}: ${target} names no file`];
+      });
+    });
+    assert.deepEqual(problems, []);
   });
 });
 
