@@ -289,7 +289,8 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; resend: ResendOpti
       description:
         "Re-queues a `failed` command as a new round of the same command (state back to pending, attempts counted from 0, last_error kept until the next attempt). " +
         "The order's state checks apply again. A refused `place` may be retried here (its order's placement goes back to pending); " +
-        "a `place` whose outcome is unknown (placement `unconfirmed`) is refused with 409: use POST /v1/orders/{order}/placement/retry or …/placement/confirm.",
+        "a `place` whose outcome is unknown (placement `unconfirmed`) is refused with 409: use POST /v1/orders/{order}/placement/retry or …/placement/confirm. " +
+        "A `place` is also 409 once the provider has named its order: with a provider id, or, unless PROVIDER_DEDUPES_ORDERS=true, by its client_order_id alone in its callbacks or status answers.",
       security,
       request: { params: CommandIdParams },
       responses: {

@@ -17,7 +17,7 @@ export function rejectedRoutes(sql: Sql) {
       method: "get",
       path: "/v1/callbacks/rejected",
       tags: ["callbacks"],
-      summary: "Callbacks that were refused (bad JSON, no order id), newest first",
+      summary: "Callbacks that were refused (bad JSON, no order id, an unknown or corrupt Content-Encoding), newest first",
       security: [{ Bearer: [] }],
       request: { query: z.strictObject(pageQuery(500, 100)) },
       responses: {
