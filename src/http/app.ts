@@ -16,6 +16,7 @@ import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { bearerAuth } from "./auth.ts";
 import { consoleRoutes } from "./console/index.ts";
+import { decodedRequestBody } from "./content-encoding.ts";
 import { ApiError, errorHandler } from "./errors.ts";
 import { awbRoutes } from "./routes/awb.ts";
 import { callbackRoutes } from "./routes/callbacks.ts";
@@ -102,6 +103,8 @@ export function createApp(deps: AppDeps) {
       },
     }),
   );
+  // A compressed body is decoded here, its limit the same once decompressed.
+  app.use("/v1/*", decodedRequestBody(API_BODY_MAX_BYTES));
   // Every GET under /v1 reads the read pool; everything else writes, on the primary. Route modules
   // that only read get the read pool as their one pool.
   // Before the order routes: there "export" would be an order's id.

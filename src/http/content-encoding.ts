@@ -7,6 +7,8 @@
 import { promisify } from "node:util";
 import { brotliDecompress, gunzip, inflate } from "node:zlib";
 import type { ZlibOptions } from "node:zlib";
+import type { MiddlewareHandler } from "hono";
+import { ApiError } from "./errors.ts";
 
 type Inflate = (body: Uint8Array, options: ZlibOptions) => Promise<Buffer>;
 
@@ -45,4 +47,35 @@ export async function decodeContent(body: Uint8Array, header: string | undefined
     if ((err as { code?: unknown }).code === "ERR_BUFFER_TOO_LARGE") return { ok: false, problem: "too_large" };
     return { ok: false, problem: "corrupt", encoding: decoder.name, message: (err as Error).message };
   }
+}
+
+/**
+ * The /v1 API's bodies, decoded as the callbacks' are: a client that compresses what it
+ * sends (some HTTP libraries do when asked, or a gateway in front) gets the same answer as
+ * one that sends it plain, not a 400 `invalid_json` for bytes never meant to be read as
+ * JSON. `max` (the API's body limit) holds for the body decompressed, as for what
+ * travels. After this, the request is a plain one: no Content-Encoding, its body decoded.
+ */
+export function decodedRequestBody(max: number): MiddlewareHandler {
+  return async (c, next) => {
+    const header = c.req.header("content-encoding");
+    if (c.req.raw.body === null || header === undefined) return next();
+    const decoded = await decodeContent(new Uint8Array(await c.req.arrayBuffer()), header, max);
+    if (!decoded.ok) {
+      switch (decoded.problem) {
+        case "too_large":
+          throw new ApiError("payload_too_large", `request body is larger than ${max} bytes once decompressed`);
+        case "unsupported":
+          throw new ApiError("unsupported_media_type", `unsupported Content-Encoding "${decoded.encoding}": send the body uncompressed or as ${SUPPORTED_ENCODINGS.join(", ")}`);
+        case "corrupt":
+          throw new ApiError("invalid_json", `request body is not valid ${decoded.encoding} as its Content-Encoding says: ${decoded.message}`);
+      }
+    }
+    const headers = new Headers(c.req.raw.headers);
+    headers.delete("content-encoding");
+    headers.delete("content-length");
+    c.req.raw = new Request(c.req.raw.url, { method: c.req.raw.method, headers, body: decoded.body, signal: c.req.raw.signal });
+    c.req.bodyCache = {};
+    await next();
+  };
 }

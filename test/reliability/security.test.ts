@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { connect } from "node:net";
 import { Writable } from "node:stream";
+import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { after, before, describe, it } from "node:test";
 import { API_BODY_MAX_BYTES } from "../../src/http/app.ts";
 import { safeEqual } from "../../src/domain/secrets.ts";
@@ -268,6 +269,75 @@ describe("body size limits", () => {
       assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe("compressed /v1 bodies (Content-Encoding), over a real socket", () => {
+  const compress: Record<string, (b: Buffer) => Buffer> = { gzip: gzipSync, deflate: deflateSync, br: brotliCompressSync };
+  let server: { url: string; close(): Promise<void> };
+  before(async () => {
+    server = await t.listen();
+  });
+  after(async () => {
+    await server.close();
+  });
+  const post = (path: string, body: Uint8Array | string, encoding?: string) =>
+    fetch(`${server.url}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${API_TOKEN}`, "content-type": "application/json", ...(encoding ? { "content-encoding": encoding } : {}) },
+      body,
+    });
+
+  it("a gzip, deflate or br body is read as the same body sent plain", async () => {
+    const body = JSON.stringify(placeOrderBody({ clientOrderId: "SEC-ZIP-1" }));
+    const placed = await post("/v1/orders", new Uint8Array(gzipSync(Buffer.from(body))), "gzip");
+    assert.equal(placed.status, 202, await placed.clone().text());
+    assert.equal((await json<{ client_order_id: string }>(placed)).client_order_id, "SEC-ZIP-1");
+    // The same body again is 200 with the order (another body would be 409): each coding
+    // carried exactly the bytes sent plain.
+    for (const [encoding, zip] of [...Object.entries(compress), ["x-gzip", gzipSync], ["identity", (b: Buffer) => b]] as const) {
+      const again = await post("/v1/orders", new Uint8Array(zip(Buffer.from(body))), encoding);
+      assert.equal(again.status, 200, `${encoding}: ${await again.clone().text()}`);
+    }
+    assert.equal((await post("/v1/orders", body)).status, 200);
+    // A compressed body the schema refuses is named field by field, as a plain one.
+    const bad = await post("/v1/orders/SEC-ZIP-1/cancel", new Uint8Array(gzipSync(Buffer.from(JSON.stringify({ reason: 5 })))), "gzip");
+    assert.equal(bad.status, 422);
+    assert.equal((await json<Err>(bad)).error.code, "validation_failed");
+  });
+
+  it("1 MiB holds once decompressed: a small body inflating past it is 413", async () => {
+    const sized = (size: number) => {
+      const base = placeOrderBody({ clientOrderId: "SEC-ZIP-FITS" }) as unknown as Record<string, unknown>;
+      const empty = JSON.stringify({ ...base, pad: "" });
+      return Buffer.from(JSON.stringify({ ...base, pad: "p".repeat(size - Buffer.byteLength(empty)) }));
+    };
+    assert.equal((await post("/v1/orders", new Uint8Array(gzipSync(sized(API_BODY_MAX_BYTES))), "gzip")).status, 202);
+    for (const [encoding, zip] of Object.entries(compress)) {
+      const res = await post("/v1/orders", new Uint8Array(zip(sized(API_BODY_MAX_BYTES + 1))), encoding);
+      assert.equal(res.status, 413, encoding);
+      const err = await json<Err>(res);
+      assert.equal(err.error.code, "payload_too_large");
+      assert.match(err.error.message, /1048576 bytes once decompressed/);
+    }
+    const bomb = await post("/v1/orders", new Uint8Array(gzipSync(Buffer.alloc(64 * 1024 * 1024))), "gzip");
+    assert.equal(bomb.status, 413);
+  });
+
+  it("a corrupt stream is 400 naming its coding; another coding is 415 naming it", async () => {
+    const whole = gzipSync(Buffer.from(JSON.stringify(placeOrderBody())));
+    const cut = await post("/v1/orders", new Uint8Array(whole.subarray(0, whole.length - 10)), "gzip");
+    assert.equal(cut.status, 400);
+    const cutErr = await json<Err>(cut);
+    assert.equal(cutErr.error.code, "invalid_json");
+    assert.match(cutErr.error.message, /not valid gzip as its Content-Encoding says/);
+    for (const encoding of ["zstd", "gzip, br"]) {
+      const other = await post("/v1/orders", JSON.stringify(placeOrderBody()), encoding);
+      assert.equal(other.status, 415, encoding);
+      const err = await json<Err>(other);
+      assert.equal(err.error.code, "unsupported_media_type");
+      assert.match(err.error.message, new RegExp(`Content-Encoding "${encoding}".*gzip, deflate, br`));
     }
   });
 });
