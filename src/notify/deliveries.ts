@@ -254,6 +254,28 @@ export async function resendMessage(sql: Sql, messageId: string): Promise<number
   });
 }
 
+/**
+ * resendMessage for a person's click (the console's Resend): a delivery already pending
+ * (queued by a resend a moment before, from a form sent twice or by a second person, or
+ * still in its round of attempts) is left to go as it is, and only the others are sent
+ * again. Sent again, a pending delivery would restart its attempts and be taken from a run
+ * sending it, which still sends: the receiver got the message twice. `queued`: deliveries
+ * sent again; `already`: those left pending; null when there is no such message.
+ */
+export async function resendMessageOnce(sql: Sql, messageId: string): Promise<{ queued: number; already: number } | null> {
+  return await sql.begin(async (tx) => {
+    const [message] = await tx<{ id: string }[]>`select id from notification_messages where id = ${messageId}`;
+    if (!message) return null;
+    // Locked, then read: a second post waits for the first's commit and sees its pending rows.
+    const rows = await tx<{ id: number; endpoint_id: string; status: string }[]>`
+      select d.id, d.endpoint_id, d.status from notification_deliveries d join notification_endpoints e on e.id = d.endpoint_id
+      where d.message_id = ${messageId} and e.enabled
+      for update of d`;
+    const queued = await requeue(tx, rows.filter((r) => r.status !== "pending"));
+    return { queued, already: rows.length - queued };
+  });
+}
+
 /** The endpoint's failed deliveries of messages created since `since`, sent again. */
 export async function recoverEndpoint(sql: Sql, endpointId: string, since: Date): Promise<number> {
   return await sql.begin(async (tx) => {

@@ -368,6 +368,46 @@ describe("notifications", () => {
     assert.match(page, /100%/);
   });
 
+  it("a Resend sent twice queues the message once: the second post leaves the delivery being sent alone, and the page says it was already queued", async () => {
+    const created = await t.request(ENDPOINTS, { method: "POST", json: { url: `${receiver.url}/twice`, events: ["order.status_changed"] } });
+    const ep = (await created.json()) as { id: string };
+    failing = true;
+    const ping = async () => {
+      const res = await t.request(`${ENDPOINTS}/${ep.id}/test`, { method: "POST" });
+      assert.equal(res.status, 202);
+      return ((await res.json()) as { message_id: string }).message_id;
+    };
+    const [first, second] = [await ping(), await ping()];
+    await t.runJobs();
+    const sentOf = (id: string) => receiver.received.filter((q) => q.headers["webhook-id"] === id).length;
+    assert.deepEqual([sentOf(first), sentOf(second)], [1, 1], "each failed once");
+    failing = false;
+
+    // Both posts at once: the one after the other's commit finds the delivery queued.
+    const both = await Promise.all([post(`/notifications/messages/${first}/resend`, {}), post(`/notifications/messages/${first}/resend`, {})]);
+    assert.deepEqual(both.map((r) => r.status), [303, 303]);
+    assert.deepEqual(both.map((r) => r.headers.get("location")).sort(), ["/notifications?done=resend&deliveries=0&already=1", "/notifications?done=resend&deliveries=1"]);
+    const notice = await get("/notifications?done=resend&deliveries=0&already=1");
+    assert.match(notice, /Already queued: 1 delivery of this message was waiting to go/);
+    assert.doesNotMatch(notice, /Sent again/);
+    await t.runJobs();
+    assert.equal(sentOf(first), 2, "sent again once");
+
+    // The second post while the run sends what the first queued: that send is not taken
+    // from its run and sent once more.
+    assert.equal((await post(`/notifications/messages/${second}/resend`, {})).headers.get("location"), "/notifications?done=resend&deliveries=1");
+    receiver.answers.push({ status: 200, delayMs: 300 }); // within NOTIFY_TIMEOUT_MS
+    const sending = t.runJobs();
+    await receiver.waitFor(receiver.received.length + 1);
+    const again = await post(`/notifications/messages/${second}/resend`, {});
+    assert.equal(again.headers.get("location"), "/notifications?done=resend&deliveries=0&already=1");
+    await sending;
+    assert.equal(sentOf(second), 2, "the failed one, then the resent one once");
+    const [d] = await t.database.sql<{ status: string; attempts: number }[]>`select status, attempts from notification_deliveries where message_id = ${second}`;
+    assert.deepEqual({ ...d }, { status: "delivered", attempts: 1 });
+    assert.equal((await t.request(`${ENDPOINTS}/${ep.id}`, { method: "DELETE" })).status, 204);
+  });
+
   it("a disabled endpoint is listed; a message of it cannot be resent (409); unknown messages are 404", async () => {
     const created = await t.request(ENDPOINTS, { method: "POST", json: { url: `${receiver.url}/off`, events: ["order.status_changed"] } });
     const ep = (await created.json()) as { id: string };

@@ -7,7 +7,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { Sql } from "postgres";
 import { z } from "zod";
-import { endpointHealth, HEALTH_WINDOW, listDeliveries, messageDetail, resendMessage } from "../../notify/deliveries.ts";
+import { endpointHealth, HEALTH_WINDOW, listDeliveries, messageDetail, resendMessageOnce } from "../../notify/deliveries.ts";
 import type { DeliveryListRow, EndpointHealth, MessageDetail } from "../../notify/deliveries.ts";
 import type { ConsoleEnv } from "./auth.ts";
 import { blankToUndefined, problemOf } from "./forms.ts";
@@ -26,6 +26,7 @@ const ListQuery = z.object({
   before: z.preprocess(blankToUndefined, z.coerce.number().int("must be a whole number").positive("must be positive").max(Number.MAX_SAFE_INTEGER).optional()),
   done: z.string().optional(),
   deliveries: z.string().optional(),
+  already: z.string().optional(),
 });
 
 /** A message id as tracklane makes them (`msg_` and a time-ordered id). */
@@ -90,13 +91,15 @@ export function notificationPages(deps: NotificationPagesDeps) {
     const db = pagePool(c, deps);
     const [endpoints, failed] = await Promise.all([endpointHealth(db), listDeliveries(db, { status: "failed", limit: PAGE_SIZE, beforeId: q.before })]);
     const urls = new Map(endpoints.map((e) => [e.id, e.url]));
-    const sent = q.done === "resend" && q.deliveries !== undefined && /^\d{1,9}$/.test(q.deliveries) ? Number(q.deliveries) : null;
+    const count = (n: string | undefined) => (q.done === "resend" && n !== undefined && /^\d{1,9}$/.test(n) ? Number(n) : null);
+    const sent = count(q.deliveries);
+    const already = count(q.already) ?? 0;
     return renderPage(c, {
       title: "Notifications",
       nav: "/notifications",
       csrf,
       body: html`<h1>Notifications</h1>
-        ${sent !== null ? noticeBox(`Sent again: ${sent} deliver${sent === 1 ? "y" : "ies"} queued. Each shows here again if it fails.`) : null}
+        ${sent !== null ? noticeBox(resendNotice(sent, already)) : null}
         <h2>Endpoints</h2>
         ${endpointsTable(endpoints)}
         <h2>Failed messages</h2>
@@ -169,11 +172,21 @@ export function notificationPages(deps: NotificationPagesDeps) {
   app.post("/notifications/messages/:id/resend", async (c) => {
     const detail = await messageOf(c, sql);
     if (detail instanceof Response) return detail;
-    const deliveries = await resendMessage(sql, detail.message.id);
-    if (deliveries === null) return notFound(c); // gone meanwhile
-    if (deliveries === 0) return resendPage(c, sql, detail, "None of the endpoints this message went to is enabled: enable one (PATCH /v1/notifications/endpoints/{id}), then resend.");
-    return c.redirect(`/notifications?done=resend&deliveries=${deliveries}`, 303);
+    // Once: a Resend sent twice (a double click, or a second person) queues nothing more.
+    const resent = await resendMessageOnce(sql, detail.message.id);
+    if (resent === null) return notFound(c); // gone meanwhile
+    if (resent.queued + resent.already === 0) return resendPage(c, sql, detail, "None of the endpoints this message went to is enabled: enable one (PATCH /v1/notifications/endpoints/{id}), then resend.");
+    return c.redirect(`/notifications?done=resend&deliveries=${resent.queued}${resent.already > 0 ? `&already=${resent.already}` : ""}`, 303);
   });
 
   return app;
+}
+
+const deliveriesOf = (n: number) => `${n} deliver${n === 1 ? "y" : "ies"}`;
+
+/** The notice after a Resend: what it queued, and what was queued already (nothing more was sent for it). */
+function resendNotice(sent: number, already: number): string {
+  if (sent === 0) return `Already queued: ${deliveriesOf(already)} of this message ${already === 1 ? "was" : "were"} waiting to go (a Resend sent twice, or still being attempted), so nothing more was sent. Each shows here again if it fails.`;
+  const rest = already > 0 ? ` ${deliveriesOf(already)} ${already === 1 ? "was" : "were"} queued already, so nothing more was sent for ${already === 1 ? "it" : "them"}.` : "";
+  return `Sent again: ${deliveriesOf(sent)} queued.${rest} Each shows here again if it fails.`;
 }
