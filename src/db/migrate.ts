@@ -5,7 +5,7 @@ import { runMigrations as runWorkerMigrations } from "graphile-worker";
 import { createPool } from "./client.ts";
 import type { Logger } from "../logger.ts";
 import { graphileLogger } from "../worker/logger.ts";
-import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, migrationPlan } from "./ready.ts";
+import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, appliedMigrations, migrationPlan } from "./ready.ts";
 
 /** Arbitrary constant key of the advisory lock that serialises migrations. */
 const MIGRATION_LOCK = 7_305_201_144;
@@ -13,11 +13,9 @@ const MIGRATION_LOCK = 7_305_201_144;
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../migrations", import.meta.url));
 
 /** The `created_at` of every migration drizzle's journal records (none before the first run). */
-async function appliedMigrations(sql: ReturnType<typeof createPool>): Promise<number[]> {
+async function recordedMigrations(sql: ReturnType<typeof createPool>): Promise<number[]> {
   const [table] = await sql<{ exists: boolean }[]>`select to_regclass('drizzle.__drizzle_migrations') is not null as exists`;
-  if (table?.exists !== true) return [];
-  const rows = await sql<{ created_at: number | null }[]>`select created_at from drizzle.__drizzle_migrations`;
-  return rows.flatMap((r) => (r.created_at === null ? [] : [Number(r.created_at)]));
+  return table?.exists === true ? await appliedMigrations(sql) : [];
 }
 
 /**
@@ -53,7 +51,7 @@ export async function runMigrations(url: string, log: Logger): Promise<void> {
       log.info("another npm run migrate (or npm start) is migrating this database: waiting for it to finish");
       await sql`select pg_advisory_lock(${MIGRATION_LOCK})`;
     }
-    const plan = migrationPlan(MIGRATIONS, await appliedMigrations(sql));
+    const plan = migrationPlan(MIGRATIONS, await recordedMigrations(sql));
     if (plan.skipped.length > 0) throw new MigrationsSkippedError(plan.skipped);
     if (plan.unknown > 0) {
       log.warn(

@@ -64,33 +64,45 @@ export function migrationPlan(local: readonly { when: number; tag: string }[], a
 /** No journal table or schema (undefined_table, invalid_schema_name), or not allowed to read it (insufficient_privilege). */
 const JOURNAL_UNREADABLE = new Set(["42P01", "3F000", "42501"]);
 
-/** Whether this release can run on the database: its tables, and every one of its migrations. */
-export type SchemaState = "ready" | "missing" | "behind";
+/**
+ * Whether this release can run on the database: `missing`, no tracklane (or graphile-worker)
+ * tables at all; `behind`, drizzle's journal lacks this release's newest migration (`npm run
+ * migrate` not yet run for this release); `skipped`, it lacks migrations of this release
+ * below newer applied ones, which `npm run migrate` refuses (migrationPlan) and so would
+ * never apply; `ready` otherwise (a database a later release migrated is ready too).
+ */
+export type SchemaState = { state: "ready" } | { state: "missing" } | { state: "behind" } | { state: "skipped"; tags: string[] };
+
+/** The `created_at` of every migration drizzle's journal records (its table must exist). */
+export async function appliedMigrations(sql: Sql): Promise<number[]> {
+  const rows = await sql<{ created_at: string | null }[]>`select created_at::text from drizzle.__drizzle_migrations`;
+  return rows.flatMap((r) => (r.created_at === null ? [] : [Number(r.created_at)]));
+}
 
 /**
- * `missing`: no tracklane (or graphile-worker) tables at all; `behind`: drizzle's journal
- * of applied migrations lacks this release's newest (`npm run migrate` not yet run for this
- * release); `ready` otherwise (a database a newer release migrated is ready too). Where the
- * journal cannot be read (a schema restored without it, a role not allowed to read it),
- * the tables are all it can go by, as before.
+ * The database's SchemaState, by the plan `npm run migrate` goes by. Where the journal
+ * cannot be read (a schema restored without it, a role not allowed to read it), the tables
+ * are all it can go by, as before. A probe every few seconds reads the journal's few rows.
  */
 export async function schemaState(sql: Sql): Promise<SchemaState> {
   const [row] = await sql<{ tables: boolean; journal: boolean }[]>`
     select to_regclass('public.order_events') is not null
        and to_regclass('graphile_worker.jobs') is not null as tables,
            to_regclass('drizzle.__drizzle_migrations') is not null as journal`;
-  if (row?.tables !== true) return "missing";
+  if (row?.tables !== true) return { state: "missing" };
   // Without the journal table the tables are all there is to go by; looked up first, so that
   // a readiness probe every few seconds does not leave an error in PostgreSQL's log each time.
-  if (row.journal !== true) return "ready";
+  if (row.journal !== true) return { state: "ready" };
+  let applied: number[];
   try {
-    const [journal] = await sql<{ current: boolean }[]>`
-      select coalesce(max(created_at), 0) >= ${newest.when}::bigint as current from drizzle.__drizzle_migrations`;
-    return journal?.current === true ? "ready" : "behind";
+    applied = await appliedMigrations(sql);
   } catch (err) {
-    if (JOURNAL_UNREADABLE.has(String((err as { code?: unknown }).code))) return "ready";
+    if (JOURNAL_UNREADABLE.has(String((err as { code?: unknown }).code))) return { state: "ready" };
     throw err;
   }
+  const plan = migrationPlan(MIGRATIONS, applied);
+  if (plan.skipped.length > 0) return { state: "skipped", tags: plan.skipped };
+  return applied.some((when) => when >= newest.when) ? { state: "ready" } : { state: "behind" };
 }
 
 /** The tag of the newest migration this release needs (named when the database lacks it). */

@@ -3,17 +3,20 @@
  * the first and says so; a migration that fails leaves every migration of that run
  * unapplied and the next run starts again from it (drizzle applies them in one
  * transaction); a migration missing below newer applied ones, which drizzle would pass
- * over for ever, is refused; a database a later release migrated is said so.
+ * over for ever, is refused; a database a later release migrated is said so. Readiness
+ * and the start check of web, worker and rebuild go by the same plan.
  */
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
-import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, migrationPlan } from "../../src/db/ready.ts";
+import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, migrationPlan, schemaState } from "../../src/db/ready.ts";
 import { describeTarget } from "../../src/db/url.ts";
 import { createLogger } from "../../src/logger.ts";
-import { describeStartupError } from "../../src/runtime/startup-errors.ts";
+import { opsRoutes } from "../../src/http/routes/ops.ts";
+import { createMetrics } from "../../src/metrics.ts";
+import { MigrationsBehindError, describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
 import { createTestDatabase, serverUrl } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
 
@@ -143,5 +146,58 @@ describe("npm run migrate", () => {
     } finally {
       await sql`delete from drizzle.__drizzle_migrations where created_at = ${later}`;
     }
+  });
+});
+
+describe("readiness and the start check go by migrate's plan", () => {
+  const readyz = async () => {
+    const res = await opsRoutes(sql, createMetrics()).request("/readyz");
+    return { status: res.status, body: (await res.json()) as { ok: boolean; reason?: string } };
+  };
+  const startError = () =>
+    requireMigrations(db.url).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+
+  it("a migration missing below newer applied ones: not ready, and web, worker and rebuild refuse to start naming it; a later release's schema stays ready", async () => {
+    assert.deepEqual(await schemaState(sql), { state: "ready" });
+    assert.equal(await startError(), undefined);
+    // 0016 not applied, 0017 (the newest) applied: the newest alone looks current.
+    const skipped = MIGRATIONS.at(-2)!;
+    const [row] = await sql<{ id: number; hash: string; created_at: string }[]>`
+      delete from drizzle.__drizzle_migrations where created_at = ${skipped.when} returning id, hash, created_at::text`;
+    assert.ok(row, `${skipped.tag} is recorded`);
+    try {
+      assert.deepEqual(await schemaState(sql), { state: "skipped", tags: [skipped.tag] });
+      const ready = await readyz();
+      assert.equal(ready.status, 503);
+      assert.match(ready.body.reason ?? "", new RegExp(`this release needs ${skipped.tag}, missing below newer applied ones`));
+      const err = await startError();
+      assert.ok(err instanceof MigrationsSkippedError, String(err));
+      assert.deepEqual(err.tags, [skipped.tag]);
+      const { exitCode, lines } = describeStartupError(err, { databaseUrl: db.url });
+      assert.equal(exitCode, 1);
+      assert.match(lines[0]!, new RegExp(`lacks migration ${skipped.tag} of this release but has newer ones applied`));
+    } finally {
+      await sql`insert into drizzle.__drizzle_migrations (id, hash, created_at) values (${row.id}, ${row.hash}, ${row.created_at}::bigint)`;
+    }
+    assert.deepEqual(await readyz(), { status: 200, body: { ok: true } });
+
+    // A later release applied one more: this release's are all there, so it runs.
+    const later = MIGRATIONS.at(-1)!.when + 60_000;
+    await sql`insert into drizzle.__drizzle_migrations (hash, created_at) values ('a later release', ${later})`;
+    try {
+      assert.deepEqual(await schemaState(sql), { state: "ready" });
+      assert.deepEqual(await readyz(), { status: 200, body: { ok: true } });
+      assert.equal(await startError(), undefined);
+    } finally {
+      await sql`delete from drizzle.__drizzle_migrations where created_at = ${later}`;
+    }
+
+    // The newest missing (an older release's schema): behind, as before.
+    await sql`delete from drizzle.__drizzle_migrations where created_at = ${MIGRATIONS.at(-1)!.when}`;
+    assert.deepEqual(await schemaState(sql), { state: "behind" });
+    assert.ok((await startError()) instanceof MigrationsBehindError);
   });
 });

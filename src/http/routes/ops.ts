@@ -54,11 +54,17 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
 
   app.get("/readyz", async (c) => {
     try {
-      const state = await schemaState(sql);
-      if (state === "ready") return c.json({ ok: true });
-      // An older release's schema: this process's queries may need what its newest migration
-      // adds, so it takes no traffic until `npm run migrate` has run for this release.
-      const reason = state === "missing" ? "migrations not applied" : `migrations not applied: this release needs ${NEWEST_MIGRATION} (run npm run migrate)`;
+      const schema = await schemaState(sql);
+      if (schema.state === "ready") return c.json({ ok: true });
+      // An older release's schema, or one missing a migration below newer ones: this
+      // process's queries may need what that migration adds, so it takes no traffic until
+      // the database has every migration of this release.
+      const reason =
+        schema.state === "missing"
+          ? "migrations not applied"
+          : schema.state === "skipped"
+            ? `migrations not applied: this release needs ${schema.tags.join(", ")}, missing below newer applied ones (npm run migrate refuses the database and says how to apply ${schema.tags.length > 1 ? "them" : "it"})`
+            : `migrations not applied: this release needs ${NEWEST_MIGRATION} (run npm run migrate)`;
       return c.json({ ok: false, reason }, 503);
     } catch {
       return c.json({ ok: false, reason: "database unreachable" }, 503);
