@@ -293,9 +293,12 @@ export async function writeProjected(tx: TransactionSql, writes: readonly Projec
       placement_error = case when o.placement_state in ('unconfirmed', 'failed') and v.svc is not null then null else o.placement_error end,
       -- Tracklane's clock, not the event's: set by the write that first makes the order
       -- finished (statuses.ts, rank 5), kept while it stays so (a rebuild too), cleared if
-      -- it ever is not.
+      -- it ever is not. An order redacted before finished_at existed (migration 0017) has
+      -- none: it finished when the rule that redacted it said (status_at, the row's before
+      -- this event), no later than that redaction, so a late event leaves it due at once
+      -- rather than PII_RETENTION_DAYS from now (as 0017 did for those it made due again).
       finished_at = case when v.status in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER')
-                         then coalesce(o.finished_at, now()) end,
+                         then coalesce(o.finished_at, case when o.redacted_at is not null then least(o.status_at, o.redacted_at) end, now()) end,
       -- An event arriving after the redaction may bring personal data again: the order is
       -- due once more (src/retention/redact.ts), and its finished_at keeps it at the front.
       redacted_at = case when v.count > o.event_count then null else o.redacted_at end,

@@ -63,4 +63,33 @@ describe("the personal data's retention counts from tracklane's clock", () => {
     assert.equal(await riderName("CLOCK-BEHIND"), "[redacted]");
     assert.equal(await riderName("CLOCK-AHEAD"), "[redacted]");
   });
+
+  it("an order redacted before finished_at existed (migration 0017) that gets a late event is due again at once, not PII_RETENTION_DAYS later", async () => {
+    const sql = t.database.sql;
+    const finished = new Date(Date.now() - 120 * DAY).toISOString();
+    await deliveredAt("LATE-OLD", "6600003", finished);
+    await deliveredAt("LATE-NEW", "6600004", new Date().toISOString());
+    // As the release before left LATE-OLD: redacted 30 days ago (by its provider time, 120
+    // days ago), no finished_at; LATE-NEW as this release leaves an order it redacted.
+    await redactDue(sql, 90, new Date(Date.now() + 91 * DAY));
+    await sql`update orders set finished_at = null, redacted_at = now() - interval '30 days' where client_order_id = 'LATE-OLD'`;
+    await sql`update orders set redacted_at = now() - interval '30 days' where client_order_id = 'LATE-NEW'`;
+    const newFinished = (await finishedAt("LATE-NEW")).finished_at;
+
+    // A late callback with the rider's details again, for each.
+    for (const [coid, svc] of [["LATE-OLD", "6600003"], ["LATE-NEW", "6600004"]] as const) {
+      assert.equal((await t.callback({ client_order_id: coid, svc_order_id: svc, order_status: "DELIVERED", timestamp: new Date().toISOString(), rider_id: "R-9", rider_name: "Ravi Kumar", rider_contact: "9812345678" })).status, 200);
+    }
+    await t.runJobs();
+    assert.equal(await riderName("LATE-OLD"), "Ravi Kumar");
+    const old = await finishedAt("LATE-OLD");
+    assert.equal(old.finished_at?.toISOString(), finished, "it finished when the rule that redacted it said, no later than that redaction");
+    assert.deepEqual((await finishedAt("LATE-NEW")).finished_at, newFinished, "an order with finished_at keeps it");
+
+    // Today's run takes it at once; the order this release redacted counts from its finish.
+    const result = await redactDue(sql, 90);
+    assert.deepEqual([result.orders, result.failed], [1, []]);
+    assert.equal(await riderName("LATE-OLD"), "[redacted]");
+    assert.equal(await riderName("LATE-NEW"), "Ravi Kumar");
+  });
 });
