@@ -257,10 +257,12 @@ export async function resendMessage(sql: Sql, messageId: string): Promise<number
 /**
  * resendMessage for a person's click (the console's Resend): a delivery already pending
  * (queued by a resend a moment before, from a form sent twice or by a second person, or
- * still in its round of attempts) is left to go as it is, and only the others are sent
- * again. Sent again, a pending delivery would restart its attempts and be taken from a run
- * sending it, which still sends: the receiver got the message twice. `queued`: deliveries
- * sent again; `already`: those left pending; null when there is no such message.
+ * still in its round of attempts) is not sent again, and only the others are. Sent again,
+ * a pending delivery would restart its attempts and be taken from a run sending it, which
+ * still sends: the receiver got the message twice. One waiting for its next attempt that
+ * no run holds goes now instead (a person clicks Resend once the receiver is back).
+ * `queued`: deliveries sent again; `already`: those left pending; null when there is no
+ * such message.
  */
 export async function resendMessageOnce(sql: Sql, messageId: string): Promise<{ queued: number; already: number } | null> {
   return await sql.begin(async (tx) => {
@@ -272,6 +274,14 @@ export async function resendMessageOnce(sql: Sql, messageId: string): Promise<{ 
       where d.message_id = ${messageId} and e.enabled
       for update of d`;
     const queued = await requeue(tx, rows.filter((r) => r.status !== "pending"));
+    const waiting = rows.filter((r) => r.status === "pending").map((r) => r.id);
+    if (waiting.length > 0) {
+      const due = await tx<{ endpoint_id: string }[]>`
+        update notification_deliveries set next_attempt_at = now()
+        where id = any(${waiting}::bigint[]) and next_attempt_at > now() and (leased_until is null or leased_until < now())
+        returning endpoint_id`;
+      for (const endpoint of new Set(due.map((r) => r.endpoint_id))) await enqueueDelivery(tx, endpoint);
+    }
     return { queued, already: rows.length - queued };
   });
 }

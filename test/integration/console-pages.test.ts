@@ -408,6 +408,24 @@ describe("notifications", () => {
     assert.equal((await t.request(`${ENDPOINTS}/${ep.id}`, { method: "DELETE" })).status, 204);
   });
 
+  it("a Resend of a delivery waiting for its next attempt sends it now, in the round it is in", async () => {
+    const created = await t.request(ENDPOINTS, { method: "POST", json: { url: `${receiver.url}/later`, events: ["order.status_changed"] } });
+    const ep = (await created.json()) as { id: string };
+    failing = false;
+    const res = await t.request(`${ENDPOINTS}/${ep.id}/test`, { method: "POST" });
+    const { message_id: id } = (await res.json()) as { message_id: string };
+    // As after three failed attempts, the next an hour away; the receiver is back.
+    await t.database.sql`update notification_deliveries set attempts = 3, next_attempt_at = now() + interval '1 hour' where message_id = ${id}`;
+    const resent = await post(`/notifications/messages/${id}/resend`, {});
+    assert.equal(resent.headers.get("location"), "/notifications?done=resend&deliveries=0&already=1");
+    const [d] = await t.database.sql<{ attempts: number; due: boolean }[]>`
+      select attempts, next_attempt_at <= now() as due from notification_deliveries where message_id = ${id}`;
+    assert.deepEqual({ ...d }, { attempts: 3, due: true });
+    await t.runJobs();
+    assert.equal(receiver.received.filter((q) => q.headers["webhook-id"] === id).length, 1, "sent now, once");
+    assert.equal((await t.request(`${ENDPOINTS}/${ep.id}`, { method: "DELETE" })).status, 204);
+  });
+
   it("a disabled endpoint is listed; a message of it cannot be resent (409); unknown messages are 404", async () => {
     const created = await t.request(ENDPOINTS, { method: "POST", json: { url: `${receiver.url}/off`, events: ["order.status_changed"] } });
     const ep = (await created.json()) as { id: string };
