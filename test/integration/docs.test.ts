@@ -112,6 +112,17 @@ describe("README.md and docs/*.md", () => {
     });
     assert.deepEqual(problems, []);
   });
+
+  it("name no document from outside the repository: they stand alone", () => {
+    const root = resolve(import.meta.dirname, "../..");
+    const docs = ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+    const hits = docs.flatMap((doc) =>
+      readFileSync(join(root, doc), "utf8")
+        .split("\n")
+        .flatMap((line, i) => (/\.\.\/shared|PRODUCT\.md|provider-api\.md|STYLE\.md/.test(line) ? [`${doc}:${i + 1}`] : [])),
+    );
+    assert.deepEqual(hits, []);
+  });
 });
 
 describe("docs/api.md's list of error codes", () => {
