@@ -13,12 +13,11 @@ import { insertPlacedOrder } from "../../src/orders/store.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { ANSWERED_TIMEOUT_MS, HANG_MS, HANG_TIMEOUT_MS, placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
-import type { EmulatorPair } from "../helpers/emulator.ts";
+import type { EmulatorPair, PairOptions } from "../helpers/emulator.ts";
 import { runJobsAs } from "../helpers/jobs.ts";
 import { startReceiver, verify } from "../helpers/receiver.ts";
 import type { Answer, Message, Receiver } from "../helpers/receiver.ts";
 import { settle, startStack } from "../helpers/stack.ts";
-import type { Stack } from "../helpers/stack.ts";
 
 /**
  * A receiver's answer may take long on a loaded machine: deliveries wait ANSWERED_TIMEOUT_MS
@@ -504,39 +503,42 @@ describe("addresses tracklane will not send to", () => {
   });
 });
 
-describe("types from commands (tracklane and the provider emulator)", () => {
-  let s: Stack;
-  let r: Receiver;
-  let ep: Endpoint;
-  before(async () => {
-    // The lost answer: the place is held (HANG_MS) past the client's timeout.
-    s = await startStack({ ...NOTIFY_ENV, COMMAND_MAX_ATTEMPTS: "4" }, { client: { timeoutMs: HANG_TIMEOUT_MS } });
-    r = await startReceiver();
-    ep = await addEndpoint(s.t, r.url, ["order.placement_changed", "command.failed"]);
-  });
-  after(async () => {
-    await r.close();
-    await s.close();
-  });
-
-  const place = async (): Promise<string> => {
-    const body = placeOrderBody();
-    const res = await s.t.request("/v1/orders", { method: "POST", json: body });
-    assert.equal(res.status, 202, await res.clone().text());
-    await settle(s.t, s.pair);
-    return body.order_details.client_order_id;
+/** tracklane and the emulator, with a receiver subscribed to the types commands bring about. */
+async function commandsStack(pairOptions: PairOptions = {}) {
+  const s = await startStack({ ...NOTIFY_ENV, COMMAND_MAX_ATTEMPTS: "4" }, pairOptions);
+  const r = await startReceiver();
+  const ep = await addEndpoint(s.t, r.url, ["order.placement_changed", "command.failed"]);
+  return {
+    s,
+    async place(): Promise<string> {
+      const body = placeOrderBody();
+      const res = await s.t.request("/v1/orders", { method: "POST", json: body });
+      assert.equal(res.status, 202, await res.clone().text());
+      await settle(s.t, s.pair);
+      return body.order_details.client_order_id;
+    },
+    /** What the receiver got about the order, in the order the messages were written (their ids are time-ordered). */
+    about: (coid: string) =>
+      [...r.received]
+        .sort((a, b) => webhookId(a).localeCompare(webhookId(b)))
+        .map((m) => verify(ep.secret, m))
+        .filter((m) => m.data.order?.client_order_id === coid),
+    async close() {
+      await r.close();
+      await s.close();
+    },
   };
-  /** What the receiver got about the order, in the order the messages were written (their ids are time-ordered). */
-  const about = (coid: string) =>
-    [...r.received]
-      .sort((a, b) => webhookId(a).localeCompare(webhookId(b)))
-      .map((m) => verify(ep.secret, m))
-      .filter((m) => m.data.order?.client_order_id === coid);
+}
+
+describe("types from commands (tracklane and the provider emulator)", () => {
+  let c: Awaited<ReturnType<typeof commandsStack>>;
+  before(async () => (c = await commandsStack()));
+  after(async () => c.close());
 
   it("a place the provider refuses: order.placement_changed pending → failed, and command.failed with the command and its order", async () => {
-    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 400, body: { message: "Failure", errors: { store_code: ["unknown store"] } } });
-    const coid = await place();
-    const got = about(coid);
+    await c.s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 400, body: { message: "Failure", errors: { store_code: ["unknown store"] } } });
+    const coid = await c.place();
+    const got = c.about(coid);
     const placement = got.filter((m) => m.type === "order.placement_changed");
     assert.deepEqual(
       placement.map((m) => [m.data.previous_state, m.data.order?.placement?.state]),
@@ -553,22 +555,28 @@ describe("types from commands (tracklane and the provider emulator)", () => {
     assert.match(command?.last_error ?? "", /unknown store/);
     assert.equal(order?.client_order_id, coid);
     assert.equal(order?.placement?.state, "failed");
-    const [listed] = (await json<{ items: { id: string }[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items;
+    const [listed] = (await json<{ items: { id: string }[] }>(await c.s.t.request(`/v1/orders/${coid}/commands`))).items;
     assert.equal(command?.id, listed!.id);
   });
 
   it("a place whose answer is lost: order.placement_changed pending → unconfirmed (no command.failed: it is not known to have failed)", async () => {
-    await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
-    const coid = await place();
-    const got = about(coid);
-    assert.deepEqual(
-      got.map((m) => [m.type, m.data.previous_state, m.data.order?.placement?.state]),
-      [
-        ["order.placement_changed", "external", "pending"],
-        ["order.placement_changed", "pending", "unconfirmed"],
-      ],
-    );
-    assert.match(got[1]!.data.order?.placement?.error ?? "", /outcome unknown/);
+    // A stack of its own whose client gives up after HANG_TIMEOUT_MS; the place is held HANG_MS.
+    const lost = await commandsStack({ client: { timeoutMs: HANG_TIMEOUT_MS } });
+    try {
+      await lost.s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
+      const coid = await lost.place();
+      const got = lost.about(coid);
+      assert.deepEqual(
+        got.map((m) => [m.type, m.data.previous_state, m.data.order?.placement?.state]),
+        [
+          ["order.placement_changed", "external", "pending"],
+          ["order.placement_changed", "pending", "unconfirmed"],
+        ],
+      );
+      assert.match(got[1]!.data.order?.placement?.error ?? "", /outcome unknown/);
+    } finally {
+      await lost.close();
+    }
   });
 });
 
