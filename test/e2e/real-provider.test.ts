@@ -7,7 +7,9 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { HANG_TIMEOUT_MS, placeOrderBody } from "../helpers/emulator.ts";
+import { createProviderClient } from "../../src/provider/client.ts";
+import type { ProviderClient } from "../../src/provider/client.ts";
+import { ANSWERED_TIMEOUT_MS, HANG_TIMEOUT_MS, placeOrderBody, TEST_TOKEN } from "../helpers/emulator.ts";
 import type { PairOptions } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
@@ -51,18 +53,21 @@ const providerOrders = (s: Stack, coid: string) => s.pair.control.orders(coid);
 const placeRequests = async (s: Stack) => (await s.pair.control.requests()).filter((r) => r.method === "POST" && r.path === PLACE_PATH);
 const ordersRows = async (s: Stack) => (await s.t.database.sql<{ n: number }[]>`select count(*)::int as n from orders`)[0]!.n;
 
-/** Moves the provider's order (by its id) through the sandbox, as the provider's staff would. */
-async function allotAtProvider(s: Stack, svc: string, riderId = 701): Promise<void> {
-  await s.pair.client.allot(svc, { rider_id: riderId });
+/**
+ * Moves the provider's order (by its id) through the sandbox, as the provider's staff would;
+ * over `client` when the stack's gives up too soon for an answered call.
+ */
+async function allotAtProvider(s: Stack, svc: string, client: ProviderClient = s.pair.client): Promise<void> {
+  await client.allot(svc, { rider_id: 701 });
   await s.pair.emulator.callbacks.idle();
   await settle(s.t, s.pair);
 }
 
 describe("§10 placement: a provider that does not refuse duplicates", () => {
   let s: Stack;
-  // Several cases hold the place's answer past the client's timeout (an unconfirmed
-  // placement); the emulator holds it HANG_MS, far longer.
-  before(async () => (s = await realistic({}, { client: { timeoutMs: HANG_TIMEOUT_MS } })));
+  // Every answer here arrives: the client waits the pair's default. The cases that lose an
+  // answer past the timeout have a stack of their own (below).
+  before(async () => (s = await realistic()));
   after(async () => s.close());
   beforeEach(async () => {
     await s.pair.control.send("DELETE", "/faults");
@@ -77,18 +82,6 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     assert.equal(o.track_url, null);
     assert.equal((await providerOrders(s, coid)).length, 1, "exactly one provider order");
     assert.deepEqual((await commands(s, coid)).map((c) => [c.kind, c.state, c.attempts]), [["place", "succeeded", 1]]);
-  });
-
-  it("the answer lost after the order was created (held past the timeout): unconfirmed, sent once, one provider order", async () => {
-    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
-    const before = (await placeRequests(s)).length;
-    const { coid, order: o } = await place(s);
-    assert.equal(o.placement.state, "unconfirmed");
-    assert.match(o.placement.error!, /outcome unknown, not re-sent/);
-    assert.equal((await placeRequests(s)).length - before, 1, "the place went out once");
-    assert.equal((await providerOrders(s, coid)).length, 1, "exactly one provider order");
-    const unconfirmed = await json<{ items: Order[] }>(await s.t.request("/v1/orders?placement=unconfirmed"));
-    assert.ok(unconfirmed.items.some((i) => i.client_order_id === coid));
   });
 
   it("the connection closed after the request was written: unconfirmed, one provider order", async () => {
@@ -132,21 +125,6 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     assert.equal((await providerOrders(s, coid)).length, 0);
   });
 
-  it("evidence confirms an unconfirmed placement: the provider's callback naming both ids makes it placed", async () => {
-    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
-    const { coid, order: o } = await place(s);
-    assert.equal(o.placement.state, "unconfirmed");
-    const [provider] = await providerOrders(s, coid);
-    await allotAtProvider(s, String(provider!.svc_order_id));
-    const confirmed = await order(s, coid);
-    assert.equal(confirmed.placement.state, "placed");
-    assert.equal(confirmed.placement.error, null);
-    assert.equal(confirmed.svc_order_id, String(provider!.svc_order_id));
-    assert.equal(confirmed.status, "ALLOTTED");
-    assert.deepEqual((await commands(s, coid)).map((c) => [c.kind, c.state]), [["place", "succeeded"]]);
-    assert.ok(s.t.logLines.some((l) => l.includes("unconfirmed placement confirmed")));
-  });
-
   it("confirm by hand adopts the order found at the provider; idempotent; refused for another id or a pending order", async () => {
     await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "close_after" });
     const { coid } = await place(s);
@@ -174,23 +152,6 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     const refused = await s.t.request(`/v1/orders/${pending.client_order_id}/placement/confirm`, { method: "POST", json: { svc_order_id: "1" } });
     assert.equal(refused.status, 409);
     await settle(s.t, s.pair);
-  });
-
-  it("confirm by hand refuses the provider id of another client order known from callbacks, which stays as it is", async () => {
-    // An order placed outside tracklane, known from its callback: the provider's 88800001 is B's.
-    const other = `B-${Date.now()}`;
-    assert.equal((await s.t.callback({ sfx_order_id: 88800001, client_order_id: other, order_status: "ACCEPTED" })).status, 200);
-    await settle(s.t, s.pair);
-    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
-    const { coid } = await place(s);
-    const refused = await s.t.request(`/v1/orders/${coid}/placement/confirm`, { method: "POST", json: { svc_order_id: "88800001" } });
-    assert.equal(refused.status, 409, await refused.clone().text());
-    assert.match((await json<{ error: { message: string } }>(refused)).error.message, new RegExp(`belongs to order ${other}`));
-    await settle(s.t, s.pair);
-    const b = await order(s, other);
-    assert.deepEqual([b.svc_order_id, b.placement.state], ["88800001", "external"]);
-    const a = await order(s, coid);
-    assert.deepEqual([a.svc_order_id, a.placement.state], [null, "unconfirmed"]);
   });
 
   it("a place answered with another client order's provider id is not linked: unconfirmed, and neither order is merged", async () => {
@@ -223,21 +184,9 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     assert.deepEqual([o.placement.state, o.svc_order_id], ["placed", "12345678901234567891"]);
   });
 
-  it("the provider's callbacks naming the order by its client id alone: not sent again, by hand or by a pending place's retry", async () => {
-    // Unified-shape status callbacks name the order by `order_id` (the client's id) only:
-    // no provider id, so the placement stays unconfirmed, but the provider has the order.
-    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
-    const { coid } = await place(s);
-    assert.equal((await s.t.callback({ order_id: coid, status: "ALLOTTED", event_timestamp: "2026-11-23 10:00:00" })).status, 200);
-    await settle(s.t, s.pair);
-    assert.deepEqual([(await order(s, coid)).status, (await order(s, coid)).placement.state], ["ALLOTTED", "unconfirmed"]);
-    const retried = await s.t.request(`/v1/orders/${coid}/placement/retry`, { method: "POST" });
-    assert.equal(retried.status, 409, await retried.clone().text());
-    assert.match((await json<{ error: { message: string } }>(retried)).error.message, /callbacks name order .* ALLOTTED/);
-    await settle(s.t, s.pair);
-    assert.equal((await providerOrders(s, coid)).length, 1, "one provider order");
-
-    // A place waiting for its retry after a 503, when such a callback arrives: not sent.
+  it("the provider's callbacks naming the order by its client id alone: a pending place's retry is not sent", async () => {
+    // Unified-shape status callbacks name the order by `order_id` (the client's id) only. A place
+    // waiting for its retry after a 503, when such a callback arrives: not sent.
     await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 503, process: true });
     const body = placeOrderBody();
     const second = body.order_details.client_order_id;
@@ -255,6 +204,91 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     assert.equal((await providerOrders(s, second)).length, 1, "the retry was not sent");
   });
 
+  it("/metrics counts orders per placement state", async () => {
+    // An unconfirmed order of its own (the connection closed after the place was written).
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "close_after" });
+    assert.equal((await place(s)).order.placement.state, "unconfirmed");
+    const res = await s.t.request("/metrics", { token: null });
+    const text = await res.text();
+    const unconfirmed = /tracklane_orders_placement\{state="unconfirmed"\} (\d+)/.exec(text);
+    assert.ok(unconfirmed, text.slice(0, 200));
+    const [row] = await s.t.database.sql<{ n: number }[]>`select count(*)::int as n from orders where placement_state = 'unconfirmed'`;
+    assert.equal(Number(unconfirmed[1]), row!.n);
+    assert.ok(row!.n >= 1);
+  });
+});
+
+describe("§10 placement: answers lost past the timeout", () => {
+  let s: Stack;
+  /** The provider's staff: the sandbox's moves wait for their answers as long as the pair's default. */
+  let staff: ProviderClient;
+  // Each case holds the place's answer (HANG_MS) past this stack's HANG_TIMEOUT_MS: an
+  // unconfirmed placement. The only answered call over that client is the place retried by hand.
+  before(async () => {
+    s = await realistic({}, { client: { timeoutMs: HANG_TIMEOUT_MS } });
+    staff = createProviderClient({ baseUrl: s.pair.url, auth: { method: "token", token: TEST_TOKEN }, timeoutMs: ANSWERED_TIMEOUT_MS });
+  });
+  after(async () => s.close());
+
+  it("the answer lost after the order was created (held past the timeout): unconfirmed, sent once, one provider order", async () => {
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
+    const before = (await placeRequests(s)).length;
+    const { coid, order: o } = await place(s);
+    assert.equal(o.placement.state, "unconfirmed");
+    assert.match(o.placement.error!, /outcome unknown, not re-sent/);
+    assert.equal((await placeRequests(s)).length - before, 1, "the place went out once");
+    assert.equal((await providerOrders(s, coid)).length, 1, "exactly one provider order");
+    const unconfirmed = await json<{ items: Order[] }>(await s.t.request("/v1/orders?placement=unconfirmed"));
+    assert.ok(unconfirmed.items.some((i) => i.client_order_id === coid));
+  });
+
+  it("evidence confirms an unconfirmed placement: the provider's callback naming both ids makes it placed", async () => {
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
+    const { coid, order: o } = await place(s);
+    assert.equal(o.placement.state, "unconfirmed");
+    const [provider] = await providerOrders(s, coid);
+    await allotAtProvider(s, String(provider!.svc_order_id), staff);
+    const confirmed = await order(s, coid);
+    assert.equal(confirmed.placement.state, "placed");
+    assert.equal(confirmed.placement.error, null);
+    assert.equal(confirmed.svc_order_id, String(provider!.svc_order_id));
+    assert.equal(confirmed.status, "ALLOTTED");
+    assert.deepEqual((await commands(s, coid)).map((c) => [c.kind, c.state]), [["place", "succeeded"]]);
+    assert.ok(s.t.logLines.some((l) => l.includes("unconfirmed placement confirmed")));
+  });
+
+  it("confirm by hand refuses the provider id of another client order known from callbacks, which stays as it is", async () => {
+    // An order placed outside tracklane, known from its callback: the provider's 88800001 is B's.
+    const other = `B-${Date.now()}`;
+    assert.equal((await s.t.callback({ sfx_order_id: 88800001, client_order_id: other, order_status: "ACCEPTED" })).status, 200);
+    await settle(s.t, s.pair);
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
+    const { coid } = await place(s);
+    const refused = await s.t.request(`/v1/orders/${coid}/placement/confirm`, { method: "POST", json: { svc_order_id: "88800001" } });
+    assert.equal(refused.status, 409, await refused.clone().text());
+    assert.match((await json<{ error: { message: string } }>(refused)).error.message, new RegExp(`belongs to order ${other}`));
+    await settle(s.t, s.pair);
+    const b = await order(s, other);
+    assert.deepEqual([b.svc_order_id, b.placement.state], ["88800001", "external"]);
+    const a = await order(s, coid);
+    assert.deepEqual([a.svc_order_id, a.placement.state], [null, "unconfirmed"]);
+  });
+
+  it("the provider's callbacks naming the order by its client id alone: not sent again by hand", async () => {
+    // Unified-shape status callbacks name the order by `order_id` (the client's id) only:
+    // no provider id, so the placement stays unconfirmed, but the provider has the order.
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
+    const { coid } = await place(s);
+    assert.equal((await s.t.callback({ order_id: coid, status: "ALLOTTED", event_timestamp: "2026-11-23 10:00:00" })).status, 200);
+    await settle(s.t, s.pair);
+    assert.deepEqual([(await order(s, coid)).status, (await order(s, coid)).placement.state], ["ALLOTTED", "unconfirmed"]);
+    const retried = await s.t.request(`/v1/orders/${coid}/placement/retry`, { method: "POST" });
+    assert.equal(retried.status, 409, await retried.clone().text());
+    assert.match((await json<{ error: { message: string } }>(retried)).error.message, /callbacks name order .* ALLOTTED/);
+    await settle(s.t, s.pair);
+    assert.equal((await providerOrders(s, coid)).length, 1, "one provider order");
+  });
+
   it("retry by hand sends the place again; a second provider order shows on the order with a warning, once", async () => {
     await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "timeout_after" });
     const { coid } = await place(s);
@@ -264,23 +298,13 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     await settle(s.t, s.pair);
     const providers = await providerOrders(s, coid);
     assert.equal(providers.length, 2, "this provider does not refuse duplicates: a person's retry made a second order");
-    for (const p of providers) await allotAtProvider(s, String(p.svc_order_id));
+    for (const p of providers) await allotAtProvider(s, String(p.svc_order_id), staff);
     const o = await order(s, coid);
     assert.equal(o.placement.state, "placed");
     assert.deepEqual(o.svc_order_ids, providers.map((p) => String(p.svc_order_id)).sort());
     const warnings = s.t.logLines.filter((l) => l.includes("several orders for one client_order_id") && l.includes(o.svc_order_ids[1]!));
     assert.equal(warnings.length, 1, "warned once");
     assert.equal((await s.t.request(`/v1/orders/${coid}/placement/retry`, { method: "POST" })).status, 409, "a placed order is not re-sent");
-  });
-
-  it("/metrics counts orders per placement state", async () => {
-    const res = await s.t.request("/metrics", { token: null });
-    const text = await res.text();
-    const unconfirmed = /tracklane_orders_placement\{state="unconfirmed"\} (\d+)/.exec(text);
-    assert.ok(unconfirmed, text.slice(0, 200));
-    const [row] = await s.t.database.sql<{ n: number }[]>`select count(*)::int as n from orders where placement_state = 'unconfirmed'`;
-    assert.equal(Number(unconfirmed[1]), row!.n);
-    assert.ok(row!.n >= 1);
   });
 });
 
