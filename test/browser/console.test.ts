@@ -14,7 +14,9 @@ import type { TestApp } from "../helpers/app.ts";
 import type { Command, Order } from "../helpers/api.ts";
 import { axeRun, chromiumPath, failsPage, launchBrowser, newAxeContext, overflowingElements, pageWidth, recordRequests, signIn } from "../helpers/browser.ts";
 import type { AxeViolation, RequestRecorder } from "../helpers/browser.ts";
-import { HANG_TIMEOUT_MS, placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
+import { createProviderClient } from "../../src/provider/client.ts";
+import type { ProviderClient } from "../../src/provider/client.ts";
+import { HANG_TIMEOUT_MS, placeOrderBody, startEmulatorPair, TEST_TOKEN } from "../helpers/emulator.ts";
 import type { EmulatorPair } from "../helpers/emulator.ts";
 import { settle } from "../helpers/stack.ts";
 
@@ -86,9 +88,23 @@ describe("the console in a real browser", { timeout: 240_000, skip: "missing" in
 
   before(async () => {
     browser = await launchBrowser();
-    // Two places are held (HANG_MS) past the client's timeout: unconfirmed orders.
-    pair = await startEmulatorPair({ client: { timeoutMs: HANG_TIMEOUT_MS } });
-    t = await createTestApp({ COMMAND_RETRY_BASE_MS: "5", COMMAND_MAX_ATTEMPTS: "4" }, { provider: pair.client });
+    pair = await startEmulatorPair();
+    // The app's provider client is the pair's, which waits long for answered calls, except
+    // while the two places whose answers are lost go out (lostPlace).
+    let current = pair.client;
+    const provider = new Proxy<ProviderClient>(pair.client, { get: (_target, key) => Reflect.get(current, key) as unknown });
+    const impatient = createProviderClient({ baseUrl: pair.url, auth: { method: "token", token: TEST_TOKEN }, timeoutMs: HANG_TIMEOUT_MS });
+    /** A place held (HANG_MS) past an impatient client's timeout: an unconfirmed order. */
+    const lostPlace = async (): Promise<string> => {
+      await pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
+      current = impatient;
+      try {
+        return await place();
+      } finally {
+        current = pair.client;
+      }
+    };
+    t = await createTestApp({ COMMAND_RETRY_BASE_MS: "5", COMMAND_MAX_ATTEMPTS: "4" }, { provider });
     server = await t.listen();
     base = server.url;
     pair.emulator.state.callbackUrls = [`${base}/callbacks/${CALLBACK_SECRET}`];
@@ -99,12 +115,10 @@ describe("the console in a real browser", { timeout: 240_000, skip: "missing" in
     await pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 400, body: { message: "Failure", errors: { store_code: ["unknown store"] } } });
     const refused = await place();
     // The provider creates this one, but its answer never arrives: tracklane cannot know.
-    await pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
-    const unconfirmed = await place();
+    const unconfirmed = await lostPlace();
     // Left as they are, so the list shows its widest badges (unconfirmed, CUSTOMER_DOOR_STEP,
     // CANCELLED_BY_CUSTOMER) when it is checked at 390 px.
-    await pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "timeout_after" });
-    const stillUnconfirmed = await place();
+    const stillUnconfirmed = await lostPlace();
     const doorstep = await place();
     await sandbox(doorstep, "allot", { rider_id: 502 });
     await sandbox(doorstep, "doorstep-arrival", { time_arrival: new Date().toISOString(), arrival_lat: 12.97, arrival_lng: 77.59, arrival_accuracy: 8 });
