@@ -426,23 +426,22 @@ async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderSta
   // outcome (as below, and as confirmPlacement and retryPlacement lock them), so that two
   // runs of one place ending at once wait for each other rather than deadlock.
   const locked = command.kind === "place" ? await lockOrder(tx, order.id) : undefined;
-  if (outcome.type === "succeeded" && command.kind === "place") {
+  const placed = outcome.type === "succeeded" && command.kind === "place" ? placedData.parse(outcome.response).data : undefined;
+  if (placed) {
     // An answer naming another client order's provider id (the provider's mistake, or its
     // refusal of a duplicate that matched the wrong order) is not this order's: linked, the
     // projection would merge the two orders. The provider may have made this one, under an
     // id it has not told us: unconfirmed, for a person to look up and confirm.
-    const answered = placedData.parse(outcome.response).data.svc_order_id;
-    const owner = await findOrder(tx, { by: "svc", id: answered });
+    const owner = await findOrder(tx, { by: "svc", id: placed.svc_order_id });
     if (owner && belongsToAnother(owner, order)) {
-      const error = `the provider answered with another order's id: ${heldBy(owner, answered, order)}; not linked. Find this order at the provider and confirm it with its own id`;
+      const error = `the provider answered with another order's id: ${heldBy(owner, placed.svc_order_id, order)}; not linked. Find this order at the provider and confirm it with its own id`;
       command = { ...command, outcome_unknown: true };
       outcome = { type: "unconfirmed", error };
     }
   }
   if (outcome.type === "succeeded") {
     await recordSucceeded(tx, command.id, command.attempts, outcome.response);
-    if (command.kind === "place") {
-      const placed = placedData.parse(outcome.response).data;
+    if (placed) {
       await recordAccepted(tx, order.id, placed.svc_order_id, placed.track_url ?? null);
       await appendTracklaneEvent(
         tx,
