@@ -34,7 +34,8 @@ export const COMMAND_TASK = "command__execute";
  * (enqueueCommand reads it from the command's row), never the order it had when the run
  * that queues it began.
  */
-export const orderQueue = (orderId: number) => `order:${orderId}`;
+const ORDER_QUEUE_PREFIX = "order:";
+export const orderQueue = (orderId: number) => `${ORDER_QUEUE_PREFIX}${orderId}`;
 
 const jobKey = (commandId: number) => `command:${commandId}`;
 
@@ -42,7 +43,7 @@ const jobKey = (commandId: number) => `command:${commandId}`;
 export async function enqueueCommand(tx: Tx, commandId: number, runAt?: Date): Promise<void> {
   await tx`
     select graphile_worker.add_job(${COMMAND_TASK}, json_build_object('command_id', ${commandId}::bigint),
-      queue_name => (select 'order:' || order_id from commands where id = ${commandId}), -- orderQueue
+      queue_name => (select ${ORDER_QUEUE_PREFIX}::text || order_id from commands where id = ${commandId}), -- orderQueue
       job_key => ${jobKey(commandId)}, run_at => coalesce(${runAt ?? null}::timestamptz, now()))`;
 }
 
