@@ -27,7 +27,7 @@ import { appendTracklaneEvent, belongsToAnother, heldBy } from "./service.ts";
 import type { OrderState } from "./service.ts";
 import { recordMessage } from "../notify/outbox.ts";
 import { orderJson } from "../orders/json.ts";
-import { findOrder, findOrderById } from "../orders/read.ts";
+import { findOrderById, findOrderHolding } from "../orders/read.ts";
 import { commandJson } from "./json.ts";
 import {
   commandById,
@@ -432,7 +432,7 @@ async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderSta
     // refusal of a duplicate that matched the wrong order) is not this order's: linked, the
     // projection would merge the two orders. The provider may have made this one, under an
     // id it has not told us: unconfirmed, for a person to look up and confirm.
-    const owner = await findOrder(tx, { by: "svc", id: placed.svc_order_id });
+    const owner = await findOrderHolding(tx, placed.svc_order_id);
     if (owner && belongsToAnother(owner, order)) {
       const error = `the provider answered with another order's id: ${heldBy(owner, placed.svc_order_id, order)}; not linked. Find this order at the provider and confirm it with its own id`;
       command = { ...command, outcome_unknown: true };

@@ -12,7 +12,7 @@ import { DomainError } from "../domain/errors.ts";
 import { appendEvents, latestProviderEventNaming } from "../events/log.ts";
 import { insertPlacedOrder, lockOrder, recordConfirmed, recordPlacementPending } from "../orders/store.ts";
 import type { LockedOrder } from "../orders/store.ts";
-import { findOrder, findOrderById } from "../orders/read.ts";
+import { findOrderById, findOrderHolding } from "../orders/read.ts";
 import type { OrderRow } from "../orders/read.ts";
 import { pickupOtp } from "../provider/schemas.ts";
 import type { PlaceOrderBody } from "../provider/schemas.ts";
@@ -237,7 +237,7 @@ async function confirmIn(sql: Sql, orderId: number, svcOrderId: string): Promise
       if (last !== undefined) return { commandId: last, created: false };
     }
     if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
-    const owner = await findOrder(tx, { by: "svc", id: svcOrderId });
+    const owner = await findOrderHolding(tx, svcOrderId);
     if (owner && belongsToAnother(owner, row)) throw new DomainError("conflict", heldBy(owner, svcOrderId, row));
     const request = { svc_order_id: svcOrderId };
     const commandId = await insertSucceeded(tx, orderId, "confirm_placement", request, { message: "placement confirmed by hand", data: request });

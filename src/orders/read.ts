@@ -20,6 +20,22 @@ export async function findOrder(sql: Tx, ref: OrderRef): Promise<OrderRow | unde
   return row;
 }
 
+/**
+ * The order holding provider id `svcOrderId`: as its svc_order_id, else as another of its
+ * svc_order_ids (a second provider order for its client_order_id, read through
+ * orders_other_svc_ids_idx, whose predicate it repeats). Either way the id is that
+ * order's: an event naming it joins that order's events, so another order adopting it
+ * would be merged into it.
+ */
+export async function findOrderHolding(sql: Tx, svcOrderId: string): Promise<OrderRow | undefined> {
+  const [row] = await sql<OrderRow[]>`
+    select * from orders
+    where svc_order_id = ${svcOrderId} or (cardinality(svc_order_ids) > 1 and svc_order_ids @> array[${svcOrderId}::text])
+    order by svc_order_id = ${svcOrderId} desc nulls last, id
+    limit 1`;
+  return row;
+}
+
 export async function findOrderById(sql: Tx, id: number): Promise<OrderRow | undefined> {
   const [row] = await sql<OrderRow[]>`select * from orders where id = ${id}`;
   return row;

@@ -177,6 +177,29 @@ describe("§10 placement: a provider that does not refuse duplicates", () => {
     }
   });
 
+  it("a place answered with another order's second provider id is not linked either, nor is it confirmed by hand", async () => {
+    // D, known from its callbacks, has two provider orders: 88800011, then 88800012.
+    const d = `D-${Date.now()}`;
+    for (const id of [88800011, 88800012]) {
+      assert.equal((await s.t.callback({ sfx_order_id: id, client_order_id: d, order_status: "ACCEPTED" })).status, 200);
+    }
+    await settle(s.t, s.pair);
+    const known = await order(s, d);
+    assert.deepEqual(known.svc_order_ids, ["88800011", "88800012"]);
+    const other = known.svc_order_ids.find((id) => id !== known.svc_order_id)!;
+    const rows = await ordersRows(s);
+    const answer = { message: "Order created", data: { sfx_order_id: Number(other) } };
+    await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 200, body: answer });
+    const { coid: a, order: placedA } = await place(s);
+    assert.deepEqual([placedA.placement.state, placedA.svc_order_id], ["unconfirmed", null], placedA.placement.error ?? "");
+    assert.match(placedA.placement.error!, new RegExp(`another order's id: provider order ${other} .*belongs to order ${d}`));
+    const confirm = await s.t.request(`/v1/orders/${a}/placement/confirm`, { method: "POST", json: { svc_order_id: other } });
+    assert.equal(confirm.status, 409, await confirm.clone().text());
+    await settle(s.t, s.pair);
+    assert.equal(await ordersRows(s), rows + 1, "A has its own row; nothing was merged");
+    assert.deepEqual((await order(s, d)).client_order_id, d);
+  });
+
   it("a provider id past 2^53 in a place's answer is kept digit for digit, not rounded to another order's id", async () => {
     const answer = '{"message":"Order created","data":{"sfx_order_id":12345678901234567891}}';
     await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 200, body: answer, content_type: "application/json" });
