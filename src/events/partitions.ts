@@ -216,6 +216,20 @@ export async function dropExpiredPartitions(
   for (const { name: p, partition } of candidates) {
     const kind = partition?.kind ?? null;
     if ((kind !== null && heldKinds.has(kind)) || (await holdsQueuedEvents(sql, p))) {
+      // An orphan left pending detach that holds queued events (an append that read its row
+      // before it went stored one while the detach waited, then gave up): attached again,
+      // with its row. Pending, the log hides its events from the projection, and no other
+      // partition of the log could be detached.
+      if (partition === null) {
+        try {
+          const restored = await restorePending(sql, p, bounded);
+          if (restored !== null) heldKinds.add(restored.kind);
+        } catch (err) {
+          if (!isLockNotAvailable(err)) throw err;
+          result.blocked = { partition: p, holders: await lockHolders(sql, ["order_events", p]) };
+          return result;
+        }
+      }
       result.held.push(p);
       if (kind !== null) heldKinds.add(kind);
       continue;
@@ -248,6 +262,24 @@ export async function dropExpiredPartitions(
     result.dropped.push(p);
   }
   return result;
+}
+
+/**
+ * A partition left pending detach (a DETACH … CONCURRENTLY given up after its first step),
+ * detached for good and attached again with its row, as it was: its bounds are read before
+ * FINALIZE clears them. Null when it is not pending (an attached orphan's events are seen).
+ */
+async function restorePending(sql: Sql, name: string, bounded: (work: (conn: Sql) => Promise<unknown>) => Promise<unknown>): Promise<EventPartition | null> {
+  const [row] = await sql<{ bound: string | null }[]>`
+    select pg_get_expr(c.relpartbound, c.oid) as bound from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhrelid = to_regclass(${name}) and i.inhparent = 'order_events'::regclass and i.inhdetachpending`;
+  if (row === undefined) return null;
+  const m = /^FOR VALUES FROM \('(location|status)', '(\d{4}-\d{2}-\d{2})'\) TO \('\1', '(\d{4}-\d{2}-\d{2})'\)$/.exec(row.bound ?? "");
+  if (!m) throw new Error(`partition ${name} is pending detach with bounds tracklane does not make: ${row.bound ?? "none"}`);
+  const partition: EventPartition = { kind: m[1] as EventKind, starts: m[2] as Day, ends: m[3] as Day, name };
+  await bounded((conn) => conn`alter table order_events detach partition ${conn(name)} finalize`);
+  await reattach(sql, partition);
+  return partition;
 }
 
 /** A detached partition attached again as it was, with its row (one transaction). */

@@ -101,3 +101,44 @@ it("a detach that waits on a transaction left open gives up after the lock timeo
   const [left] = await sql<{ n: number }[]>`select count(*)::int as n from pg_class where relname = ${partition}`;
   assert.equal(left!.n, 0);
 });
+
+it("a detach left pending whose partition an append reached meanwhile is attached again and held; no later run fails on it", async () => {
+  // An append that read the partition's row before the run removed it stores its (late)
+  // event there while the detach waits on a transaction left open; the detach then gives
+  // up, pending. The event is the projection's to read: through the log it cannot see a
+  // partition pending detach, and no other partition can be detached while one is.
+  const sql = t.database.sql;
+  const older = spanStart(addDays(month, -40), "month");
+  const held = `order_events_location_${older.replaceAll("-", "")}`;
+  await sql`select order_events_attach_partition('location', ${older}::date, ${nextBoundary(older, "month")}::date)`;
+  const stuck = await stuckReader();
+  try {
+    const first = await within(5_000, "the drop", dropExpiredPartitions(sql, RETENTION, new Date(), { lockTimeoutMs: 500 }));
+    assert.equal(first.blocked?.partition, held);
+    const [late] = await sql<{ id: number }[]>`
+      insert into ${sql(held)} (id, dedupe_key, source, kind, svc_order_id, occurred_at, payload, period)
+      values (nextval(pg_get_serial_sequence('order_events', 'id')), 'late-1', 'provider', 'location', '9920077', now(),
+              '{"svc_order_id":"9920077","rider_latitude":12.9,"rider_longitude":77.6}', ${older}::date)
+      returning id`;
+    await sql`insert into projection_queue (event_id, kind, period) values (${late!.id}, 'location', ${older}::date)`;
+  } finally {
+    await stuck.end();
+  }
+  // A younger partition past retention, made after.
+  await sql`select order_events_attach_partition('location', ${month}::date, ${nextBoundary(month, "month")}::date)`;
+  const second = await within(10_000, "the next drop", dropExpiredPartitions(sql, RETENTION, new Date(), { lockTimeoutMs: 500 }));
+  // The younger one of its kind waits behind it, as behind any held partition.
+  assert.deepEqual([second.held, second.dropped, second.blocked], [[held, partition], [], null]);
+  const [seen] = await sql<{ n: number }[]>`select count(*)::int as n from order_events where svc_order_id = '9920077'`;
+  assert.equal(seen!.n, 1, "the late event is in the log again, for the projection");
+  assert.ok((await listPartitions(sql)).some((p) => p.name === held), "its row is back");
+  const [pending] = await sql<{ n: number }[]>`select count(*)::int as n from pg_inherits where inhdetachpending`;
+  assert.equal(pending!.n, 0);
+  // Once projected, the next run drops it.
+  await sql`select graphile_worker.add_job('projection__drain')`;
+  await t.runJobs();
+  const [queued] = await sql<{ n: number }[]>`select count(*)::int as n from projection_queue`;
+  assert.equal(queued!.n, 0);
+  const third = await within(10_000, "the third drop", dropExpiredPartitions(sql, RETENTION, new Date(), { lockTimeoutMs: 500 }));
+  assert.deepEqual([third.dropped, third.held], [[held, partition], []]);
+});
