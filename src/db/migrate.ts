@@ -10,6 +10,40 @@ import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, appliedMigrat
 /** Arbitrary constant key of the advisory lock that serialises migrations. */
 const MIGRATION_LOCK = 7_305_201_144;
 
+/**
+ * How long a migration waits for a table's lock (PostgreSQL's lock_timeout) before the run
+ * gives up. A migration's ALTER waits for every transaction using the table, and every
+ * statement on that table that comes after it waits behind it: without a bound, one session
+ * left open (idle in a transaction, a long report, a backup's pg_dump) would hold every
+ * callback and projection of the running release for as long as it stays open.
+ */
+export const MIGRATION_LOCK_TIMEOUT_MS = 10_000;
+
+/** A session holding a lock on one of tracklane's tables: what a migration that gave up waited for. */
+interface LockHolder {
+  pid: number;
+  application_name: string;
+  state: string | null;
+  /** When its transaction began (text: drizzle changes the pool's type parsers). */
+  since: string;
+  query: string;
+}
+
+/** Sessions of this database holding a lock on a table of its public schema, oldest transaction first (this one left out). */
+async function lockHolders(sql: ReturnType<typeof createPool>): Promise<LockHolder[]> {
+  return await sql<LockHolder[]>`
+    select a.pid, a.application_name, a.state, to_char(a.xact_start at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as since, left(a.query, 120) as query
+    from pg_stat_activity a
+    where a.pid <> pg_backend_pid() and a.datname = current_database() and a.xact_start is not null
+      and a.pid in (select l.pid from pg_locks l join pg_class c on c.oid = l.relation
+                    where l.locktype = 'relation' and l.granted and c.relnamespace = 'public'::regnamespace)
+    order by a.xact_start, a.pid
+    limit 3`;
+}
+
+/** lock_not_available: a statement waited lock_timeout and was cancelled. */
+const isLockTimeout = (err: unknown): boolean => err instanceof Error && (err.cause as { code?: unknown } | undefined)?.code === "55P03";
+
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../migrations", import.meta.url));
 
 /** The `created_at` of every migration drizzle's journal records (none before the first run). */
@@ -22,11 +56,15 @@ async function recordedMigrations(sql: ReturnType<typeof createPool>): Promise<n
  * drizzle's error for a failed statement says "Failed query:" and the whole statement, not
  * PostgreSQL's reason (its cause): the migration whose file holds the statement, and why.
  */
-function failedMigration(err: unknown): unknown {
+function failedMigration(err: unknown, holders: readonly LockHolder[] = []): unknown {
   if (!(err instanceof Error) || typeof (err as { query?: unknown }).query !== "string") return err;
   const query = (err as unknown as { query: string }).query;
   const tag = MIGRATIONS.find((m) => readFileSync(`${MIGRATIONS_FOLDER}/${m.tag}.sql`, "utf8").includes(query))?.tag ?? null;
-  const cause = err.cause instanceof Error ? err.cause.message : String(err.cause ?? err.message);
+  let cause = err.cause instanceof Error ? err.cause.message : String(err.cause ?? err.message);
+  if (isLockTimeout(err)) {
+    const who = holders.map((h) => `pid ${h.pid} (${h.application_name || "no application_name"}, ${h.state ?? "?"}, in a transaction since ${h.since}: ${h.query.replace(/\s+/g, " ")})`);
+    cause = `${cause}: it waited ${MIGRATION_LOCK_TIMEOUT_MS / 1000} s for a table that another session holds${who.length > 0 ? `, ${who.join("; ")}` : ""} (callbacks and projections waited behind it meanwhile); end that transaction (or pg_terminate_backend(pid)), or run it again when it has ended`;
+  }
   return new MigrationFailedError(tag, cause, err);
 }
 
@@ -59,8 +97,10 @@ export async function runMigrations(url: string, log: Logger): Promise<void> {
         `the database has ${plan.unknown} migration(s) newer than this release (a later release applied them): none applied or undone; this release runs on that schema only as far as the later one kept it compatible`,
       );
     }
-    await migrate(drizzle(sql, { casing: "snake_case" }), { migrationsFolder: MIGRATIONS_FOLDER }).catch((err: unknown) => {
-      throw failedMigration(err);
+    // Set once the advisory lock is held (lock_timeout bounds that wait too), for this session.
+    await sql`select set_config('lock_timeout', ${`${MIGRATION_LOCK_TIMEOUT_MS}ms`}, false)`;
+    await migrate(drizzle(sql, { casing: "snake_case" }), { migrationsFolder: MIGRATIONS_FOLDER }).catch(async (err: unknown) => {
+      throw failedMigration(err, isLockTimeout(err) ? await lockHolders(sql).catch(() => []) : []);
     });
     await runWorkerMigrations({ connectionString: url, logger: graphileLogger(log) });
     await sql`select pg_advisory_unlock(${MIGRATION_LOCK})`;

@@ -111,6 +111,44 @@ describe("npm run migrate", () => {
     }
   });
 
+  it("a migration that waits for a table another session holds gives up after lock_timeout, naming the session, rather than holding every callback behind it", async () => {
+    // 0017 pending (the schema of the release before), and a session left idle in a
+    // transaction that read orders: 0017's ALTER TABLE orders waits for it, and every
+    // statement on orders queues behind that ALTER until the migration gives up.
+    await sql`drop index orders_pii_due_idx`;
+    await sql`alter table orders drop column finished_at`;
+    await sql`create index orders_pii_due_idx on orders using btree (status_at) where redacted_at is null and status in ('DELIVERED', 'CANCELLED', 'CANCELLED_BY_CUSTOMER', 'RETURNED_TO_SELLER')`;
+    await sql`delete from drizzle.__drizzle_migrations where created_at = ${whenOf("0017_finished_at")}`;
+    const holder = driverSql(db.url, { max: 1, connection: { application_name: "a-long-report" } });
+    const reserved = await holder.reserve();
+    try {
+      await reserved`begin`;
+      await reserved`select count(*) from orders`;
+      const [me] = await reserved<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      const { log } = capturing();
+      const started = Date.now();
+      const err = await Promise.race([
+        runMigrations(db.url, log).then(
+          () => assert.fail("migrated while orders was held"),
+          (e: unknown) => e,
+        ),
+        new Promise((r) => setTimeout(() => r(new Error("still waiting after 40 s: no bound on the lock wait")), 40_000).unref()),
+      ]);
+      assert.ok(err instanceof MigrationFailedError, String(err));
+      assert.ok(Date.now() - started < 30_000, `gave up after ${Date.now() - started} ms`);
+      assert.equal(err.tag, "0017_finished_at");
+      assert.match(err.reason, /lock timeout: it waited 10 s for a table that another session holds, pid (\d+) \(a-long-report, idle in transaction, /);
+      assert.equal(Number(/pid (\d+)/.exec(err.reason)![1]), me!.pid);
+      await reserved`rollback`;
+      await runMigrations(db.url, log);
+      const [made] = await sql<{ ok: boolean }[]>`select count(*) = 1 as ok from information_schema.columns where table_name = 'orders' and column_name = 'finished_at'`;
+      assert.equal(made!.ok, true, "the next run applied it");
+    } finally {
+      reserved.release();
+      await holder.end();
+    }
+  });
+
   it("a migration missing below newer applied ones is refused in one line, not passed over", async () => {
     // 0014 not applied, 0015 applied: drizzle compares with the newest applied only.
     await sql`drop index orders_placement_idx`;
