@@ -47,7 +47,7 @@ const RIDER_PARTS = [
  * "c":[coid,e],"r":[riderId,e],"m":[riderName,e,rider],"p":[riderContact,e,rider],
  * "l":[latitude,longitude,e,rider],"u":[trackUrl,e],"a":[svc,…]}`: absent parts are null;
  * "a" only with several provider ids; `rider` (the rider id the detail's event named) is
- * missing from states stored before it was recorded, which read as undefined. Rewritten with every event, so its size is paid in
+ * missing from states stored before it was recorded, which decodeState reads as no state. Rewritten with every event, so its size is paid in
  * every update's WAL (about 300 bytes instead of eight 64-character keys).
  */
 export function encodeState(state: FoldState): string {
@@ -88,12 +88,17 @@ export function decodeState(encoded: string | null): FoldState | null {
   const parsed = stored.safeParse(json);
   if (!parsed.success) return null;
   const s: Stored = parsed.data;
+  // Stored before a detail kept the rider id its event named (a release before migration
+  // 0016): merged as it is, a new rider's first event would show the last rider's name,
+  // phone and position under the new one's id. Read as no state, so the order's next event
+  // derives it again from its log (or its row's columns), once, with every rider id.
+  if ((s.m !== undefined && s.m.length < 3) || (s.p !== undefined && s.p.length < 3) || (s.l !== undefined && s.l.length < 4)) return null;
   const stamps = s.e.map(([key, at]) => ({ key, at }));
   if ([s.s?.[2], s.i?.[1], s.c?.[1], s.r?.[1], s.m?.[1], s.p?.[1], s.l?.[2], s.u?.[1]].some((i) => i !== undefined && i >= stamps.length)) return null;
   const at = (i: number) => stamps[i]!;
   const winner = <T>(part: [T, number] | undefined): Winner<T> | null => (part === undefined ? null : { value: part[0], ...at(part[1]) });
   const riderWinner = (part: [string, number, ...(string | null)[]] | undefined): RiderWinner<string> | null =>
-    part === undefined ? null : part.length > 2 ? { value: part[0], ...at(part[1]), rider: part[2]! } : { value: part[0], ...at(part[1]) };
+    part === undefined ? null : { value: part[0], ...at(part[1]), rider: part[2] ?? null };
   return {
     status: s.s === undefined ? null : { status: s.s[0], raw: s.s[1], ...at(s.s[2]) },
     svcOrderId: winner(s.i),
@@ -102,12 +107,7 @@ export function decodeState(encoded: string | null): FoldState | null {
     riderId: winner(s.r),
     riderName: riderWinner(s.m),
     riderContact: riderWinner(s.p),
-    location:
-      s.l === undefined
-        ? null
-        : s.l.length > 3
-          ? { value: { latitude: s.l[0], longitude: s.l[1] }, ...at(s.l[2]), rider: s.l[3]! }
-          : { value: { latitude: s.l[0], longitude: s.l[1] }, ...at(s.l[2]) },
+    location: s.l === undefined ? null : { value: { latitude: s.l[0], longitude: s.l[1] }, ...at(s.l[2]), rider: s.l[3] ?? null },
     trackUrl: winner(s.u),
     lastEventAt: s.t,
     eventCount: s.n,

@@ -6,7 +6,8 @@
  * deliveries and attempts, console sessions), is migrated to this release by `npm run
  * migrate` (runMigrations). Every row is still there with the same values, an old
  * callback sent again is a duplicate of its first copy, the queued events are projected,
- * a new callback is accepted and projected, the next notification continues the order's
+ * new callbacks are accepted and projected (a rider reassigned after the upgrade is not
+ * shown with the last rider's details), the next notification continues the order's
  * sequence, the API reads it all, and `npm run rebuild` finds every order row right.
  */
 import assert from "node:assert/strict";
@@ -120,30 +121,33 @@ for (const from of ["0010_order_local_dedupe", "0012_queue_partition_key", "0015
       // From 0013 on, a release stores an event's dedupe key in the form of its period.
       const shortKeys = level >= levelOf("0013_short_dedupe_keys");
       const now = Date.now();
-      // Events of the partitioned log are received today (its partitions start at the
-      // month 0011 ran in); the unpartitioned log's are days old (0011 makes their months).
-      const received = (hoursAgo: number) => new Date(now - (partitioned ? Math.min(hoursAgo, 1) * 60_000 : hoursAgo * HOUR));
+      // Events sent hours and days ago; the partitioned log's were received today (its
+      // partitions start at the month 0011 ran in), the unpartitioned log's when sent (0011
+      // makes partitions for their months).
       const at = (d: Date) => d.toISOString();
-
-      // UP-1: placed through tracklane, delivered. UP-2: on its way, rider known, a
-      // position. UP-3: an external order whose last two events the release before had
-      // stored but not projected yet (queued when its worker stopped).
-      const r1 = received(80);
-      const r2 = received(30);
-      const r3 = received(2);
+      const monthStart = Date.UTC(new Date(now).getUTCFullYear(), new Date(now).getUTCMonth(), 1);
+      const sent = (d: Date, body: JsonObject, location = false): OldEvent => ({
+        body: { ...body, timestamp: at(d) },
+        location,
+        receivedAt: partitioned ? new Date(Math.max(now - 60_000, monthStart)) : d,
+      });
+      const later = (d: Date, ms: number) => new Date(d.getTime() + ms);
+      const r1 = new Date(now - 80 * HOUR);
+      const r2 = new Date(now - 30 * HOUR);
+      const r3 = new Date(now - 2 * HOUR);
       const ev: Record<string, OldEvent[]> = {
         "UP-1": [
-          { body: { svc_order_id: "SVC-UP-1", client_order_id: "UP-1", order_status: "ALLOTTED", rider_id: "R1", rider_name: "Ravi", rider_contact: "9000000001", timestamp: at(r1) }, location: false, receivedAt: r1 },
-          { body: { svc_order_id: "SVC-UP-1", client_order_id: "UP-1", order_status: "DELIVERED", timestamp: at(new Date(r1.getTime() + 60_000)) }, location: false, receivedAt: new Date(r1.getTime() + 60_000) },
+          sent(r1, { svc_order_id: "SVC-UP-1", client_order_id: "UP-1", order_status: "ALLOTTED", rider_id: "R1", rider_name: "Ravi", rider_contact: "9000000001" }),
+          sent(later(r1, 60_000), { svc_order_id: "SVC-UP-1", client_order_id: "UP-1", order_status: "DELIVERED" }),
         ],
         "UP-2": [
-          { body: { svc_order_id: "SVC-UP-2", client_order_id: "UP-2", order_status: "ALLOTTED", rider_id: "R2", rider_name: "Sita", rider_contact: "9000000002", timestamp: at(r2) }, location: false, receivedAt: r2 },
-          { body: { svc_order_id: "SVC-UP-2", latitude: 12.97, longitude: 77.59, timestamp: at(new Date(r2.getTime() + 30_000)) }, location: true, receivedAt: new Date(r2.getTime() + 30_000) },
-          { body: { svc_order_id: "SVC-UP-2", client_order_id: "UP-2", order_status: "COLLECTED", timestamp: at(new Date(r2.getTime() + 60_000)) }, location: false, receivedAt: new Date(r2.getTime() + 60_000) },
+          sent(r2, { svc_order_id: "SVC-UP-2", client_order_id: "UP-2", order_status: "ALLOTTED", rider_id: "R2", rider_name: "Sita", rider_contact: "9000000002" }),
+          sent(later(r2, 30_000), { svc_order_id: "SVC-UP-2", rider_id: "R2", latitude: 12.97, longitude: 77.59 }, true),
+          sent(later(r2, 60_000), { svc_order_id: "SVC-UP-2", client_order_id: "UP-2", order_status: "COLLECTED" }),
         ],
         "UP-3": [
-          { body: { svc_order_id: "SVC-UP-3", client_order_id: "UP-3", order_status: "CREATED", timestamp: at(r3) }, location: false, receivedAt: r3 },
-          { body: { svc_order_id: "SVC-UP-3", client_order_id: "UP-3", order_status: "ARRIVED", timestamp: at(new Date(r3.getTime() + 60_000)) }, location: false, receivedAt: new Date(r3.getTime() + 60_000) },
+          sent(r3, { svc_order_id: "SVC-UP-3", client_order_id: "UP-3", order_status: "CREATED" }),
+          sent(later(r3, 60_000), { svc_order_id: "SVC-UP-3", client_order_id: "UP-3", order_status: "ARRIVED" }),
         ],
       };
       let nextId = 1;
@@ -219,7 +223,12 @@ for (const from of ["0010_order_local_dedupe", "0012_queue_partition_key", "0015
       assert.equal(again.status, 200);
       assert.deepEqual(await again.json(), { ok: true, event_id: String(events.get("UP-2")![2]!.id), duplicate: true });
 
-      // The queued events are projected; a new callback is accepted and projected.
+      // The queued events are projected; new callbacks are accepted and projected: UP-2 is
+      // reassigned to a rider whose first event names nobody (R2's name, phone and position
+      // are not R3's), then delivered.
+      const reassigned = await t.callback({ svc_order_id: "SVC-UP-2", client_order_id: "UP-2", order_status: "COLLECTED", rider_id: "R3", timestamp: new Date(Date.now() - 5_000).toISOString() });
+      assert.equal(reassigned.status, 200);
+      const reassignedId = ((await reassigned.json()) as { event_id: string }).event_id;
       const delivered = await t.callback({ svc_order_id: "SVC-UP-2", client_order_id: "UP-2", order_status: "DELIVERED", timestamp: new Date().toISOString() });
       assert.equal(delivered.status, 200);
       const body = (await delivered.json()) as { event_id: string; duplicate: boolean };
@@ -238,12 +247,12 @@ for (const from of ["0010_order_local_dedupe", "0012_queue_partition_key", "0015
       assert.deepEqual([up1.rider?.id, up1.rider?.name], ["R1", "Ravi"]);
       const up2 = await order("UP-2");
       assert.equal(up2.status, "DELIVERED");
-      assert.deepEqual([up2.rider?.id, up2.rider?.name, up2.rider?.contact, up2.rider?.latitude], ["R2", "Sita", "9000000002", 12.97]);
+      assert.deepEqual([up2.rider?.id, up2.rider?.name, up2.rider?.contact, up2.rider?.latitude], ["R3", null, null, null], "no detail of R2 under R3's id");
       assert.equal((await order("UP-3")).status, "ARRIVED");
       const timeline = await t.request("/v1/orders/UP-2/events");
       assert.equal(timeline.status, 200);
       const tl = (await timeline.json()) as { items: { id: string; payload: JsonObject }[] };
-      assert.deepEqual(tl.items.map((e) => e.id), [...events.get("UP-2")!.map((e) => String(e.id)), body.event_id]);
+      assert.deepEqual(tl.items.map((e) => e.id), [...events.get("UP-2")!.map((e) => String(e.id)), reassignedId, body.event_id]);
       assert.deepEqual(tl.items[0]!.payload, ev["UP-2"]![0]!.body);
 
       // The order's next notification continues its sequence above the old message's.
@@ -257,8 +266,8 @@ for (const from of ["0010_order_local_dedupe", "0012_queue_partition_key", "0015
       assert.ok(JSON.stringify(await commands.json()).includes("dispatch_ready"));
       assert.equal((await t.request("/v1/awb/pool")).status, 200);
 
-      // `npm run rebuild` after the upgrade: every row already right but the states of the
-      // release before (no rider ids), which it rewrites without changing what they show.
+      // `npm run rebuild` after the upgrade: it changes nothing any order shows (it rewrites
+      // the states of the release before, which carry no rider ids).
       const shown = async () => await sql`select client_order_id, status, status_at, rider_id, rider_name, rider_contact, rider_latitude, event_count from orders order by id`;
       const beforeRebuild = await shown();
       await rebuild(sql);

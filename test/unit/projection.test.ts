@@ -582,15 +582,17 @@ describe("projection: states merge (the incremental projection)", () => {
     assert.equal(decodeState(null), null);
   });
 
-  it("a state stored before rider details carried their rider id still reads, its details shown as before", () => {
+  it("a state stored before rider details carried their rider id reads as no state, so the order is derived again rather than showing the last rider's details under a new rider", () => {
     const old = JSON.stringify({ v: 1, n: 2, t: 2000, e: [["k1", 1000], ["k2", 2000]], r: ["R2", 1], m: ["Asha", 0], p: ["111", 0], l: [12.9, 77.6, 0] });
-    const state = decodeState(old)!;
-    assert.equal(state.riderName!.rider, undefined);
-    assert.deepEqual(project(state).rider, { id: "R2", name: "Asha", contact: "111", latitude: 12.9, longitude: 77.6, locationAt: new Date(1000) });
-    // Merged with a new event naming R2's phone: the new detail carries its rider.
-    const merged = mergeStates(state, foldState([st("k3", "ARRIVED", 3, { rider_id: "R2", rider_contact: "222" })]));
-    assert.equal(merged.riderContact!.rider, "R2");
-    assert.equal(decodeState(encodeState(merged))!.riderContact!.rider, "R2");
+    assert.equal(decodeState(old), null);
+    for (const part of [{ m: ["Asha", 0] }, { p: ["111", 0] }, { l: [12.9, 77.6, 0] }]) {
+      assert.equal(decodeState(JSON.stringify({ v: 1, n: 1, t: 1000, e: [["k1", 1000]], r: ["R1", 0], ...part })), null, JSON.stringify(part));
+    }
+    // The same state with its rider ids (null: the event named none) reads.
+    const tagged = decodeState(JSON.stringify({ v: 1, n: 2, t: 2000, e: [["k1", 1000], ["k2", 2000]], r: ["R2", 1], m: ["Asha", 0, "R1"], p: ["111", 0, null], l: [12.9, 77.6, 0, "R1"] }))!;
+    assert.equal(tagged.riderName!.rider, "R1");
+    assert.equal(tagged.riderContact!.rider, null);
+    assert.deepEqual(project(tagged).rider, { id: "R2", name: null, contact: "111", latitude: null, longitude: null, locationAt: null });
   });
 
   it("EMPTY_STATE is the identity of mergeStates", () => {
