@@ -170,6 +170,8 @@ describe("read API — errors", () => {
       ["POST", "/v1/orders/NOPE/placement/confirm", { svc_order_id: "1", svc_id: "2" }, "svc_id"],
       ["POST", "/v1/notifications/endpoints", { url: "ftp://hooks.example", evnets: [] }, "evnets"],
       ["PATCH", "/v1/notifications/endpoints/ep_nope", { enabeld: false, description: "x" }, "enabeld"],
+      // A field the recovery did not know (dry_run) was dropped: a client asking for a dry run re-sent everything.
+      ["POST", "/v1/notifications/endpoints/ep_nope/recover", { since: "2026-11-01T00:00:00Z", dry_run: true }, "dry_run"],
     ] as const) {
       const res = await t.request(path, { method, json: body });
       assert.equal(res.status, 422, path);

@@ -220,7 +220,7 @@ export function notificationMessageRoutes(deps: { sql: Sql; readSql: Sql }) {
       security,
       request: {
         params: EndpointIdParams,
-        body: { required: true, content: { "application/json": { schema: z.object({ since: instantField().openapi({ example: "2026-11-23T00:00:00Z" }) }) } } },
+        body: { required: true, content: { "application/json": { schema: z.strictObject({ since: instantField().openapi({ example: "2026-11-23T00:00:00Z" }) }) } } },
       },
       responses: {
         202: { description: "Queued", content: { "application/json": { schema: z.object({ count: z.number().int() }) } } },
