@@ -18,6 +18,7 @@ import { bearerAuth } from "./auth.ts";
 import { consoleRoutes } from "./console/index.ts";
 import { decodedRequestBody } from "./content-encoding.ts";
 import { ApiError, errorHandler } from "./errors.ts";
+import { methodsFor } from "./methods.ts";
 import { awbRoutes } from "./routes/awb.ts";
 import { callbackRoutes } from "./routes/callbacks.ts";
 import { commandRoutes } from "./routes/commands.ts";
@@ -59,7 +60,9 @@ const OPENAPI_OBJECT = {
     description:
       "Order tracking for merchants of a hyperlocal delivery provider. Callbacks go to " +
       "POST|PUT /callbacks/{CALLBACK_SECRET} (or /callbacks with X-Callback-Secret); " +
-      "everything under /v1 needs Authorization: Bearer <API_TOKEN>.",
+      "everything under /v1 needs Authorization: Bearer <API_TOKEN>. Every error is " +
+      '{"error":{"code","message","request_id","issues"?}}; a /v1 path asked with a method it does not have is 405 ' +
+      "method_not_allowed with Allow, an unknown path 404 not_found.",
   },
 } as const;
 
@@ -130,7 +133,15 @@ export function createApp(deps: AppDeps) {
   app.route("/", docsRoutes());
   app.route("/", consoleRoutes({ config: deps.config, sql: deps.sql, readSql: deps.readSql, log: deps.log, provider: deps.provider }));
 
+  // A /v1 path that exists with other methods: 405 with Allow, not a 404 saying there is no such resource.
+  const apiMethods = methodsFor(() => app.routes.filter((r) => r.path.startsWith("/v1/")));
   app.notFound((c) => {
+    const allowed = c.req.path.startsWith("/v1/") ? apiMethods(c.req.path) : [];
+    if (allowed.length > 0) {
+      throw new ApiError("method_not_allowed", `${c.req.method} is not allowed on ${redactPath(c.req.path)}; allowed: ${allowed.join(", ")}`, {
+        headers: { allow: allowed.join(", ") },
+      });
+    }
     throw new ApiError("not_found", `no route for ${c.req.method} ${redactPath(c.req.path)}`);
   });
   app.onError(errorHandler(deps.log));

@@ -18,6 +18,7 @@ export type ErrorCode =
   | "unauthorized"
   | "sandbox_disabled"
   | "not_found"
+  | "method_not_allowed"
   | "order_not_found"
   | "command_not_found"
   | "notification_endpoint_not_found"
@@ -35,7 +36,7 @@ export type ErrorCode =
   | "overloaded"
   | "internal_error";
 
-export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 409 | 413 | 415 | 422 | 500 | 502 | 503 {
+export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 422 | 500 | 502 | 503 {
   switch (code) {
     case "invalid_json":
     case "invalid_parameter":
@@ -50,6 +51,8 @@ export function statusOf(code: ErrorCode): 400 | 401 | 403 | 404 | 409 | 413 | 4
     case "notification_endpoint_not_found":
     case "notification_message_not_found":
       return 404;
+    case "method_not_allowed":
+      return 405;
     case "conflict":
     case "order_picked_up":
       return 409;

@@ -237,6 +237,27 @@ describe("read API — errors", () => {
     assert.equal(res.status, 404);
     assert.equal((await json<Err>(res)).error.code, "not_found");
   });
+
+  it("405 method_not_allowed with Allow for a /v1 path asked with a method it does not have", async () => {
+    // These were 404 not_found "no route", as if the order or list did not exist.
+    for (const [method, path, allow] of [
+      ["DELETE", "/v1/orders/API-0", "GET, HEAD, PATCH"],
+      ["PUT", "/v1/orders/by-svc-id/700", "GET, HEAD, PATCH"],
+      ["GET", "/v1/orders/API-0/cancel", "POST"],
+      ["DELETE", "/v1/commands", "GET, HEAD"],
+      ["PUT", "/v1/notifications/endpoints/ep_nope", "DELETE, GET, HEAD, PATCH"],
+    ] as const) {
+      const res = await t.request(path, { method });
+      assert.equal(res.status, 405, `${method} ${path}`);
+      assert.equal(res.headers.get("allow"), allow, `${method} ${path}`);
+      const body = await json<Err>(res);
+      assert.equal(body.error.code, "method_not_allowed");
+      assert.ok(body.error.request_id);
+    }
+    // No token: 401 first, whatever the method.
+    assert.equal((await t.request("/v1/orders/API-0", { method: "DELETE", token: null })).status, 401);
+    assert.equal((await t.request("/v1/nothing-here", { method: "DELETE" })).status, 404);
+  });
 });
 
 describe("security", () => {
