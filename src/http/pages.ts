@@ -5,10 +5,18 @@
 import { z } from "@hono/zod-openapi";
 import { ApiError } from "./errors.ts";
 
-/** The query fields of a list: `limit` (1 to `max`, default `fallback`) and `cursor`. */
+/**
+ * The query fields of a list: `limit` (1 to `max`, default `fallback`) and `cursor`. The
+ * limit is digits only: `1e2`, `0x10`, ` 5` or `+5` are refused, not read as some number.
+ */
 export function pageQuery(max: number, fallback: number) {
   return {
-    limit: z.coerce.number().int().min(1).max(max).default(fallback).openapi({ description: `page size, at most ${max}` }),
+    limit: z
+      .string()
+      .regex(/^[0-9]+$/, `must be a whole number from 1 to ${max}`)
+      .pipe(z.coerce.number<string>().int().min(1, `must be a whole number from 1 to ${max}`).max(max, `must be at most ${max}`))
+      .default(fallback)
+      .openapi({ type: "integer", minimum: 1, maximum: max, default: fallback, description: `page size, at most ${max}` }),
     cursor: z.string().max(200).optional(),
   };
 }

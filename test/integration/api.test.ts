@@ -195,6 +195,17 @@ describe("read API — errors", () => {
     assert.equal(next.items.length, 1);
   });
 
+  it("limit is a whole number in range, in digits: anything else is a 400 naming limit", async () => {
+    // " 5", "1e2", "0x10" and "+5" were read as numbers (5, 100, 16, 5).
+    for (const limit of ["%205", "1e2", "0x10", "+5", "5.0", "", "0", "501"]) {
+      const res = await t.request(`/v1/orders?limit=${limit}`);
+      assert.equal(res.status, 400, limit);
+      const body = await json<Err>(res);
+      assert.deepEqual(body.error.issues!.map((i) => i.path), ["limit"], limit);
+    }
+    for (const limit of ["1", "500", "007"]) assert.equal((await t.request(`/v1/orders?limit=${limit}`)).status, 200, limit);
+  });
+
   it("400 for a forged cursor", async () => {
     const res = await t.request("/v1/orders?cursor=bm90LWEtY3Vyc29y");
     assert.equal(res.status, 400);
