@@ -1,7 +1,9 @@
 /**
- * The list endpoints' paging (orders, an order's events, commands, rejected callbacks): a
- * `limit` and an opaque `cursor` in, a page of items and the next page's cursor out.
+ * The list endpoints' paging (orders, an order's events, commands, rejected callbacks,
+ * notification messages): a `limit` and an opaque `cursor` in, a page of items and the
+ * next page's cursor out.
  */
+import { createHash } from "node:crypto";
 import { z } from "@hono/zod-openapi";
 import { ApiError } from "./errors.ts";
 
@@ -17,7 +19,7 @@ export function pageQuery(max: number, fallback: number) {
       .pipe(z.coerce.number<string>().int().min(1, `must be a whole number from 1 to ${max}`).max(max, `must be at most ${max}`))
       .default(fallback)
       .openapi({ type: "integer", minimum: 1, maximum: max, default: fallback, description: `page size, at most ${max}` }),
-    cursor: z.string().max(200).optional(),
+    cursor: z.string().max(200).optional().openapi({ description: "next_cursor of the previous page, with the same filters" }),
   };
 }
 
@@ -26,23 +28,55 @@ export function pageSchema<T extends z.ZodType>(item: T) {
   return z.object({ items: z.array(item), next_cursor: z.string().nullable() });
 }
 
+/** A list's filters as they shape its pages (the values given; absent ones left out). */
+export type PageFilters = Record<string, string | number | undefined>;
+
 /**
- * Where the `cursor` parameter says the page starts (undefined: the first page). A cursor
- * this endpoint did not hand out is invalid_parameter. Cursors are base64url JSON, checked
- * against `schema` on the way back in.
+ * The filters a cursor was handed out under, as a short digest (absent: no filter). A
+ * cursor pages through one filtered list: under other filters its position means nothing.
  */
-export function readCursor<T>(cursor: string | undefined, schema: z.ZodType<T>): T | undefined {
-  if (cursor === undefined) return undefined;
-  try {
-    const parsed = schema.safeParse(JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")));
-    if (parsed.success) return parsed.data;
-  } catch {
-    // Not base64url JSON: refused below like any other foreign cursor.
-  }
-  throw new ApiError("invalid_parameter", "cursor: not a cursor from this endpoint", { issues: [{ path: "cursor", message: "invalid cursor" }] });
+function filterKey(filters: PageFilters | undefined): string | undefined {
+  const given = Object.entries(filters ?? {})
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  if (given.length === 0) return undefined;
+  return createHash("sha256").update(JSON.stringify(given)).digest("base64url").slice(0, 16);
 }
 
-/** A page as the API answers it: each row as JSON, and the next page's position (null: none) as a cursor. */
-export function pageJson<R, J>(rows: readonly R[], toJson: (row: R) => J, next: object | null): { items: J[]; next_cursor: string | null } {
-  return { items: rows.map(toJson), next_cursor: next === null ? null : Buffer.from(JSON.stringify(next)).toString("base64url") };
+const cursorError = (message: string) => new ApiError("invalid_parameter", `cursor: ${message}`, { issues: [{ path: "cursor", message }] });
+
+/**
+ * Where the `cursor` parameter says the page starts (undefined: the first page). Cursors
+ * are base64url JSON: the position, checked against `schema` (a strict object: a cursor
+ * this endpoint did not hand out, or one altered, is invalid_parameter), and `f`, the
+ * filters it was handed out under (a cursor sent with other filters is invalid_parameter
+ * too, saying so).
+ */
+export function readCursor<T>(cursor: string | undefined, schema: z.ZodType<T>, filters?: PageFilters): T | undefined {
+  if (cursor === undefined) return undefined;
+  let decoded: unknown;
+  try {
+    decoded = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+  } catch {
+    decoded = undefined;
+  }
+  if (typeof decoded !== "object" || decoded === null || Array.isArray(decoded)) throw cursorError("not a cursor from this endpoint");
+  const { f, ...position } = decoded as Record<string, unknown>;
+  const parsed = schema.safeParse(position);
+  if (!parsed.success || (f !== undefined && typeof f !== "string")) throw cursorError("not a cursor from this endpoint");
+  if (f !== filterKey(filters)) {
+    throw cursorError("handed out for other filters: send the filters of the page it came with, or start again without a cursor");
+  }
+  return parsed.data;
+}
+
+/**
+ * A page as the API answers it: each row as JSON, and the next page's position (null:
+ * none) as a cursor, bound to the `filters` of this request.
+ */
+export function pageJson<R, J>(rows: readonly R[], toJson: (row: R) => J, next: object | null, filters?: PageFilters): { items: J[]; next_cursor: string | null } {
+  if (next === null) return { items: rows.map(toJson), next_cursor: null };
+  const f = filterKey(filters);
+  const cursor = f === undefined ? next : { ...next, f };
+  return { items: rows.map(toJson), next_cursor: Buffer.from(JSON.stringify(cursor)).toString("base64url") };
 }

@@ -206,6 +206,34 @@ describe("read API — errors", () => {
     for (const limit of ["1", "500", "007"]) assert.equal((await t.request(`/v1/orders?limit=${limit}`)).status, 200, limit);
   });
 
+  it("a cursor pages through the list it was handed out for: other filters, an altered or a non-positive position are a 400 naming the cursor", async () => {
+    const cursorOf = async (path: string) => (await json<{ next_cursor: string }>(await t.request(path))).next_cursor;
+    const refused = async (path: string, message: RegExp) => {
+      const res = await t.request(path);
+      assert.equal(res.status, 400, path);
+      const body = await json<Err>(res);
+      assert.equal(body.error.code, "invalid_parameter", path);
+      assert.deepEqual(body.error.issues!.map((i) => i.path), ["cursor"], path);
+      assert.match(body.error.issues![0]!.message, message, path);
+    };
+    // A cursor of the ALLOTTED orders was read under status=DELIVERED as a position there, skipping orders.
+    const allotted = await cursorOf("/v1/orders?status=ALLOTTED&limit=2");
+    assert.equal((await t.request(`/v1/orders?status=ALLOTTED&limit=2&cursor=${allotted}`)).status, 200);
+    await refused(`/v1/orders?status=DELIVERED&limit=2&cursor=${allotted}`, /other filters/);
+    await refused(`/v1/orders?limit=2&cursor=${allotted}`, /other filters/);
+    const unfiltered = await cursorOf("/v1/orders?limit=2");
+    await refused(`/v1/orders?store_code=S1&limit=2&cursor=${unfiltered}`, /other filters/);
+    await refused(`/v1/orders?updated_after=2000-01-01T00:00:00Z&cursor=${unfiltered}`, /other filters/);
+    // The same instant written another way is the same filter.
+    const since = await cursorOf("/v1/orders?updated_after=2000-01-01T00:00:00Z&limit=2");
+    assert.equal((await t.request(`/v1/orders?updated_after=2000-01-01T05:30:00%2B05:30&limit=2&cursor=${since}`)).status, 200);
+    // Altered positions: an extra key, or ids no row has, were read as they came.
+    const position = JSON.parse(Buffer.from(unfiltered, "base64url").toString()) as Record<string, unknown>;
+    for (const forged of [{ ...position, extra: 1 }, { id: 0 }, { id: -5 }, { id: "5" }, { id: 1.5 }]) {
+      await refused(`/v1/orders?cursor=${Buffer.from(JSON.stringify(forged)).toString("base64url")}`, /not a cursor from this endpoint/);
+    }
+  });
+
   it("400 for a forged cursor", async () => {
     const res = await t.request("/v1/orders?cursor=bm90LWEtY3Vyc29y");
     assert.equal(res.status, 400);

@@ -55,7 +55,7 @@ const commandWithOrderJson = (r: CommandListRow): z.infer<typeof CommandWithOrde
 });
 
 /** Its own key, so that a cursor of another list is refused rather than misread. */
-const CommandCursor = z.object({ c: z.number().int() });
+const CommandCursor = z.strictObject({ c: z.number().int().positive() });
 
 const CommandIdParams = z.object({
   id: z
@@ -274,9 +274,10 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; resend: ResendOpti
     }),
     async (c) => {
       const q = c.req.valid("query");
-      const before = readCursor(q.cursor, CommandCursor);
+      const filters = { state: q.state, kind: q.kind };
+      const before = readCursor(q.cursor, CommandCursor, filters);
       const page = await listCommands(readSql, { state: q.state, kind: q.kind, limit: q.limit, beforeId: before?.c });
-      return c.json(pageJson(page.rows, commandWithOrderJson, page.nextId === null ? null : { c: page.nextId }), 200);
+      return c.json(pageJson(page.rows, commandWithOrderJson, page.nextId === null ? null : { c: page.nextId }, filters), 200);
     },
   );
 

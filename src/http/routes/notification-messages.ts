@@ -119,7 +119,7 @@ const notFound = (what: string) => ({ description: `No such ${what}`, content: {
 
 const disabled = { description: "The endpoint is disabled", content: { "application/json": { schema: errors[404].content["application/json"].schema } } };
 
-const MessageCursor = z.object({ d: z.number().int() });
+const MessageCursor = z.strictObject({ d: z.number().int().positive() });
 
 /** The primary for resends, recoveries and pings, the read pool for the GETs (src/http/app.ts). */
 export function notificationMessageRoutes(deps: { sql: Sql; readSql: Sql }) {
@@ -157,9 +157,10 @@ export function notificationMessageRoutes(deps: { sql: Sql; readSql: Sql }) {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      const before = readCursor(q.cursor, MessageCursor);
+      const filters = { endpoint: q.endpoint, order: q.order, status: q.status, type: q.type };
+      const before = readCursor(q.cursor, MessageCursor, filters);
       const page = await listDeliveries(readSql, { endpointId: q.endpoint, order: q.order, status: q.status, type: q.type, limit: q.limit, beforeId: before?.d });
-      return c.json(pageJson(page.rows, messageJson, page.nextId === null ? null : { d: page.nextId }), 200);
+      return c.json(pageJson(page.rows, messageJson, page.nextId === null ? null : { d: page.nextId }, filters), 200);
     },
   );
 

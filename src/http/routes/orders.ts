@@ -50,14 +50,17 @@ export function refFrom(by: "client" | "svc", params: Record<string, string>, pa
  * order's cursor is refused, not read as a position in this timeline). A time outside
  * what the API's instants take is a 400, not a database error.
  */
-const EventCursor = z.object({
+const EventCursor = z.strictObject({
   m: z
     .string()
     .regex(/^-?\d{1,19}$/)
     .refine((m) => isApiInstantMicros(BigInt(m))),
-  i: z.number().int(),
+  i: z.number().int().positive(),
   o: z.string(),
 });
+
+/** GET /v1/orders' cursor: the last order's id. */
+const OrderCursor = z.strictObject({ id: z.number().int().positive() });
 
 export function orderReadRoutes(sql: Sql) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
@@ -141,7 +144,8 @@ export function orderReadRoutes(sql: Sql) {
     }),
     async (c) => {
       const q = c.req.valid("query");
-      const before = readCursor(q.cursor, z.object({ id: z.number().int() }));
+      const filters = { status: q.status, store_code: q.store_code, placement: q.placement, updated_after: q.updated_after === undefined ? undefined : Date.parse(q.updated_after) };
+      const before = readCursor(q.cursor, OrderCursor, filters);
       const page = await listOrders(sql, {
         status: q.status,
         storeCode: q.store_code,
@@ -150,7 +154,7 @@ export function orderReadRoutes(sql: Sql) {
         limit: q.limit,
         beforeId: before?.id,
       });
-      return c.json(pageJson(page.rows, orderJson, page.nextId === null ? null : { id: page.nextId }), 200);
+      return c.json(pageJson(page.rows, orderJson, page.nextId === null ? null : { id: page.nextId }, filters), 200);
     },
   );
 

@@ -8,7 +8,7 @@ import { validationHook } from "../validation.ts";
 import { errors } from "./orders.ts";
 
 /** Its own key (not GET /v1/orders' `id`), so that a cursor of another list is refused rather than misread. */
-const RejectedCursor = z.object({ r: z.number().int() });
+const RejectedCursor = z.strictObject({ r: z.number().int().positive() });
 
 export function rejectedRoutes(sql: Sql) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
