@@ -136,6 +136,22 @@ describe("read API — errors", () => {
     assert.deepEqual(body.error.issues!.map((i) => i.path).sort(), ["limit", "status", "updated_after"]);
   });
 
+  it("400 for a filter value no list could match: an unknown status, state, kind or type, an empty id", async () => {
+    // endpoint= (empty) answered an empty page, as if no message had been sent.
+    for (const [path, field] of [
+      ["/v1/orders?placement=lost", "placement"],
+      ["/v1/commands?kind=teleport", "kind"],
+      ["/v1/notifications/messages?type=order.lost", "type"],
+      ["/v1/notifications/messages?endpoint=", "endpoint"],
+      ["/v1/notifications/messages?order=", "order"],
+      ["/v1/orders?store_code=", "store_code"],
+    ] as const) {
+      const res = await t.request(path);
+      assert.equal(res.status, 400, path);
+      assert.deepEqual((await json<Err>(res)).error.issues!.map((i) => i.path), [field], path);
+    }
+  });
+
   it("400 naming an unknown query parameter on every list, instead of a silently unfiltered answer", async () => {
     // A misspelt filter (stauts=) used to answer 200 with every order; an export with fromm= exported everything.
     for (const path of [

@@ -142,7 +142,7 @@ export function notificationMessageRoutes(deps: { sql: Sql; readSql: Sql }) {
       security,
       request: {
         query: z.strictObject({
-          endpoint: z.string().max(80).optional(),
+          endpoint: z.string().min(1).max(80).optional(),
           order: z.string().min(1).max(128).optional(),
           status: z.enum(DELIVERY_STATES).optional(),
           type: z.enum(NOTIFICATION_TYPES).optional(),
