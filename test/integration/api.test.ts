@@ -211,6 +211,26 @@ describe("read API — errors", () => {
     assert.equal(next.items.length, 1);
   });
 
+  it("400 naming the parameter for a query parameter a route without filters does not know", async () => {
+    // GET /v1/awb/pool?mode=fresh answered the pool as if the parameter meant something.
+    for (const [method, path] of [
+      ["GET", "/v1/awb/pool?mode=fresh"],
+      ["GET", "/v1/orders/API-0?fields=status"],
+      ["GET", "/v1/orders/by-svc-id/700?fields=status"],
+      ["POST", "/v1/orders/NOPE/stop-reattempt?force=true"],
+      ["POST", "/v1/commands/1/retry?force=true"],
+      ["GET", "/v1/notifications/endpoints/ep_nope?fields=url"],
+      ["POST", "/v1/notifications/messages/msg_nope/resend?force=true"],
+    ] as const) {
+      const res = await t.request(path, { method });
+      assert.equal(res.status, 400, path);
+      const body = await json<Err>(res);
+      assert.equal(body.error.code, "invalid_parameter", path);
+      assert.equal(body.error.issues!.length, 1, path);
+      assert.match(body.error.issues![0]!.message, /unknown parameter/, path);
+    }
+  });
+
   it("limit is a whole number in range, in digits: anything else is a 400 naming limit", async () => {
     // " 5", "1e2", "0x10" and "+5" were read as numbers (5, 100, 16, 5).
     for (const limit of ["%205", "1e2", "0x10", "+5", "5.0", "", "0", "501"]) {

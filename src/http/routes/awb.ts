@@ -2,7 +2,8 @@
  * The AWB pool (PRODUCT.md §6, §7): hand out a number, show the pool, start a top-up.
  * Thin: validate, call src/awb, map errors.
  */
-import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
+import { createRoute } from "../route.ts";
 import type { Sql } from "postgres";
 import { enqueueManualReplenish } from "../../awb/jobs.ts";
 import { allocateAwb, lastReplenishedAt, listAwbRequests, poolCounts } from "../../awb/pool.ts";

@@ -4,7 +4,8 @@
  * talks to the provider. Validation and state checks come first, so a bad request never
  * reaches the provider.
  */
-import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
+import { createRoute } from "../route.ts";
 import type { Sql } from "postgres";
 import { confirmPlacement, createCommand, placeOrder, retryCommand, retryPlacement } from "../../commands/service.ts";
 import type { ResendOptions } from "../../commands/service.ts";

@@ -5,7 +5,8 @@
  * never in memory and a slow client slows the reads instead of filling the heap. Mounted
  * before the order routes: otherwise "export" would be read as a client_order_id.
  */
-import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
+import { createRoute } from "../route.ts";
 import type { Sql } from "postgres";
 import { exportPage, maxOrderId } from "../../orders/read.ts";
 import type { ExportFilter, OrderRow } from "../../orders/read.ts";

@@ -2,7 +2,8 @@
  * Notification endpoints (Standard Webhooks): create, list, read, change, delete, and
  * their signing secrets. The secret is shown only when created and by the /secret routes.
  */
-import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
+import { createRoute } from "../route.ts";
 import type { Sql } from "postgres";
 import { DomainError } from "../../domain/errors.ts";
 import {

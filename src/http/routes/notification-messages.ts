@@ -2,7 +2,8 @@
  * Notification messages (PRODUCT.md §11): list with their delivery state, one with its
  * body and attempts, re-send one, recover an endpoint's failed ones, send a test ping.
  */
-import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
+import { createRoute } from "../route.ts";
 import type { Sql } from "postgres";
 import { isoOrNull } from "../../domain/iso-time.ts";
 import { DELIVERY_STATES, listDeliveries, messageDetail, recoverEndpoint, resendMessage } from "../../notify/deliveries.ts";

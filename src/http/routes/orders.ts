@@ -3,7 +3,8 @@
  * twice: by client_order_id (`/v1/orders/{order}`) and by the provider's id
  * (`/v1/orders/by-svc-id/{svc_order_id}`).
  */
-import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
+import { createRoute } from "../route.ts";
 import type { Sql } from "postgres";
 import { orderTimeline } from "../../events/log.ts";
 import { listOrders, requireOrder } from "../../orders/read.ts";

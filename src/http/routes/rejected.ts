@@ -1,4 +1,5 @@
-import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
+import { createRoute } from "../route.ts";
 import type { Sql } from "postgres";
 import { listRejected } from "../../ingest/rejected.ts";
 import { pageJson, pageQuery, pageSchema, readCursor } from "../pages.ts";

@@ -2,7 +2,8 @@
  * The provider's staging sandbox, proxied (PRODUCT.md §6): move an order through its
  * lifecycle to see callbacks arrive. Refused in production.
  */
-import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { OpenAPIHono, z } from "@hono/zod-openapi";
+import { createRoute } from "../route.ts";
 import type { Sql } from "postgres";
 import { requireOrder } from "../../orders/read.ts";
 import type { ProviderClient } from "../../provider/client.ts";
