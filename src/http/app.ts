@@ -19,6 +19,7 @@ import { consoleRoutes } from "./console/index.ts";
 import { decodedRequestBody } from "./content-encoding.ts";
 import { ApiError, errorHandler } from "./errors.ts";
 import { methodsFor } from "./methods.ts";
+import { withCommonResponses } from "./openapi.ts";
 import { awbRoutes } from "./routes/awb.ts";
 import { callbackRoutes } from "./routes/callbacks.ts";
 import { commandRoutes } from "./routes/commands.ts";
@@ -127,7 +128,7 @@ export function createApp(deps: AppDeps) {
   // process spend on every request, at the callbacks' expense.
   let openApiDocument: string | undefined;
   app.get("/openapi.json", (c) => {
-    openApiDocument ??= JSON.stringify(app.getOpenAPI31Document(OPENAPI_OBJECT));
+    openApiDocument ??= JSON.stringify(withCommonResponses(app.getOpenAPI31Document(OPENAPI_OBJECT)));
     return c.body(openApiDocument, 200, { "content-type": "application/json" });
   });
   app.route("/", docsRoutes());
