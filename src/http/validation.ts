@@ -16,7 +16,7 @@ const UNSTORABLE_MESSAGES: Record<Unstorable["kind"], string> = {
  * name each bad field. Input the schema accepts but PostgreSQL cannot store is refused
  * the same way.
  */
-export function validationHook(result: { success: boolean; data?: unknown; error?: ZodError; target?: string }, _c: Context): void {
+export function validationHook(result: { success: boolean; data?: unknown; error?: ZodError; target?: string }, c: Context): void {
   const target = result.target ?? "body";
   const isBody = target === "json" || target === "form";
   const where = isBody ? "body" : target === "param" ? "path" : target;
@@ -34,7 +34,22 @@ export function validationHook(result: { success: boolean; data?: unknown; error
     return;
   }
   if (!result.error) return;
-  throw fromZodError(result.error, isBody ? "validation_failed" : "invalid_parameter", where);
+  const error = fromZodError(result.error, isBody ? "validation_failed" : "invalid_parameter", where);
+  throw target === "query" ? sayingRepeated(error, c) : error;
+}
+
+const REPEATED = "given more than once; send it once";
+
+/**
+ * A known parameter given twice (`?status=A&status=B`) reaches the schema as an array, and
+ * zod's issue reads as if the value were wrong ("expected one of …", "received array"):
+ * such an issue is told as what it is.
+ */
+function sayingRepeated(error: ApiError, c: Context): ApiError {
+  const repeated = new Set(Object.entries(c.req.queries()).filter(([, values]) => values.length > 1).map(([name]) => name));
+  if (repeated.size === 0 || !error.issues) return error;
+  const issues = error.issues.map((i) => (repeated.has(i.path) && i.message !== "unknown parameter" ? { path: i.path, message: REPEATED } : i));
+  return new ApiError(error.code, `invalid query: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, { issues });
 }
 
 const JSON_CONTENT_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i;

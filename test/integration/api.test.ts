@@ -270,6 +270,22 @@ describe("read API — errors", () => {
     }
   });
 
+  it("400 saying so for a query parameter given twice", async () => {
+    // ?status=DELIVERED&status=CREATED said "expected one of CREATED|…|DELIVERED|…", as if the values were wrong.
+    for (const [path, field] of [
+      ["/v1/orders?status=DELIVERED&status=CREATED", "status"],
+      ["/v1/orders?limit=1&limit=1", "limit"],
+      ["/v1/commands?cursor=a&cursor=b", "cursor"],
+      ["/v1/orders/export?format=csv&format=csv", "format"],
+    ] as const) {
+      const res = await t.request(path);
+      assert.equal(res.status, 400, path);
+      const body = await json<Err>(res);
+      assert.deepEqual(body.error.issues, [{ path: field, message: "given more than once; send it once" }], path);
+      assert.match(body.error.message, new RegExp(`${field}: given more than once`), path);
+    }
+  });
+
   it("400 for a forged cursor", async () => {
     const res = await t.request("/v1/orders?cursor=bm90LWEtY3Vyc29y");
     assert.equal(res.status, 400);
