@@ -159,6 +159,7 @@ describe("the OpenAPI document against real answers", () => {
       await call("POST", `${base}/dispatch-ready`, 202);
       await call("POST", `${base}/dispatch-ready`, 202, { json: { shipment_ready_timestamp: "2026-11-26T10:00:00Z" } });
       await call("POST", `${base}/stop-reattempt`, 202);
+      await call("POST", `${base}/stop-reattempt`, 422, { json: { reason: "not taken" } });
       await call("POST", `${base}/cancel`, 422, { json: { reason: "x", user: "Nobody" } });
       await call("GET", `${base}/commands`, 200);
       // Placed: nothing to confirm or retry.

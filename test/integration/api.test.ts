@@ -197,6 +197,28 @@ describe("read API — errors", () => {
     }
   });
 
+  it("422 for a body sent to a route that takes none; none, an empty one or {} is fine", async () => {
+    // {"reason": …} on stop-reattempt, or {"type": …} on …/test, was dropped unread.
+    for (const path of [
+      "/v1/orders/NOPE/stop-reattempt",
+      "/v1/orders/by-svc-id/NOPE/placement/retry",
+      "/v1/commands/1/retry",
+      "/v1/notifications/endpoints/ep_nope/test",
+      "/v1/notifications/endpoints/ep_nope/secret/rotate",
+      "/v1/notifications/messages/msg_nope/resend",
+    ]) {
+      const res = await t.request(path, { method: "POST", json: { reason: "x" } });
+      assert.equal(res.status, 422, path);
+      const body = await json<Err>(res);
+      assert.equal(body.error.code, "validation_failed", path);
+      assert.deepEqual(body.error.issues!.map((i) => i.path), ["body"], path);
+      // Without a body, or with an empty one, the route is reached (here: its 404).
+      for (const init of [{}, { json: {} }, { body: "", headers: { "content-type": "application/json" } }, { body: " { } ", headers: { "content-type": "application/json" } }]) {
+        assert.equal((await t.request(path, { method: "POST", ...init })).status, 404, `${path} ${JSON.stringify(init)}`);
+      }
+    }
+  });
+
   it("400 for a cursor of another list: GET /v1/orders' and the rejected callbacks' cursors are not interchangeable", async () => {
     // Both were {id}: one list's cursor was read by the other as a position in its own table.
     const orders = await json<{ next_cursor: string }>(await t.request("/v1/orders?limit=1"));
