@@ -254,6 +254,11 @@ describe("the OpenAPI document against real answers", () => {
     await call("POST", `${base}/${endpointId}/secret/rotate`, 200);
     const { body: ping } = await call("POST", `${base}/${endpointId}/test`, 202);
     const messageId = (ping as { message_id: string }).message_id;
+    // One attempt (port 9 refuses the connection), so the detail lists an attempt and the delivery its error.
+    await t.runJobs();
+    const { body: detail } = await call("GET", `/v1/notifications/messages/${messageId}`, 200);
+    const attempts = (detail as { attempts: { error: string | null }[] }).attempts;
+    assert.ok(attempts.length >= 1 && attempts[0]!.error, JSON.stringify(detail));
     await call("POST", `${base}/${endpointId}/recover`, 202, { json: { since: "2020-01-01T00:00:00Z" } });
     await call("POST", `${base}/${endpointId}/recover`, 422, { json: { since: "yesterday" } });
     await call("GET", "/v1/notifications/messages", 200);
@@ -297,6 +302,29 @@ describe("the OpenAPI document against real answers", () => {
         else await call(method, path, status, init);
       }
     }
+    assertClean();
+  });
+
+  it("orders whose ids are non-ASCII, 128 characters long, or digits past 2^53 are found by them, exactly", async () => {
+    const cases = [
+      { client: "ऑर्डर-१२३ ✓ été", svc: "9007199254740993" },
+      { client: "x".repeat(128), svc: "123456789012345678901234567890" },
+      { client: "with space/and%percent?", svc: "00042" },
+    ];
+    for (const { client, svc } of cases) {
+      assert.equal((await t.callback({ sfx_order_id: svc, client_order_id: client, order_status: "CREATED" })).status, 200);
+    }
+    await t.runJobs();
+    for (const { client, svc } of cases) {
+      for (const path of [`/v1/orders/${encodeURIComponent(client)}`, `/v1/orders/by-svc-id/${encodeURIComponent(svc)}`, `/v1/orders/${encodeURIComponent(client)}/events`]) {
+        const { body } = await call("GET", path, 200);
+        const order = path.endsWith("/events") ? undefined : (body as { client_order_id: string; svc_order_id: string });
+        if (order && (order.client_order_id !== client || order.svc_order_id !== svc)) problems.push(`${path}: ${order.client_order_id} / ${order.svc_order_id}`);
+      }
+    }
+    // One digit off past 2^53 is another order, not a rounding of this one.
+    await call("GET", "/v1/orders/by-svc-id/9007199254740992", 404);
+    await call("GET", "/v1/orders/by-svc-id/42", 404);
     assertClean();
   });
 
