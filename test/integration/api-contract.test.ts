@@ -445,7 +445,7 @@ describe("pagination cursors and limits", () => {
 
   it("a cursor handed out under one filter is refused under another", async () => {
     for (const [list, a, b] of [
-      ["/v1/orders", "status=COLLECTED", "status=CREATED"],
+      ["/v1/orders", "status=CREATED", "status=COLLECTED"],
       ["/v1/orders", "", "placement=placed"],
       ["/v1/commands", "kind=stop_reattempt", "kind=edit"],
       ["/v1/commands", "", "state=failed"],
@@ -453,7 +453,7 @@ describe("pagination cursors and limits", () => {
     ] as const) {
       const first = await t.request(`${list}?limit=1${a ? `&${a}` : ""}`);
       const next = ((await first.json()) as { next_cursor: string | null }).next_cursor;
-      if (next === null) continue;
+      assert.ok(next, `${list}?${a} has a second page`);
       await call("GET", `${list}?limit=1${a ? `&${a}` : ""}&cursor=${next}`, 200);
       const { body } = await call("GET", `${list}?limit=1&${b}&cursor=${next}`, 400);
       const issues = (body as Err | undefined)?.error?.issues ?? [];
