@@ -48,7 +48,7 @@ async function call(method: string, path: string, expect: number, init: Init = {
   if (!found || (res.status === 404 && (body as Err | undefined)?.error?.code === "not_found") || res.status === 405) {
     // No operation (an unknown path or method): the one error model, nothing else.
     if (res.status < 400) problems.push(`${where}: answered by no documented operation`);
-    else problems.push(...errorProblems(where, body, type));
+    else problems.push(...errorProblems(where, body, type, res));
     return { res, body };
   }
   const key = `${method.toUpperCase()} ${found.template}`;
@@ -72,17 +72,18 @@ async function call(method: string, path: string, expect: number, init: Init = {
   if (schema && media === "application/json") {
     for (const p of schemaErrors(doc, schema, body)) problems.push(`${where}: ${p}`);
   }
-  if (res.status >= 400) problems.push(...errorProblems(where, body, type));
+  if (res.status >= 400) problems.push(...errorProblems(where, body, type, res));
   return { res, body };
 }
 
 /** The one error model: `{error: {code, message, request_id, issues?}}`, JSON, and nothing more. */
-function errorProblems(where: string, body: unknown, type: string): string[] {
+function errorProblems(where: string, body: unknown, type: string, res: Response): string[] {
   if (type !== "application/json") return [`${where}: an error answered as ${type || "(no Content-Type)"}`];
   const errors = schemaErrors(doc, { $ref: "#/components/schemas/Error" }, body);
   const e = (body as Err | undefined)?.error;
   if (e && !/^[a-z]+(_[a-z]+)*$/.test(e.code)) errors.push(`code ${e.code} is not snake_case`);
   if (e && e.request_id === "") errors.push("empty request_id");
+  if (e && e.request_id !== res.headers.get("x-request-id")) errors.push(`request_id ${e.request_id} is not the X-Request-Id header ${res.headers.get("x-request-id")}`);
   return errors.map((p) => `${where}: error model: ${p}`);
 }
 
