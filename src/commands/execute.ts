@@ -21,6 +21,7 @@ import {
   EditOrderBodySchema,
   PlaceOrderBodySchema,
 } from "../provider/schemas.ts";
+import type { CancelOrderBody } from "../provider/schemas.ts";
 import { recordAccepted, recordPlaced, recordPlacementEnded, lockOrder } from "../orders/store.ts";
 import { latestProviderEventNaming } from "../events/log.ts";
 import { appendTracklaneEvent, belongsToAnother, heldBy } from "./service.ts";
@@ -43,7 +44,7 @@ import {
   recordRetry,
   recordSucceeded,
 } from "./store.ts";
-import type { CommandRow } from "./store.ts";
+import type { CommandOrder, CommandRow } from "./store.ts";
 
 export interface ExecuteDeps {
   sql: Sql;
@@ -180,7 +181,7 @@ export function notReady(kind: string, order: Pick<OrderState, "svc_order_id" | 
  * what it did: one recorded as ambiguous, or one whose run died during the call (its
  * "sending" mark, `outcome_unknown` set just before the call, was never cleared).
  */
-async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: CommandRow, order: OrderState, unknownBefore: boolean): Promise<Outcome> {
+async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: CommandRow, order: CommandOrder, unknownBefore: boolean): Promise<Outcome> {
   const svc = order.svc_order_id;
   const blocked = notReady(command.kind, order);
   if (blocked) return blocked;
@@ -228,15 +229,8 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
     }
     case "edit":
       return await settle(provider.editOrder(EditOrderBodySchema.parse({ ...(command.request as object), svc_order_id: svc })));
-    case "cancel": {
-      try {
-        return { type: "succeeded", response: await provider.cancelOrder(svc!, CancelOrderBodySchema.parse(command.request)) };
-      } catch (err) {
-        const cancelled = alreadyCancelled(err, svc!);
-        if (cancelled) return { type: "succeeded", response: { message: "the order was already cancelled at the provider", data: cancelled } };
-        return classify(err);
-      }
-    }
+    case "cancel":
+      return await cancelEvery(provider, providerIdsOf(order), CancelOrderBodySchema.parse(command.request));
     case "dispatch_ready":
       return await settle(provider.dispatchReady(order.client_order_id!, DispatchReadyBodySchema.parse(command.request)));
     case "stop_reattempt":
@@ -255,6 +249,50 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
     default:
       return { type: "failed", error: `unknown command kind ${command.kind}` };
   }
+}
+
+/**
+ * Every provider order of this order: its svc_order_id first, then any other the provider
+ * named for the same client_order_id (it made a second order: svc_order_ids).
+ */
+export function providerIdsOf(order: Pick<CommandOrder, "svc_order_id" | "svc_order_ids">): string[] {
+  return [...new Set([...(order.svc_order_id === null ? [] : [order.svc_order_id]), ...order.svc_order_ids])];
+}
+
+/** One provider order's cancel: done (sent now, or refused as already cancelled), or why not. */
+async function cancelOne(provider: ProviderClient, svc: string, body: CancelOrderBody): Promise<Outcome> {
+  try {
+    return { type: "succeeded", response: await provider.cancelOrder(svc, body) };
+  } catch (err) {
+    const cancelled = alreadyCancelled(err, svc);
+    if (cancelled) return { type: "succeeded", response: { message: "the order was already cancelled at the provider", data: cancelled } };
+    return classify(err);
+  }
+}
+
+/**
+ * A cancel is sent to every provider order of the order: when the provider made two for
+ * one client_order_id, cancelling one would leave the other to be collected, delivered and
+ * paid for, while the order shows CANCELLED. Each is safe to send again (an order already
+ * cancelled is the cancel's success), so a retry sends to them all again. Done when every
+ * one is; retried while any may still succeed; else failed, naming each that was refused.
+ */
+async function cancelEvery(provider: ProviderClient, ids: readonly string[], body: CancelOrderBody): Promise<Outcome> {
+  const results: { svc: string; outcome: Outcome }[] = [];
+  for (const svc of ids) results.push({ svc, outcome: await cancelOne(provider, svc, body) });
+  if (results.length === 1) return results[0]!.outcome;
+  const named = (r: { svc: string; outcome: Outcome }) => `provider order ${r.svc}: ${"error" in r.outcome ? r.outcome.error : r.outcome.type}`;
+  const undone = results.filter((r) => r.outcome.type !== "succeeded");
+  if (undone.length === 0) {
+    return { type: "succeeded", response: { message: "every provider order of the order was cancelled", data: results.map((r) => ({ svc_order_id: r.svc, response: "response" in r.outcome ? r.outcome.response : null })) } };
+  }
+  const error = undone.map(named).join("; ");
+  const retries = undone.flatMap((r) => (r.outcome.type === "retry" ? [r.outcome] : []));
+  if (retries.length > 0) {
+    const afters = retries.flatMap((r) => (r.afterMs === undefined ? [] : [r.afterMs]));
+    return { type: "retry", error, afterMs: afters.length > 0 ? Math.max(...afters) : undefined, unknown: retries.some((r) => r.unknown) };
+  }
+  return { type: "failed", error };
 }
 
 async function settle(call: Promise<unknown>): Promise<Outcome> {

@@ -353,21 +353,40 @@ export async function countFailedCommands(tx: Tx, cap: number, completedAfterUs 
   return row?.n ?? 0;
 }
 
+/**
+ * The order as a run of one of its commands reads it: `svc_order_ids` too, every provider
+ * order known for it (two when the provider duplicated it), which a cancel is sent to.
+ */
+export interface CommandOrder {
+  id: number;
+  client_order_id: string | null;
+  svc_order_id: string | null;
+  svc_order_ids: string[];
+  status: string | null;
+  placement_state: string;
+}
+
 /** A command with the state of its order, as a run of the command needs them. */
-export async function commandWithOrder(
-  tx: Tx,
-  id: number,
-): Promise<{ command: CommandRow; order: { id: number; client_order_id: string | null; svc_order_id: string | null; status: string | null; placement_state: string } } | undefined> {
-  const [row] = await tx<(CommandRow & { o_client_order_id: string | null; o_svc_order_id: string | null; o_status: string | null; o_placement_state: string })[]>`
-    select c.*, o.client_order_id as o_client_order_id, o.svc_order_id as o_svc_order_id, o.status as o_status,
-           o.placement_state as o_placement_state
+export async function commandWithOrder(tx: Tx, id: number): Promise<{ command: CommandRow; order: CommandOrder } | undefined> {
+  const [row] = await tx<
+    (CommandRow & { o_client_order_id: string | null; o_svc_order_id: string | null; o_svc_order_ids: string[]; o_status: string | null; o_placement_state: string })[]
+  >`
+    select c.*, o.client_order_id as o_client_order_id, o.svc_order_id as o_svc_order_id, o.svc_order_ids as o_svc_order_ids,
+           o.status as o_status, o.placement_state as o_placement_state
     from commands c join orders o on o.id = c.order_id
     where c.id = ${id}`;
   if (!row) return undefined;
-  const { o_client_order_id, o_svc_order_id, o_status, o_placement_state, ...command } = row;
+  const { o_client_order_id, o_svc_order_id, o_svc_order_ids, o_status, o_placement_state, ...command } = row;
   return {
     command,
-    order: { id: command.order_id, client_order_id: o_client_order_id, svc_order_id: o_svc_order_id, status: o_status, placement_state: o_placement_state },
+    order: {
+      id: command.order_id,
+      client_order_id: o_client_order_id,
+      svc_order_id: o_svc_order_id,
+      svc_order_ids: o_svc_order_ids,
+      status: o_status,
+      placement_state: o_placement_state,
+    },
   };
 }
 

@@ -1,0 +1,114 @@
+/**
+ * Edit and cancel where money is at stake, over real HTTP against the emulator in both
+ * modes: an order the provider holds twice, an edit or cancel whose answer was lost.
+ */
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { placeOrderBody } from "../helpers/emulator.ts";
+import { settle, startStack } from "../helpers/stack.ts";
+import type { Stack } from "../helpers/stack.ts";
+import type { Command, Order } from "../helpers/api.ts";
+
+const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
+
+async function accept(s: Stack, path: string, init: RequestInit & { json?: unknown }): Promise<Command> {
+  const res = await s.t.request(path, init);
+  assert.equal(res.status, 202, `${path}: ${await res.clone().text()}`);
+  return await json<Command>(res);
+}
+
+const orderOf = async (s: Stack, coid: string) => json<Order>(await s.t.request(`/v1/orders/${encodeURIComponent(coid)}`));
+const commandsOf = async (s: Stack, coid: string) => (await json<{ items: Command[] }>(await s.t.request(`/v1/orders/${coid}/commands`))).items;
+
+/** Makes every waiting command job due now (a retry a test does not want to wait for). */
+const dueNow = async (s: Stack) => s.t.database.sql`update graphile_worker._private_jobs set run_at = now() where key like 'command:%'`;
+
+for (const mode of ["strict", "realistic"] as const) {
+  describe(`money path of edit and cancel (${mode})`, () => {
+    let s: Stack;
+    before(async () => {
+      // A retry a minute away: a test moves the provider's order between two attempts.
+      s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "60000", PROVIDER_TIMEZONE: "Asia/Kolkata" });
+    });
+    after(async () => s.close());
+    beforeEach(async () => {
+      await s.pair.control.send("DELETE", "/faults");
+      const res = await s.pair.control.send("PUT", "/behaviour", { realistic: mode === "realistic", accept_duplicate_orders: true });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+    });
+
+    async function placed(): Promise<Order> {
+      const body = placeOrderBody();
+      await accept(s, "/v1/orders", { method: "POST", json: body });
+      await settle(s.t, s.pair);
+      const order = await orderOf(s, body.order_details.client_order_id);
+      assert.equal(order.placement.state, "placed");
+      return order;
+    }
+
+    it("a cancel of an order the provider holds twice cancels both provider orders", async () => {
+      const body = placeOrderBody();
+      await accept(s, "/v1/orders", { method: "POST", json: body });
+      await settle(s.t, s.pair);
+      const coid = body.order_details.client_order_id;
+      // The provider made a second order for the same client_order_id (a place sent again by
+      // hand after a lost answer); its allotment names both ids.
+      const second = String((await s.pair.client.placeOrder(body)).data.svc_order_id);
+      await s.pair.client.allot(second, { rider_id: 7 });
+      await s.pair.emulator.callbacks.idle();
+      await settle(s.t, s.pair);
+      const before = await orderOf(s, coid);
+      assert.equal(before.svc_order_ids.length, 2, JSON.stringify(before));
+
+      const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "customer changed mind", user: "Seller" } });
+      await settle(s.t, s.pair);
+      const statuses = (await s.pair.control.orders(coid)).map((o) => String(o["status"]).toUpperCase());
+      assert.deepEqual(statuses, ["CANCELLED", "CANCELLED"], "no provider order of a cancelled order goes on to be delivered");
+      const done = (await commandsOf(s, coid)).find((c) => c.id === cancel.id)!;
+      assert.equal(done.state, "succeeded", JSON.stringify(done));
+    });
+
+    it("a cancel of an order the provider holds twice: one provider order delivered, the other is still cancelled, and the command fails naming the delivered one", async () => {
+      const body = placeOrderBody();
+      await accept(s, "/v1/orders", { method: "POST", json: body });
+      await settle(s.t, s.pair);
+      const coid = body.order_details.client_order_id;
+      const first = (await orderOf(s, coid)).svc_order_id!;
+      const second = String((await s.pair.client.placeOrder(body)).data.svc_order_id);
+      await s.pair.client.allot(second, { rider_id: 9 });
+      await s.pair.emulator.callbacks.idle();
+      await settle(s.t, s.pair);
+      // Accepted while the order is active; the first provider order is delivered before it runs.
+      const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "duplicate", user: "Seller" } });
+      await s.pair.client.deliver(first, { status: "DELIVERED" });
+      await s.pair.control.addFault({ method: "PUT", path: `/api/v2/orders/${second}/cancel/`, times: 1, action: "status", status: 503 });
+      await s.t.runJobs(); // the 503: its retry a minute away
+      await s.pair.emulator.callbacks.idle();
+      await dueNow(s);
+      await settle(s.t, s.pair);
+      assert.equal(String((await s.pair.control.order(second))["status"]).toUpperCase(), "CANCELLED", "the provider order not delivered is cancelled");
+      assert.equal(String((await s.pair.control.order(first))["status"]).toUpperCase(), "DELIVERED");
+      const done = (await commandsOf(s, coid)).find((c) => c.id === cancel.id)!;
+      assert.equal(done.state, "failed");
+      assert.equal(done.attempts, 2, "the 503 was retried");
+      assert.match(done.last_error!, new RegExp(`^provider order ${first}: client 400: .*DELIVERED`), done.last_error!);
+      assert.doesNotMatch(done.last_error!, /outcome unknown/);
+    });
+
+    it("a cancel applied at the provider whose answer was lost ends succeeded on its retry, sent twice at most", async () => {
+      const order = await placed();
+      const coid = order.client_order_id!;
+      await s.pair.control.addFault({ method: "PUT", path: `/api/v2/orders/${order.svc_order_id}/cancel/`, times: 1, action: "close_after" });
+      const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "no longer needed", user: "Seller" } });
+      await s.t.runJobs();
+      await s.pair.emulator.callbacks.idle();
+      await dueNow(s);
+      await settle(s.t, s.pair);
+      const done = (await commandsOf(s, coid)).find((c) => c.id === cancel.id)!;
+      assert.equal(done.state, "succeeded", JSON.stringify(done));
+      assert.equal((await orderOf(s, coid)).status, "CANCELLED");
+      const sent = (await s.pair.control.requests()).filter((r) => r.path === `/api/v2/orders/${order.svc_order_id}/cancel/`);
+      assert.equal(sent.length, 2);
+    });
+  });
+}
