@@ -58,7 +58,8 @@ export interface ExecuteDeps {
 
 type Outcome =
   | { type: "succeeded"; response: unknown }
-  | { type: "failed"; error: string }
+  /** `known`: the provider's answer shows the command did not take effect, even after an earlier attempt whose answer was lost. */
+  | { type: "failed"; error: string; known?: boolean }
   /** `unknown`: this attempt may have reached the provider (ProviderError.delivery ambiguous). */
   | { type: "retry"; error: string; afterMs?: number | undefined; unknown: boolean }
   /** A place that may have created an order: not re-sent; a person or evidence decides. */
@@ -266,7 +267,10 @@ async function cancelOne(provider: ProviderClient, svc: string, body: CancelOrde
   } catch (err) {
     const cancelled = alreadyCancelled(err, svc);
     if (cancelled) return { type: "succeeded", response: { message: "the order was already cancelled at the provider", data: cancelled } };
-    return classify(err);
+    const outcome = classify(err);
+    // A refusal naming the order with its (other) status says the order was not cancelled,
+    // by this attempt or an earlier one: that outcome is known.
+    return outcome.type === "failed" && cancelRefusalFromError(err)?.svc_order_id === svc ? { ...outcome, known: true } : outcome;
   }
 }
 
@@ -292,7 +296,7 @@ async function cancelEvery(provider: ProviderClient, ids: readonly string[], bod
     const afters = retries.flatMap((r) => (r.afterMs === undefined ? [] : [r.afterMs]));
     return { type: "retry", error, afterMs: afters.length > 0 ? Math.max(...afters) : undefined, unknown: retries.some((r) => r.unknown) };
   }
-  return { type: "failed", error };
+  return { type: "failed", error, known: undone.every((r) => r.outcome.type === "failed" && r.outcome.known === true) };
 }
 
 async function settle(call: Promise<unknown>): Promise<Outcome> {
@@ -371,6 +375,8 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobId
     // not name the order, the provider may have created the order all the same.
     const error = outcome.type === "failed" ? `an earlier attempt's outcome is unknown, then refused: ${final.error}` : final.error;
     final = { type: "unconfirmed", error };
+  } else if (command.kind !== "place" && outcomeUnknown && final.type === "failed" && final.known !== true) {
+    final = { type: "failed", error: unknownFirst(final.error) };
   }
   await finish(deps.sql, { ...command, attempts, outcome_unknown: outcomeUnknown }, order, final);
   if (final.type === "failed") log.warn({ attempts, error: final.error }, "command failed");
@@ -390,9 +396,18 @@ async function linkWaitSince(sql: Sql, command: CommandRow, orderId: number): Pr
  * `failed`, which POST /v1/commands/{id}/retry can send again once the cause is fixed.
  */
 function abandoned(command: CommandRow, why: string): Outcome {
-  return command.kind === "place" && command.outcome_unknown
-    ? { type: "unconfirmed", error: `outcome unknown, not re-sent: ${why}` }
-    : { type: "failed", error: why };
+  if (!command.outcome_unknown) return { type: "failed", error: why };
+  return command.kind === "place" ? { type: "unconfirmed", error: `outcome unknown, not re-sent: ${why}` } : { type: "failed", error: unknownFirst(why) };
+}
+
+/**
+ * The error of a command other than a place that ends failed after an attempt that may
+ * have reached the provider (its answer lost): that attempt may have taken effect (an edit
+ * applied, a cancel done) all the same, so "failed" must not read as "not done". The
+ * console shows the same as "(outcome unknown)".
+ */
+export function unknownFirst(error: string): string {
+  return `outcome unknown: an attempt whose answer was lost may have taken effect at the provider; then ${error}`;
 }
 
 /**

@@ -9,6 +9,7 @@ import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
 import type { Command, Order } from "../helpers/api.ts";
 
+const EDIT_PATH = "/api/v1/stores/edit-order/";
 const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
 
 async function accept(s: Stack, path: string, init: RequestInit & { json?: unknown }): Promise<Command> {
@@ -95,6 +96,23 @@ for (const mode of ["strict", "realistic"] as const) {
       assert.doesNotMatch(done.last_error!, /outcome unknown/);
     });
 
+    it("an edit applied at the provider whose answer was lost, then refused once the rider picked the order up, says its outcome is unknown", async () => {
+      const order = await placed();
+      const coid = order.client_order_id!;
+      await s.pair.control.addFault({ method: "PUT", path: EDIT_PATH, times: 1, action: "close_after" });
+      const edit = await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 999 } } });
+      await s.t.runJobs();
+      assert.equal(s.pair.emulator.state.orders.get(order.svc_order_id!)!.body.order_details.order_value, 999, "the provider applied the edit");
+      await s.pair.client.allot(order.svc_order_id!, { rider_id: 8 });
+      await s.pair.client.collect(order.svc_order_id!, { status: "COLLECTED" });
+      await s.pair.emulator.callbacks.idle();
+      await dueNow(s);
+      await settle(s.t, s.pair);
+      const done = (await commandsOf(s, coid)).find((c) => c.id === edit.id)!;
+      assert.equal(done.state, "failed");
+      assert.match(done.last_error!, /outcome unknown/i, done.last_error!);
+    });
+
     it("a cancel applied at the provider whose answer was lost ends succeeded on its retry, sent twice at most", async () => {
       const order = await placed();
       const coid = order.client_order_id!;
@@ -109,6 +127,21 @@ for (const mode of ["strict", "realistic"] as const) {
       assert.equal((await orderOf(s, coid)).status, "CANCELLED");
       const sent = (await s.pair.control.requests()).filter((r) => r.path === `/api/v2/orders/${order.svc_order_id}/cancel/`);
       assert.equal(sent.length, 2);
+    });
+
+    it("a cancel whose answer was lost, retried after the order was delivered, fails without claiming an unknown outcome: the refusal names the status", async () => {
+      const order = await placed();
+      const coid = order.client_order_id!;
+      await s.pair.control.addFault({ method: "PUT", path: `/api/v2/orders/${order.svc_order_id}/cancel/`, times: 1, action: "close_before" });
+      const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "late", user: "Seller" } });
+      await s.t.runJobs();
+      await s.pair.client.deliver(order.svc_order_id!, { status: "DELIVERED" });
+      await s.pair.emulator.callbacks.idle();
+      await dueNow(s);
+      await settle(s.t, s.pair);
+      const done = (await commandsOf(s, coid)).find((c) => c.id === cancel.id)!;
+      assert.equal(done.state, "failed");
+      assert.match(done.last_error!, /^client 400: .*DELIVERED/, done.last_error!);
     });
   });
 }
