@@ -5,9 +5,9 @@
  * (docs/provider.md). Other commands are harmless to repeat and retry.
  *
  * Commands of one order take effect at the provider in the order they were accepted: a
- * command other than a place waits while an earlier one of its order is pending (a retry
- * ahead of it), and one that needs the order at the provider waits for a pending place
- * (docs/reliability.md, "Commands of an order in order").
+ * command other than a place or a cancel waits while an earlier one of its order is
+ * pending (a retry ahead of it), and one that needs the order at the provider waits for a
+ * pending place (docs/reliability.md, "Commands of an order in order").
  */
 import type { Sql, TransactionSql } from "postgres";
 import { z } from "zod";
@@ -325,8 +325,11 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobId
   }
   // In the order accepted: behind the order's earlier commands still pending (a retry's
   // job waits for its run_at while this one's is due). A place is not held back: the
-  // others wait for it (notReady), and one waiting behind them would never run.
-  if (command.kind !== "place") {
+  // others wait for it (notReady), and one waiting behind them would never run. Nor is a
+  // cancel: an edit's retry can be minutes away (a Retry-After, a backoff up to 10
+  // minutes), and a cancel held back that long may reach the provider after the rider
+  // picked the order up. What it overtakes is moot once the order is cancelled (refused).
+  if (command.kind !== "place" && command.kind !== "cancel") {
     const earlier = await earlierPending(deps.sql, order.id, command.id);
     if (earlier.stranded.length > 0) log.warn({ stranded: earlier.stranded }, "earlier commands are pending without a job; not waiting for them");
     if (earlier.runAfter !== null) {

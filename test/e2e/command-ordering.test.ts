@@ -35,7 +35,7 @@ const calls = async (s: Stack) =>
   (await s.pair.control.requests()).filter((r) => r.path.startsWith("/api/")).map((r) => `${r.method} ${r.path} ${r.status}`);
 
 describe("commands of one order in the order accepted", () => {
-  it("an edit retried after a 503 is not overtaken by the edit and cancel accepted after it", async () => {
+  it("an edit retried after a 503 is not overtaken by the edit accepted after it", async () => {
     // A retry base of 1 s: the later commands' jobs are due long before the retry.
     const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "1000" });
     try {
@@ -44,27 +44,52 @@ describe("commands of one order in the order accepted", () => {
       await s.pair.control.addFault({ method: "PUT", path: "/api/v1/stores/edit-order/", times: 1, action: "status", status: 503 });
       const first = await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 100 } } });
       const second = await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 200 } } });
-      const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "changed mind", user: "Seller" } });
+      const dispatch = await accept(s, `/v1/orders/${coid}/dispatch-ready`, { method: "POST", json: {} });
       await settle(s.t, s.pair);
 
       const provider = s.pair.emulator.state.orders.get(order.svc_order_id!)!;
       assert.equal(provider.body.order_details.order_value, 200, "the later edit is the one the provider keeps");
-      assert.equal(String(provider.status).toUpperCase(), "CANCELLED");
       const sent = (await calls(s)).filter((c) => !c.startsWith("POST /api/v2/stores/orders/"));
       assert.deepEqual(sent, [
         "PUT /api/v1/stores/edit-order/ 503",
         "PUT /api/v1/stores/edit-order/ 200",
         "PUT /api/v1/stores/edit-order/ 200",
-        `PUT /api/v2/orders/${order.svc_order_id}/cancel/ 200`,
+        `PUT /api/v2/orders/${coid}/dispatch-ready/ 200`,
       ]);
       const commands = await commandsOf(s, coid);
       const byId = new Map(commands.map((c) => [c.id, c]));
       assert.deepEqual(
-        [first, second, cancel].map((c) => [byId.get(c.id)!.kind, byId.get(c.id)!.state, byId.get(c.id)!.attempts]),
-        [["edit", "succeeded", 2], ["edit", "succeeded", 1], ["cancel", "succeeded", 1]],
+        [first, second, dispatch].map((c) => [byId.get(c.id)!.kind, byId.get(c.id)!.state, byId.get(c.id)!.attempts]),
+        [["edit", "succeeded", 2], ["edit", "succeeded", 1], ["dispatch_ready", "succeeded", 1]],
       );
-      const done = [first, second, cancel].map((c) => Date.parse(byId.get(c.id)!.completed_at!));
+      const done = [first, second, dispatch].map((c) => Date.parse(byId.get(c.id)!.completed_at!));
       assert.ok(done[0]! < done[1]! && done[1]! < done[2]!, `completed in the order accepted: ${JSON.stringify(done)}`);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a cancel is not held back behind an edit waiting minutes for its retry (429, Retry-After 300): it is sent at once, and the edit's retry is refused", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" });
+    try {
+      const order = await placed(s);
+      const coid = order.client_order_id!;
+      await s.pair.control.addFault({ method: "PUT", path: "/api/v1/stores/edit-order/", times: 1, action: "status", status: 429, headers: { "retry-after": "300" } });
+      const edit = await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 100 } } });
+      const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "customer called", user: "Seller" } });
+      await s.t.runJobs();
+      await s.pair.emulator.callbacks.idle();
+      // The rider picks the order up some minutes later: a cancel sent only then would be refused.
+      assert.deepEqual((await calls(s)).slice(1), ["PUT /api/v1/stores/edit-order/ 429", `PUT /api/v2/orders/${order.svc_order_id}/cancel/ 200`]);
+      assert.equal((await commandsOf(s, coid)).find((c) => c.id === cancel.id)!.state, "succeeded");
+
+      // The edit's retry comes after the cancel, and is refused: the order is cancelled.
+      await s.t.database.sql`update graphile_worker._private_jobs set run_at = now() where key = ${`command:${edit.id}`}`;
+      await settle(s.t, s.pair);
+      const done = (await commandsOf(s, coid)).find((c) => c.id === edit.id)!;
+      assert.deepEqual([done.state, done.attempts], ["failed", 2]);
+      assert.match(done.last_error!, /CANCELLED/);
+      assert.equal(String(s.pair.emulator.state.orders.get(order.svc_order_id!)!.status).toUpperCase(), "CANCELLED");
     } finally {
       await s.close();
     }
