@@ -10,7 +10,7 @@ import type { JsonObject } from "../domain/normalise.ts";
 import { STATUS_RANK, canonicalStatus, isTerminal } from "../domain/statuses.ts";
 import { DomainError } from "../domain/errors.ts";
 import { appendEvents, latestProviderEventNaming } from "../events/log.ts";
-import { insertPlacedOrder, lockOrder, recordConfirmed, recordPlacementPending } from "../orders/store.ts";
+import { insertPlacedOrder, lockOrder, recordConfirmed, recordPlacementEnded, recordPlacementPending } from "../orders/store.ts";
 import type { LockedOrder } from "../orders/store.ts";
 import { findOrderById, findOrderHolding } from "../orders/read.ts";
 import type { OrderRow } from "../orders/read.ts";
@@ -24,8 +24,10 @@ import {
   lastPlacement,
   laterSucceeded,
   lockCommand,
+  lockUnsentPlace,
   pendingCommandOf,
   placeOf,
+  recordFailed,
   requestHash,
   requeue,
   succeedFailedPlaces,
@@ -113,7 +115,46 @@ export type OrderCommandKind = Exclude<CommandKind, "place" | "confirm_placement
 
 export async function createCommand(sql: Sql, order: OrderState, kind: OrderCommandKind, request: JsonObject): Promise<number> {
   checkCommandAllowed(kind, order);
-  return await sql.begin((tx) => insertCommand(tx, order.id, kind, request));
+  return await sql.begin(async (tx) => {
+    // Checked again on the locked row: a cancel that withdrew the place a moment ago, say.
+    const row = await lockOrderOrFail(tx, order.id);
+    checkCommandAllowed(kind, row);
+    if (kind === "cancel") {
+      const withdrawn = await withdrawUnsentPlace(tx, row, request);
+      if (withdrawn !== undefined) return withdrawn;
+    }
+    return await insertCommand(tx, order.id, kind, request);
+  });
+}
+
+/**
+ * A cancel accepted while the order's place has not reached the provider (pending, after
+ * refusals or before its first attempt, and no place of the order may have reached it:
+ * lockUnsentPlace; nor do the provider's events name the order): the place is withdrawn
+ * instead of being sent, only to be cancelled once the provider has dispatched a rider.
+ * The cancel succeeds as it is recorded (nothing to send), the place ends `failed`
+ * ("withdrawn: …"), the placement `failed`, and tracklane's own CANCELLED event makes the
+ * order CANCELLED. The new cancel's id, or undefined when the place may be at the provider
+ * (the cancel is then queued behind it as usual). `row` is locked by the caller, before
+ * the place, as a retry and a place's end lock them.
+ */
+async function withdrawUnsentPlace(tx: TransactionSql, row: LockedOrder, request: JsonObject): Promise<number | undefined> {
+  const orderId = row.id;
+  if (row.placement_state !== "pending" || row.svc_order_id !== null || row.client_order_id === null) return undefined;
+  const place = await lockUnsentPlace(tx, orderId);
+  if (!place || (await latestProviderEventNaming(tx, row.client_order_id))) return undefined;
+  const cancelId = await insertSucceeded(tx, orderId, "cancel", request, {
+    message: "the order never reached the provider: its place was withdrawn, and nothing was sent",
+    data: { client_order_id: row.client_order_id, place_command: place.id },
+  });
+  await recordFailed(tx, place.id, place.attempts, `withdrawn: the order was cancelled (command ${cancelId}) before this place reached the provider`, false);
+  await recordPlacementEnded(tx, orderId, "failed", `cancelled before it reached the provider (command ${cancelId})`);
+  await appendTracklaneEvent(
+    tx,
+    { client_order_id: row.client_order_id, order_status: "CANCELLED", tracklane: "cancelled before it reached the provider", command_id: cancelId },
+    new Date(),
+  );
+  return cancelId;
 }
 
 /**
@@ -125,9 +166,14 @@ export async function createCommand(sql: Sql, order: OrderState, kind: OrderComm
 export async function createCommandOnce(sql: Sql, order: OrderState, kind: OrderCommandKind, request: JsonObject): Promise<{ commandId: number; created: boolean }> {
   checkCommandAllowed(kind, order);
   return await sql.begin(async (tx) => {
-    if (!(await lockOrder(tx, order.id))) throw new DomainError("order_not_found", "order not found");
+    const row = await lockOrderOrFail(tx, order.id);
     const waiting = await pendingCommandOf(tx, order.id, kind);
     if (waiting !== undefined) return { commandId: waiting, created: false };
+    checkCommandAllowed(kind, row);
+    if (kind === "cancel") {
+      const withdrawn = await withdrawUnsentPlace(tx, row, request);
+      if (withdrawn !== undefined) return { commandId: withdrawn, created: true };
+    }
     return { commandId: await insertCommand(tx, order.id, kind, request), created: true };
   });
 }
@@ -141,6 +187,17 @@ async function lockOrderOrFail(tx: TransactionSql, orderId: number): Promise<Loc
   const row = await lockOrder(tx, orderId);
   if (!row) throw new DomainError("order_not_found", "order not found");
   return row;
+}
+
+/**
+ * The order is finished (a cancel withdrew its place before it reached the provider, or the
+ * provider's own events say so): placing it again would make a delivery nobody wants.
+ */
+function refuseFinished(row: LockedOrder): void {
+  const status = canonicalStatus(row.status);
+  if (status !== null && isTerminal(status)) {
+    throw new DomainError("conflict", `order ${row.client_order_id ?? row.svc_order_id} is ${status}: its place is not sent again (place a new order instead)`);
+  }
 }
 
 /** The provider has named this order (an event with its id): sending it again would make a second one. */
@@ -265,6 +322,7 @@ export async function retryPlacement(sql: Sql, orderId: number, options: ResendO
     const row = await lockOrderOrFail(tx, orderId);
     if (!RESOLVABLE.has(row.placement_state)) refuseUnresolvable(row);
     refuseNamedOrder(row);
+    refuseFinished(row);
     await refuseKnownToProvider(tx, row, options);
     const first = await firstPlaceRequest(tx, orderId);
     if (!first) throw new DomainError("conflict", "the order has no place command to send again");
@@ -307,6 +365,7 @@ export async function retryCommand(sql: Sql, id: number, options: ResendOptions)
     if (command.kind === "place") {
       checkPlaceRetryable(command, placement!);
       refuseNamedOrder(placement!);
+      refuseFinished(placement!);
       await refuseKnownToProvider(tx, placement!, options);
       await recordPlacementPending(tx, orderId);
     } else if (command.kind === "confirm_placement") {

@@ -129,6 +129,27 @@ export async function pendingCommandOf(tx: Tx, orderId: number, kind: CommandKin
   return row?.id;
 }
 
+/**
+ * The order's pending place, locked, when no place of the order can have reached the
+ * provider: the pending one not marked as sending (a run that sets the mark after this
+ * lock finds it no longer pending, and sends nothing: markSending), and no other place or
+ * confirmation that succeeded or whose outcome is unknown. Undefined otherwise. Served by
+ * commands_order_id_idx.
+ */
+export async function lockUnsentPlace(tx: TransactionSql, orderId: number): Promise<{ id: number; attempts: number } | undefined> {
+  const [pending] = await tx<{ id: number; attempts: number; outcome_unknown: boolean }[]>`
+    select id, attempts, outcome_unknown from commands
+    where order_id = ${orderId} and kind = 'place' and state = 'pending'
+    order by id limit 1
+    for update`;
+  if (!pending || pending.outcome_unknown) return undefined;
+  const [reached] = await tx<{ id: number }[]>`
+    select id from commands
+    where order_id = ${orderId} and kind in ('place', 'confirm_placement') and (outcome_unknown or state = 'succeeded')
+    limit 1`;
+  return reached ? undefined : { id: pending.id, attempts: pending.attempts };
+}
+
 /** A command that succeeds as it is recorded (a placement confirmed by hand). */
 export async function insertSucceeded(tx: TransactionSql, orderId: number, kind: CommandKind, request: JsonObject, response: unknown): Promise<number> {
   const [row] = await tx<{ id: number }[]>`

@@ -145,3 +145,74 @@ for (const mode of ["strict", "realistic"] as const) {
     });
   });
 }
+
+describe("a cancel accepted while the order's place has not reached the provider", () => {
+  const PLACE_PATH = "/api/v2/stores/orders/";
+
+  for (const mode of ["strict", "realistic"] as const) {
+    it(`withdraws the place: nothing is sent, no provider order to cancel (${mode})`, async () => {
+      const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "60000", PROVIDER_TIMEZONE: "Asia/Kolkata" });
+      try {
+        assert.equal((await s.pair.control.send("PUT", "/behaviour", { realistic: mode === "realistic" })).status, 200);
+        // The provider refuses the place (503): it has no order, and the retry is a minute away.
+        await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 503 });
+        const body = placeOrderBody();
+        const coid = body.order_details.client_order_id;
+        await accept(s, "/v1/orders", { method: "POST", json: body });
+        await s.t.runJobs();
+        const [place] = await commandsOf(s, coid);
+        const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "customer called", user: "Seller" } });
+        assert.equal(cancel.state, "succeeded", "nothing to send: it is done as it is recorded");
+        await dueNow(s);
+        await settle(s.t, s.pair);
+
+        assert.deepEqual(await s.pair.control.orders(coid), [], "the provider never got the order");
+        const sent = (await s.pair.control.requests()).filter((r) => r.path.startsWith("/api/")).map((r) => `${r.method} ${r.path} ${r.status}`);
+        assert.deepEqual(sent, [`POST ${PLACE_PATH} 503`]);
+        const o = await orderOf(s, coid);
+        assert.equal(o.status, "CANCELLED");
+        assert.equal(o.placement.state, "failed");
+        assert.match(o.placement.error!, /cancelled before it reached the provider/);
+        const commands = await commandsOf(s, coid);
+        assert.deepEqual(commands.map((c) => [c.id, c.kind, c.state]), [[place!.id, "place", "failed"], [cancel.id, "cancel", "succeeded"]]);
+        assert.match(commands[0]!.last_error!, /^withdrawn: /);
+
+        // A second cancel has nothing to cancel; neither the place nor the placement is sent
+        // again by hand: the order is cancelled.
+        const twice = await s.t.request(`/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "customer called", user: "Seller" } });
+        assert.equal(twice.status, 409, await twice.clone().text());
+        const retry = await s.t.request(`/v1/commands/${place!.id}/retry`, { method: "POST" });
+        assert.equal(retry.status, 409, await retry.clone().text());
+        const again = await s.t.request(`/v1/orders/${coid}/placement/retry`, { method: "POST" });
+        assert.equal(again.status, 409, await again.clone().text());
+        await settle(s.t, s.pair);
+        assert.deepEqual(await s.pair.control.orders(coid), []);
+      } finally {
+        await s.close();
+      }
+    });
+  }
+
+  it("is sent after the place when an attempt of the place may have reached the provider (PROVIDER_DEDUPES_ORDERS, a 500 before the retry)", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "60000", PROVIDER_DEDUPES_ORDERS: "true" });
+    try {
+      // The provider made the order and answered 500: the place is sent again (it refuses duplicates).
+      await s.pair.control.addFault({ method: "POST", path: PLACE_PATH, times: 1, action: "status", status: 500, process: true });
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      await accept(s, "/v1/orders", { method: "POST", json: body });
+      await s.t.runJobs();
+      const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "customer called", user: "Seller" } });
+      assert.equal(cancel.state, "pending");
+      await dueNow(s);
+      await settle(s.t, s.pair);
+      const [provider] = await s.pair.control.orders(coid);
+      assert.equal(String(provider!["status"]).toUpperCase(), "CANCELLED", "the order the provider may have made is cancelled");
+      const commands = await commandsOf(s, coid);
+      assert.deepEqual(commands.map((c) => [c.kind, c.state]), [["place", "succeeded"], ["cancel", "succeeded"]]);
+      assert.equal((await orderOf(s, coid)).placement.state, "placed");
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -490,7 +490,8 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
     path: "cancel",
     title: "Cancel the order",
     danger: true,
-    explain: () => "tracklane asks the provider to cancel this order. A rider on the way is called off.",
+    explain: () =>
+      "tracklane asks the provider to cancel this order (each provider order, if it made two). A rider on the way is called off. An order whose placement has not reached the provider yet is not sent at all.",
     inputs: html`<p><label>Reason<input name="reason" required maxlength=${String(MAX_STRING_LENGTH)} /></label></p>
       <p><label>Asked by<select name="user">${CANCEL_USERS.map((u) => html`<option value=${u} selected=${u === "Seller"}>${u}</option>`)}</select></label></p>`,
     // The API's own check of a cancel (what the provider takes): a longer reason would be
