@@ -36,6 +36,7 @@ import {
   earlierPending,
   enqueueCommand,
   lastPlacedAt,
+  lockCommand,
   lockStranded,
   markSending,
   orderQueue,
@@ -482,6 +483,9 @@ async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderSta
   // outcome (as below, and as confirmPlacement and retryPlacement lock them), so that two
   // runs of one place ending at once wait for each other rather than deadlock.
   const locked = command.kind === "place" ? await lockOrder(tx, order.id) : undefined;
+  // A place withdrawn while this run got no further than its OAuth token (a cancel accepted
+  // before it reached the provider, service.ts) has ended: its run records nothing.
+  if (command.kind === "place" && (await lockCommand(tx, command.id))?.state !== "pending") return;
   const placed = outcome.type === "succeeded" && command.kind === "place" ? placedData.parse(outcome.response).data : undefined;
   if (placed) {
     // An answer naming another client order's provider id (the provider's mistake, or its

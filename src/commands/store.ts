@@ -239,12 +239,16 @@ export async function markSending(tx: Tx, id: number, again: boolean): Promise<b
   return rows.length > 0;
 }
 
-/** An attempt failed and the command runs again after `delayMs`. */
+/**
+ * An attempt failed and the command runs again after `delayMs`; nothing when it is no
+ * longer pending (a place withdrawn by a cancel while its run fetched an OAuth token).
+ */
 export async function recordRetry(tx: TransactionSql, c: { id: number; attempts: number; error: string; outcomeUnknown: boolean; delayMs: number }): Promise<void> {
-  await tx`
+  const rows = await tx`
     update commands set attempts = ${c.attempts}, last_error = ${c.error}, outcome_unknown = ${c.outcomeUnknown}, updated_at = now()
-    where id = ${c.id}`;
-  await enqueueCommand(tx, c.id, new Date(Date.now() + c.delayMs));
+    where id = ${c.id} and state = 'pending'
+    returning id`;
+  if (rows.length > 0) await enqueueCommand(tx, c.id, new Date(Date.now() + c.delayMs));
 }
 
 export async function recordSucceeded(tx: TransactionSql, id: number, attempts: number, response: unknown): Promise<void> {

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { placeOrderBody } from "../helpers/emulator.ts";
+import { HANG_TIMEOUT_MS, placeOrderBody } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
 import type { Command, Order } from "../helpers/api.ts";
@@ -215,4 +215,42 @@ describe("a cancel accepted while the order's place has not reached the provider
       await s.close();
     }
   });
+});
+
+describe("a place withdrawn while its run fetches an OAuth token", () => {
+  const TOKEN_PATH = "/oauth/token/";
+
+  // COMMAND_MAX_ATTEMPTS 3: the run's timed-out exchange would be recorded as a retry; 1: as
+  // the place's end (gave up). Either way the withdrawal stands and nothing is sent.
+  for (const attempts of ["3", "1"]) {
+    it(`records nothing over the withdrawal (COMMAND_MAX_ATTEMPTS ${attempts})`, async () => {
+      const s = await startStack({ COMMAND_MAX_ATTEMPTS: attempts }, { product: "quick_commerce", auth: "oauth", client: { timeoutMs: HANG_TIMEOUT_MS } });
+      try {
+        const rule = await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, action: "timeout_before" });
+        const body = placeOrderBody();
+        const coid = body.order_details.client_order_id;
+        await accept(s, "/v1/orders", { method: "POST", json: body });
+        const running = s.t.runJobs();
+        const held = async () => {
+          const { rules } = (await s.pair.control.get<{ rules: { id: number; applied: number }[] }>("/faults")).body;
+          return (rules.find((r) => r.id === rule["id"])?.applied ?? 0) > 0;
+        };
+        for (const deadline = Date.now() + 10_000; Date.now() < deadline && !(await held()); ) await new Promise((r) => setTimeout(r, 5));
+        assert.ok(await held(), "the exchange started");
+        const cancel = await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "customer called", user: "Seller" } });
+        assert.equal(cancel.state, "succeeded");
+        await running;
+        await settle(s.t, s.pair);
+
+        const [place] = await commandsOf(s, coid);
+        assert.equal(place!.state, "failed");
+        assert.match(place!.last_error!, /^withdrawn: /, place!.last_error!);
+        assert.deepEqual((await s.pair.control.requests()).filter((r) => r.path.startsWith("/api/")), [], "no place was sent");
+        const o = await orderOf(s, coid);
+        assert.deepEqual([o.placement.state, o.status], ["failed", "CANCELLED"]);
+      } finally {
+        await s.close();
+      }
+    });
+  }
 });
