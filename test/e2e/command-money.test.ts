@@ -1,6 +1,7 @@
 /**
  * Edit and cancel where money is at stake, over real HTTP against the emulator in both
- * modes: an order the provider holds twice, an edit or cancel whose answer was lost.
+ * modes: an order the provider holds twice, an edit or cancel whose answer was lost, and a
+ * cancel accepted before the order's place reached the provider (withdrawn, not sent).
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
