@@ -1,7 +1,8 @@
 /**
  * A log whose partitions were not made ahead (no worker ran the hourly events__partitions
  * job for longer than the spans made ahead): a callback is still stored, once, and an order
- * placed, or its placement confirmed (through the API or the console), instead of a 500
+ * placed, its placement confirmed (through the API or the console), or a place withdrawn by
+ * a cancel, instead of a 500
  * (events/partitions.ts withPartitionsMade makes the partitions and appends again).
  */
 import assert from "node:assert/strict";
@@ -120,4 +121,16 @@ it("a placement confirmed on the console when the partitions end before today is
   assert.equal(row!.period, today);
   const [placed] = await sql<{ placement_state: string }[]>`select placement_state from orders where id = ${order!.id}`;
   assert.equal(placed!.placement_state, "placed");
+});
+
+it("a cancel that withdraws a place not yet sent, when the partitions end before today, is recorded, not a 500", async () => {
+  const body = placeOrderBody({ clientOrderId: "LATE-P-4" });
+  assert.equal((await t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+  await partitionsEndBeforeToday();
+  const res = await t.request("/v1/orders/LATE-P-4/cancel", { method: "POST", json: { reason: "customer called", user: "Seller" } });
+  assert.equal(res.status, 202, await res.clone().text());
+  assert.equal(((await res.json()) as { state: string }).state, "succeeded");
+  const [row] = await t.database.sql<{ period: string }[]>`
+    select period::text from order_events where client_order_id = 'LATE-P-4' and payload->>'order_status' = 'CANCELLED'`;
+  assert.equal(row!.period, today);
 });

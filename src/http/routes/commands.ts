@@ -94,7 +94,8 @@ async function shownCommand(sql: Sql, id: number): Promise<z.infer<typeof Comman
 
 /**
  * The primary for the commands' writes, the read pool for the GETs (src/http/app.ts).
- * `appending` runs the writes that append to the event log (a place, a confirmation), so
+ * `appending` runs the writes that append to the event log (a place, a confirmation, a
+ * cancel that withdraws a place), so
  * that a log whose partitions were not made ahead gets them (events/partitions.ts
  * withPartitionsMade) instead of a 500.
  */
@@ -130,8 +131,9 @@ export function commandRoutes(deps: { sql: Sql; readSql: Sql; resend: ResendOpti
     const params = orderParams(param);
     const ref = (p: Record<string, string>) => refFrom(by, p, param);
     const accepted = { 202: { description: "Recorded and queued", content: { "application/json": { schema: CommandSchema } } }, ...commandErrors };
+    // Appending: a cancel that withdraws a place not yet sent records tracklane's CANCELLED event.
     const queue = async (r: OrderRef, kind: OrderCommandKind, request: JsonObject) =>
-      shownCommand(sql, await createCommand(sql, await requireOrder(sql, r), kind, request));
+      shownCommand(sql, await appending(async () => createCommand(sql, await requireOrder(sql, r), kind, request)));
 
     app.openapi(
       createRoute({
