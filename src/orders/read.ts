@@ -12,11 +12,10 @@ export type OrderRow = typeof orders.$inferSelect;
 
 export type OrderRef = { by: "client"; id: string } | { by: "svc"; id: string };
 
+/** An order by its client id, or by any provider id it holds (findOrderHolding). */
 export async function findOrder(sql: Tx, ref: OrderRef): Promise<OrderRow | undefined> {
-  const [row] =
-    ref.by === "client"
-      ? await sql<OrderRow[]>`select * from orders where client_order_id = ${ref.id}`
-      : await sql<OrderRow[]>`select * from orders where svc_order_id = ${ref.id}`;
+  if (ref.by === "svc") return await findOrderHolding(sql, ref.id);
+  const [row] = await sql<OrderRow[]>`select * from orders where client_order_id = ${ref.id}`;
   return row;
 }
 

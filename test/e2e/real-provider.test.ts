@@ -327,6 +327,20 @@ describe("§10 placement: answers lost past the timeout", () => {
     assert.deepEqual(o.svc_order_ids, providers.map((p) => String(p.svc_order_id)).sort());
     const warnings = s.t.logLines.filter((l) => l.includes("several orders for one client_order_id") && l.includes(o.svc_order_ids[1]!));
     assert.equal(warnings.length, 1, "warned once");
+    for (const svc of o.svc_order_ids) {
+      const found = await s.t.request(`/v1/orders/by-svc-id/${svc}`);
+      assert.equal(found.status, 200, `found by its provider id ${svc}: ${await found.clone().text()}`);
+      assert.equal((await json<{ client_order_id: string }>(found)).client_order_id, coid);
+    }
+    // The sandbox by provider id drives the provider order named, not the order's other one.
+    const second = o.svc_order_ids.find((id) => id !== o.svc_order_id)!;
+    const collected = await s.t.request(`/v1/sandbox/orders/by-svc-id/${second}/collect`, { method: "POST", json: { status: "COLLECTED" } });
+    assert.equal(collected.status, 200, await collected.clone().text());
+    const atProvider = await providerOrders(s, coid);
+    assert.deepEqual(
+      atProvider.map((p) => [String(p.svc_order_id), p.status]).sort(),
+      o.svc_order_ids.map((id) => [id, id === second ? "COLLECTED" : "ALLOTTED"]).sort(),
+    );
     assert.equal((await s.t.request(`/v1/orders/${coid}/placement/retry`, { method: "POST" })).status, 409, "a placed order is not re-sent");
   });
 });

@@ -69,8 +69,10 @@ export function sandboxRoutes(deps: { sql: Sql; provider: ProviderClient | undef
         const params = c.req.valid("param") as Record<string, string> & { action: (typeof SANDBOX_ACTION_NAMES)[number] };
         const order = await requireOrder(deps.sql, refFrom(by, params, param));
         if (!order.svc_order_id) throw new ApiError("conflict", "the order has no svc_order_id yet: it is not placed with the provider");
+        // By provider id: the provider order named, which may be the order's second one.
+        const svc = by === "svc" ? params[param]! : order.svc_order_id;
         try {
-          return c.json(await deps.provider.sandbox(params.action, order.svc_order_id, c.req.valid("json") ?? {}), 200);
+          return c.json(await deps.provider.sandbox(params.action, svc, c.req.valid("json") ?? {}), 200);
         } catch (err) {
           throw providerFailure(err);
         }
