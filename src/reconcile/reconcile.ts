@@ -37,6 +37,7 @@ export interface ReconcileReport {
   asked: number;
   /** Answers that added an event to the log (the rest said nothing new). */
   learned: number;
+  /** Calls that failed, and answers not recorded (unusable, or naming another order). */
   failed: number;
   /** Polling is off: configured so, or the provider has no such endpoint. */
   off: boolean;
@@ -98,7 +99,9 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
         const log = deps.log.child({ orderId: order.id, svcOrderId: svc });
         try {
           const answer = await deps.provider.orderStatus(svc);
-          if (await appendPoll(deps, { ...order, svc_order_id: svc }, answer.data)) report.learned++;
+          const outcome = await appendPoll(deps, { ...order, svc_order_id: svc }, svcs, answer.data);
+          if (outcome === "new") report.learned++;
+          if (outcome === "refused") report.failed++;
         } catch (err) {
           if (endpointIsMissing(err)) {
             endpointMissing = true;
@@ -127,14 +130,40 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
   return report;
 }
 
-/** Appends what the answer says; true when it was news (not the same answer as before). */
-async function appendPoll(deps: ReconcileDeps, order: Pick<DueOrder, "svc_order_id" | "client_order_id">, data: JsonObject): Promise<boolean> {
+/**
+ * What became of an answer: `new` added an event, `known` was the same answer as before,
+ * `refused` was not recorded (unusable, or about another order).
+ */
+type PollOutcome = "new" | "known" | "refused";
+
+/**
+ * Appends what the answer says. An answer that names another order than the one asked
+ * about (a provider id the order does not carry, or another client_order_id) is refused:
+ * stored beside the ids we asked with, it would tell the projection that the two orders
+ * are one, and merge them.
+ */
+async function appendPoll(
+  deps: ReconcileDeps,
+  order: Pick<DueOrder, "svc_order_id" | "client_order_id">,
+  svcs: readonly string[],
+  data: JsonObject,
+): Promise<PollOutcome> {
   const payload = pollPayload(data, order);
   const normalised = normaliseCallback(payload, { forceLocation: false, receivedAt: new Date(), timeZone: deps.timeZone });
   if (!normalised.ok) {
     deps.log.warn({ svcOrderId: order.svc_order_id, reason: normalised.message }, "order status answer not usable");
-    return false;
+    return "refused";
+  }
+  const { svcOrderId, clientOrderId } = normalised.event;
+  const otherSvc = svcOrderId !== null && !svcs.includes(svcOrderId);
+  const otherClient = clientOrderId !== null && order.client_order_id !== null && clientOrderId !== order.client_order_id;
+  if (otherSvc || otherClient) {
+    deps.log.warn(
+      { svcOrderId: order.svc_order_id, clientOrderId: order.client_order_id, answerSvcOrderId: svcOrderId, answerClientOrderId: clientOrderId },
+      "order status answer names another order: not recorded",
+    );
+    return "refused";
   }
   const [appended] = await appendEvents(deps.sql, [{ event: normalised.event, payload, source: "poll" }]);
-  return appended !== undefined && !appended.duplicate;
+  return appended !== undefined && !appended.duplicate ? "new" : "known";
 }

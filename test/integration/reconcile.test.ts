@@ -102,6 +102,34 @@ describe("reconciliation", () => {
     }
   });
 
+  it("an answer naming another order is not recorded: the two orders are not merged", async () => {
+    const a = await placed();
+    const b = await placed();
+    await age(5);
+    // Asked about B, the provider answers with A's provider id (and no client id), or with B's
+    // provider id and another client_order_id.
+    const answer = (data: Record<string, unknown>) => ({ action: "status", status: 200, body: { message: "Success", data } });
+    await s.pair.control.addFault({ path_regex: `/${b.svc}/status/$`, times: 1, ...answer({ status: "DELIVERED", sfx_order_id: Number(a.svc) }) });
+    await s.pair.control.addFault({ path_regex: `/${a.svc}/status/$`, times: 1, ...answer({ status: "CANCELLED", sfx_order_id: Number(a.svc), client_order_id: b.coid }) });
+    try {
+      const report = await reconcileDue(deps());
+      await settle(s.t, s.pair);
+      for (const o of [a, b]) {
+        const res = await s.t.request(`/v1/orders/${o.coid}`);
+        assert.equal(res.status, 200);
+        const row = await json<{ svc_order_id: string; svc_order_ids: string[]; status: string }>(res);
+        assert.deepEqual([row.svc_order_id, row.svc_order_ids], [o.svc, [o.svc]], `${o.coid} keeps its own provider id only`);
+        assert.equal(row.status, "CREATED");
+      }
+      const [polls] = await s.t.database.sql<{ n: number }[]>`
+        select count(*)::int as n from order_events where source = 'poll' and provider_status in ('DELIVERED', 'CANCELLED')`;
+      assert.equal(polls!.n, 0);
+      assert.ok(report.failed >= 2, `both answers counted as failed: ${JSON.stringify(report)}`);
+    } finally {
+      await s.pair.control.send("DELETE", "/faults");
+    }
+  });
+
   it("a poll's payload keeps the answer and adds only the ids it leaves out", () => {
     assert.deepEqual(pollPayload({ status: "ALLOTTED" }, { svc_order_id: "9", client_order_id: "C" }), { status: "ALLOTTED", svc_order_id: "9", client_order_id: "C" });
     assert.deepEqual(pollPayload({ status: "X", sfx_order_id: 9, client_order_id: "C2" }, { svc_order_id: "9", client_order_id: "C" }), { status: "X", sfx_order_id: 9, client_order_id: "C2" });
