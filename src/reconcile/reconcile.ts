@@ -114,9 +114,17 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
           if (!(err instanceof ProviderError)) throw err;
           report.failed++;
           log.warn({ error: err.message }, "order status poll failed");
-          // Rate limited, down, or our credentials refused (or no token to be had): the rest of
-          // this run would fare no better, and asking again per order only hammers the provider.
-          stop = err.kind === "rate_limited" || err.kind === "network" || err.kind === "timeout" || err.kind === "auth" || err.stage === "token";
+          // Rate limited, down (no answer, or a 5xx), or our credentials refused (or no token
+          // to be had): the rest of this run would fare no better, and asking again per order
+          // only hammers the provider. The order asked goes to the back of the line, so one
+          // order the provider always fails on does not hold the others up.
+          stop =
+            err.kind === "rate_limited" ||
+            err.kind === "server" ||
+            err.kind === "network" ||
+            err.kind === "timeout" ||
+            err.kind === "auth" ||
+            err.stage === "token";
           if (stop) break;
         }
       }

@@ -102,6 +102,21 @@ describe("reconciliation", () => {
     }
   });
 
+  it("a 5xx ends the run: not one failing call per silent order", async () => {
+    await placed();
+    await placed();
+    await age(5);
+    await s.pair.control.addFault({ path_regex: "/status/$", action: "status", status: 503, body: { detail: "Service unavailable" } });
+    try {
+      const before = await statusPolls();
+      const report = await reconcileDue(deps());
+      assert.deepEqual([report.asked, report.failed, report.off], [1, 1, false]);
+      assert.equal((await statusPolls()) - before, 1);
+    } finally {
+      await s.pair.control.send("DELETE", "/faults");
+    }
+  });
+
   it("an answer naming another order is not recorded: the two orders are not merged", async () => {
     const a = await placed();
     const b = await placed();
