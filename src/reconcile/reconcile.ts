@@ -5,7 +5,7 @@
  * polling off in this process, with one warning.
  */
 import type { Sql } from "postgres";
-import { normaliseCallback } from "../domain/normalise.ts";
+import { hasCoordinates, normaliseCallback } from "../domain/normalise.ts";
 import type { JsonObject } from "../domain/normalise.ts";
 import { CANONICAL_STATUSES, isTerminal } from "../domain/statuses.ts";
 import { appendEvents } from "../events/log.ts";
@@ -157,7 +157,8 @@ async function appendPoll(
   data: JsonObject,
 ): Promise<PollOutcome> {
   const payload = pollPayload(data, order);
-  const normalised = normaliseCallback(payload, { forceLocation: false, receivedAt: new Date(), timeZone: deps.timeZone });
+  const receivedAt = new Date();
+  const normalised = normaliseCallback(payload, { forceLocation: false, receivedAt, timeZone: deps.timeZone });
   if (!normalised.ok) {
     deps.log.warn({ svcOrderId: order.svc_order_id, reason: normalised.message }, "order status answer not usable");
     return "refused";
@@ -172,6 +173,47 @@ async function appendPoll(
     );
     return "refused";
   }
-  const [appended] = await appendEvents(deps.sql, [{ event: normalised.event, payload, source: "poll" }]);
-  return appended !== undefined && !appended.duplicate ? "new" : "known";
+  const inputs = [{ event: normalised.event, payload, source: "poll" as const }];
+  const position = positionPayload(payload, normalised.event);
+  if (position !== null) {
+    const located = normaliseCallback(position, { forceLocation: true, receivedAt, timeZone: deps.timeZone });
+    if (located.ok) inputs.push({ event: located.event, payload: position, source: "poll" });
+  }
+  const appended = await appendEvents(deps.sql, inputs);
+  return appended.some((a) => !a.duplicate) ? "new" : "known";
+}
+
+/** Top-level keys of an answer that say who the rider is and where (eventDetails's aliases). */
+const RIDER_KEYS = [
+  "rider_details",
+  "rider_id",
+  "sfx_rider_id",
+  "rider_name",
+  "rider_contact",
+  "rider_contact_number",
+  "virtual_contact_number",
+  "rider_phone",
+  "masked_rider_contact",
+  "rider_latitude",
+  "rider_longitude",
+  "latitude",
+  "longitude",
+  "location_accuracy",
+] as const;
+
+/**
+ * The rider's position in a status answer, as a location event of its own: the order's ids
+ * and the rider's keys, nothing else. The status event is dated by its step's time (the
+ * dispatch time of a COLLECTED order), but the position is where the rider is when the
+ * provider answers: dated with the status, a newer poll's position tied with an older one
+ * and either could win. With no time of its own it is dated when received, and the same
+ * position again is the same body, one event.
+ */
+export function positionPayload(payload: JsonObject, ids: { svcOrderId: string | null; clientOrderId: string | null }): JsonObject | null {
+  if (!hasCoordinates(payload)) return null;
+  const position: JsonObject = {};
+  if (ids.svcOrderId !== null) position["svc_order_id"] = ids.svcOrderId;
+  if (ids.clientOrderId !== null) position["client_order_id"] = ids.clientOrderId;
+  for (const key of RIDER_KEYS) if (payload[key] !== undefined) position[key] = payload[key];
+  return position;
 }

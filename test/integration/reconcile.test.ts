@@ -145,6 +145,57 @@ describe("reconciliation", () => {
     }
   });
 
+  it("the rider's position in an answer is dated when it was answered, not at the status's step: the newest poll's position is shown", async () => {
+    const a = await placed();
+    await age(5);
+    await s.t.database.sql`update orders set reconciled_at = now() where client_order_id <> ${a.coid}`;
+    const dispatched = "2026-01-02T03:04:05Z";
+    const answer = (latitude: string, longitude: string) => ({
+      path_regex: `/${a.svc}/status/$`,
+      times: 1,
+      action: "status",
+      status: 200,
+      body: {
+        message: "Success",
+        data: {
+          status: "COLLECTED",
+          sfx_order_id: Number(a.svc),
+          client_order_id: a.coid,
+          rider_details: { rider_id: 7, rider_name: "Rider 7", rider_location: { latitude, longitude } },
+          order_details: { allot_time: "2026-01-02T03:00:00Z", dispatch_time: dispatched },
+        },
+      },
+    });
+    const poll = async (latitude: string, longitude: string) => {
+      // Silent again (a position just learned is an event of now).
+      await s.t.database.sql`update orders set last_event_at = now() - interval '5 minutes', reconciled_at = null where client_order_id = ${a.coid}`;
+      await s.pair.control.addFault(answer(latitude, longitude));
+      const report = await reconcileDue(deps());
+      await settle(s.t, s.pair);
+      return report;
+    };
+    const events = async () =>
+      (await s.t.database.sql<{ n: number }[]>`select count(*)::int as n from order_events where source = 'poll' and client_order_id = ${a.coid}`)[0]!.n;
+    try {
+      assert.equal((await poll("12.9100", "77.6100")).learned, 1);
+      const started = Date.now();
+      assert.equal((await poll("12.9200", "77.6200")).learned, 1);
+      const o = await json<{ status: string; status_at: string; rider: { latitude: number; longitude: number; location_at: string } }>(
+        await s.t.request(`/v1/orders/${a.coid}`),
+      );
+      assert.equal(o.status, "COLLECTED");
+      assert.equal(o.status_at, "2026-01-02T03:04:05.000Z", "the status keeps its step time");
+      assert.deepEqual([o.rider.latitude, o.rider.longitude], [12.92, 77.62], "the newest poll's position");
+      assert.ok(new Date(o.rider.location_at).getTime() >= started - 1000, `location_at ${o.rider.location_at} is when it was answered`);
+      const n = await events();
+      const again = await poll("12.9200", "77.6200");
+      assert.equal(again.learned, 0, "the same answer again is nothing new");
+      assert.equal(await events(), n, "no event added by the same answer");
+    } finally {
+      await s.pair.control.send("DELETE", "/faults");
+    }
+  });
+
   it("a poll's payload keeps the answer and adds only the ids it leaves out", () => {
     assert.deepEqual(pollPayload({ status: "ALLOTTED" }, { svc_order_id: "9", client_order_id: "C" }), { status: "ALLOTTED", svc_order_id: "9", client_order_id: "C" });
     assert.deepEqual(pollPayload({ status: "X", sfx_order_id: 9, client_order_id: "C2" }, { svc_order_id: "9", client_order_id: "C" }), { status: "X", sfx_order_id: 9, client_order_id: "C2" });
