@@ -1,11 +1,23 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
-/** Every Prometheus metric tracklane exports, on one registry per process. */
+/**
+ * Every Prometheus metric tracklane exports, on two registries per process: `registry`,
+ * what the process counts itself, always exported; `figures`, what /metrics reads from the
+ * database at each scrape, exported only when that read succeeded (a figure the database
+ * could not give is absent, not the last value read: see `databaseUp`).
+ */
 export function createMetrics() {
   const registry = new Registry();
+  const figures = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "tracklane_" });
   return {
     registry,
+    figures,
+    databaseUp: new Gauge({
+      name: "tracklane_database_up",
+      help: "1 when this scrape read its figures from the database, 0 when it could not (the figures read from it are then left out, not repeated stale)",
+      registers: [registry],
+    }),
     callbacks: new Counter({
       name: "tracklane_callbacks_total",
       help: "Callbacks received, by result (stored, duplicate, rejected_*, unauthorized, too_large, unavailable)",
@@ -34,7 +46,7 @@ export function createMetrics() {
       name: "tracklane_orders_placement",
       help: "Orders placed through tracklane that are not (yet) placed, by placement state (pending, unconfirmed, failed)",
       labelNames: ["state"] as const,
-      registers: [registry],
+      registers: [figures],
     }),
     notifyMessages: new Counter({
       name: "tracklane_notifications_total",
@@ -63,18 +75,18 @@ export function createMetrics() {
       name: "tracklane_notification_endpoints",
       help: "Notification endpoints, by state (enabled, disabled)",
       labelNames: ["state"] as const,
-      registers: [registry],
+      registers: [figures],
     }),
     notifyPending: new Gauge({
       name: "tracklane_notification_deliveries_pending",
       help: "Notification deliveries waiting to be delivered (first attempts and retries)",
-      registers: [registry],
+      registers: [figures],
     }),
     awbPool: new Gauge({
       name: "tracklane_awb_pool",
       help: "AWB numbers in the pool, by state (available, allocated)",
       labelNames: ["state"] as const,
-      registers: [registry],
+      registers: [figures],
     }),
   };
 }

@@ -22,6 +22,19 @@ export interface OpsOptions {
   metricsToken?: string | undefined;
 }
 
+/** The figures /metrics reads from the database at each scrape. */
+async function readFigures(sql: Sql) {
+  return {
+    queue: await backlogFigures(sql),
+    failed: await failedJobCounts(sql),
+    // Placed and external orders are most of the table and are left out: counting them
+    // would read it all at every scrape. These three states are few, and need a person.
+    placements: await placementCounts(sql),
+    notify: await notificationFigures(sql),
+    awb: await poolCounts(sql),
+  };
+}
+
 export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) {
   const app = new Hono<AppEnv>();
   const { metricsToken } = options;
@@ -32,22 +45,23 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
     app.use("/metrics", bearerAuth(metricsToken, { realm: "tracklane-metrics", what: "metrics token", setting: "METRICS_TOKEN" }));
   }
 
-  // Read from the database at scrape time, so they are right whichever process did the work.
+  // Read from the database at scrape time, so they are right whichever process did the work;
+  // exported only when that read succeeds (metrics.figures).
   const backlog = new Gauge({
     name: "tracklane_projection_backlog",
     help: "Events waiting to be projected (projection_queue rows)",
-    registers: [metrics.registry],
+    registers: [metrics.figures],
   });
   const oldest = new Gauge({
     name: "tracklane_projection_oldest_pending_seconds",
     help: "Age of the oldest event waiting to be projected (current projection lag)",
-    registers: [metrics.registry],
+    registers: [metrics.figures],
   });
   const failedJobs = new Gauge({
     name: "tracklane_jobs_failed_permanently",
     help: "Jobs that used up their attempts, by task",
     labelNames: ["task"] as const,
-    registers: [metrics.registry],
+    registers: [metrics.figures],
   });
 
   app.get("/healthz", (c) => c.json({ ok: true }));
@@ -72,28 +86,33 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
   });
 
   app.get("/metrics", async (c) => {
+    // Every figure is read before any is set: a database lost halfway through the reads
+    // must not leave half of them new and half from an earlier scrape.
+    let read: Awaited<ReturnType<typeof readFigures>> | undefined;
     try {
-      const queue = await backlogFigures(sql);
-      backlog.set(queue.waiting);
-      oldest.set(queue.oldestSeconds);
-      failedJobs.reset();
-      for (const row of await failedJobCounts(sql)) failedJobs.set({ task: row.task }, row.n);
-      // Placed and external orders are most of the table and are left out: counting them
-      // would read it all at every scrape. These three states are few, and need a person.
-      const placements = await placementCounts(sql);
-      for (const [state, n] of Object.entries(placements)) metrics.placements.set({ state }, n);
-      const notify = await notificationFigures(sql);
-      metrics.notifyEndpoints.set({ state: "enabled" }, notify.enabled);
-      metrics.notifyEndpoints.set({ state: "disabled" }, notify.disabled);
-      metrics.notifyPending.set(notify.pending);
-      const awb = await poolCounts(sql);
-      metrics.awbPool.set({ state: "available" }, awb.available);
-      metrics.awbPool.set({ state: "allocated" }, awb.allocated);
+      read = await readFigures(sql);
     } catch {
-      // Metrics still answer with what the process knows when the database is away.
+      // The database is away (or failing): the process's own counters still answer, with
+      // tracklane_database_up 0, and the figures only the database knows are left out.
+      // Repeating the last ones read would say, say, that the projection keeps up while
+      // nothing is projected.
     }
+    metrics.databaseUp.set(read === undefined ? 0 : 1);
+    if (read !== undefined) {
+      backlog.set(read.queue.waiting);
+      oldest.set(read.queue.oldestSeconds);
+      failedJobs.reset();
+      for (const row of read.failed) failedJobs.set({ task: row.task }, row.n);
+      for (const [state, n] of Object.entries(read.placements)) metrics.placements.set({ state }, n);
+      metrics.notifyEndpoints.set({ state: "enabled" }, read.notify.enabled);
+      metrics.notifyEndpoints.set({ state: "disabled" }, read.notify.disabled);
+      metrics.notifyPending.set(read.notify.pending);
+      metrics.awbPool.set({ state: "available" }, read.awb.available);
+      metrics.awbPool.set({ state: "allocated" }, read.awb.allocated);
+    }
+    const own = await metrics.registry.metrics();
     c.header("content-type", metrics.registry.contentType);
-    return c.body(await metrics.registry.metrics());
+    return c.body(read === undefined ? own : `${own}\n${await metrics.figures.metrics()}`);
   });
 
   return app;

@@ -1,0 +1,78 @@
+/**
+ * A TCP proxy on loopback in front of the test server, for outage tests that must not stop
+ * the server other tests share: `down()` drops every connection through it and refuses new
+ * ones (as a stopped or failed-over PostgreSQL does), `up()` takes connections again on the
+ * same port.
+ */
+import { connect, createServer } from "node:net";
+import type { Server, Socket } from "node:net";
+import { connectTarget } from "../../src/db/url.ts";
+import { freePort } from "../../src/db/embedded.ts";
+
+export interface DatabaseProxy {
+  /** `url` with its host and port replaced by the proxy's (TCP on 127.0.0.1). */
+  url: string;
+  down(): Promise<void>;
+  up(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Where `url` reaches the server: a TCP host and port, or a Unix socket's path. */
+function upstreamOf(url: string): { host: string; port: number } | { path: string } {
+  const target = connectTarget(url);
+  const parsed = new URL(target.url.replace(/^postgres(ql)?:\/\/\//i, "postgres://localhost/"));
+  const port = target.port ?? (parsed.port === "" ? Number(process.env["PGPORT"] ?? 5432) : Number(parsed.port));
+  const host = target.host ?? (parsed.hostname === "" ? (process.env["PGHOST"] ?? "localhost") : parsed.hostname);
+  if (host.startsWith("/")) return { path: `${host}/.s.PGSQL.${port}` };
+  return { host: host.replace(/^\[|\]$/g, ""), port };
+}
+
+export async function startDatabaseProxy(url: string): Promise<DatabaseProxy> {
+  const upstream = upstreamOf(url);
+  const target = connectTarget(url);
+  const parsed = new URL(target.url.replace(/^postgres(ql)?:\/\/\//i, "postgres://localhost/"));
+  const port = await freePort();
+  const user = target.user ?? decodeURIComponent(parsed.username);
+  const pass = target.pass ?? decodeURIComponent(parsed.password);
+  const database = target.database ?? parsed.pathname.slice(1);
+  const login = `${encodeURIComponent(user)}${pass ? `:${encodeURIComponent(pass)}` : ""}@`;
+  const sockets = new Set<Socket>();
+  let server: Server | undefined;
+
+  const listen = async () => {
+    const srv = createServer((client) => {
+      const server = "path" in upstream ? connect(upstream.path) : connect(upstream.port, upstream.host);
+      for (const s of [client, server]) {
+        sockets.add(s);
+        s.on("close", () => sockets.delete(s));
+        s.on("error", () => {});
+      }
+      client.pipe(server);
+      server.pipe(client);
+      client.on("close", () => server.destroy());
+      server.on("close", () => client.destroy());
+    });
+    await new Promise<void>((resolve, reject) => {
+      srv.once("error", reject);
+      srv.listen(port, "127.0.0.1", () => resolve());
+    });
+    server = srv;
+  };
+  await listen();
+
+  const down = async () => {
+    const srv = server;
+    server = undefined;
+    const closed = srv === undefined ? Promise.resolve() : new Promise<void>((r) => srv.close(() => r()));
+    for (const s of sockets) s.destroy();
+    await closed;
+  };
+  return {
+    url: `postgres://${login}127.0.0.1:${port}/${database}`,
+    down,
+    up: async () => {
+      if (server === undefined) await listen();
+    },
+    close: down,
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * The database goes away under a running web app and comes back (a proxy in front of the
+ * test server drops every connection and refuses new ones: the shared server itself is
+ * never stopped). What /metrics says meanwhile, and what the log says.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { after, before, describe, it } from "node:test";
+import { loadConfig } from "../../src/config.ts";
+import { createDatabase } from "../../src/db/client.ts";
+import type { Database } from "../../src/db/client.ts";
+import { createApp } from "../../src/http/app.ts";
+import { createLogger } from "../../src/logger.ts";
+import { createMetrics } from "../../src/metrics.ts";
+import { ingestorFor } from "../../src/runtime/services.ts";
+import type { Ingestor } from "../../src/ingest/batcher.ts";
+import { API_TOKEN, CALLBACK_SECRET } from "../helpers/app.ts";
+import { createTestDatabase } from "../helpers/db.ts";
+import type { TestDatabase } from "../helpers/db.ts";
+import { startDatabaseProxy } from "../helpers/db-proxy.ts";
+import type { DatabaseProxy } from "../helpers/db-proxy.ts";
+
+type Line = Record<string, unknown> & { level: number; msg: string };
+
+let testDb: TestDatabase;
+let proxy: DatabaseProxy;
+let database: Database;
+let ingestor: Ingestor;
+let app: ReturnType<typeof createApp>;
+const lines: Line[] = [];
+
+before(async () => {
+  testDb = await createTestDatabase();
+  proxy = await startDatabaseProxy(testDb.url);
+  const config = loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-outage-")), DATABASE_URL: proxy.url, API_TOKEN, CALLBACK_SECRET });
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Line);
+      done();
+    },
+  });
+  // At info, as a production process logs.
+  const log = createLogger({ level: "info", destination: sink });
+  const metrics = createMetrics();
+  database = createDatabase(proxy.url, { max: 4 });
+  ingestor = ingestorFor(config, database, log, metrics);
+  app = createApp({ config, sql: database.sql, readSql: database.readSql, ingestor, log, metrics });
+});
+after(async () => {
+  await proxy.up();
+  await ingestor.close();
+  await database.close();
+  await proxy.close();
+  await testDb.drop();
+});
+
+const callback = (n: number) =>
+  app.request(`/callbacks/${CALLBACK_SECRET}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ client_order_id: `OUT-${n}`, order_status: "ALLOTTED", event_time: new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString() }),
+  });
+
+const scrape = async () => {
+  const res = await app.request("/metrics");
+  assert.equal(res.status, 200);
+  return await res.text();
+};
+
+describe("the database goes away and comes back", () => {
+  it("/metrics says tracklane_database_up 0 and leaves out the figures it cannot read, rather than repeating the last ones; they are back with it", async () => {
+    for (let n = 0; n < 3; n++) assert.equal((await callback(n)).status, 200);
+    const before = await scrape();
+    assert.match(before, /^tracklane_database_up 1$/m);
+    // Three events queued, no worker: the backlog says so.
+    assert.match(before, /^tracklane_projection_backlog 3$/m);
+    assert.match(before, /^tracklane_awb_pool\{state="available"\} 0$/m);
+
+    await proxy.down();
+    try {
+      const during = await scrape();
+      assert.match(during, /^tracklane_database_up 0$/m);
+      // Not the 3 read before: while the database is away nobody knows the backlog.
+      for (const figure of ["tracklane_projection_backlog", "tracklane_projection_oldest_pending_seconds", "tracklane_awb_pool", "tracklane_orders_placement", "tracklane_notification_deliveries_pending"]) {
+        assert.doesNotMatch(during, new RegExp(`^${figure}[ {]`, "m"), `${figure} is left out while the database is away`);
+      }
+      // What the process counts itself still answers.
+      assert.match(during, /^tracklane_callbacks_total\{result="stored"\} 3$/m);
+    } finally {
+      await proxy.up();
+    }
+    // Back within a few seconds (the pool reconnects with a backoff of a second at most).
+    let afterwards = "";
+    for (let i = 0; i < 50 && !/^tracklane_database_up 1$/m.test(afterwards); i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 100));
+      afterwards = await scrape();
+    }
+    assert.match(afterwards, /^tracklane_database_up 1$/m, "up again");
+    assert.match(afterwards, /^tracklane_projection_backlog 3$/m);
+  });
+});
