@@ -270,3 +270,14 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * graphile-worker talks to PostgreSQL through node-postgres, whose lost connections often
+ * carry no code, only these messages.
+ */
+const PG_CONNECTION_LOST = /^(Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect)/;
+
+/** isDatabaseUnavailable, or node-postgres (graphile-worker's driver) saying it lost the server. */
+export function isConnectionLost(err: unknown): boolean {
+  return isDatabaseUnavailable(err) || (err instanceof Error && PG_CONNECTION_LOST.test(err.message));
+}

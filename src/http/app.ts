@@ -75,8 +75,10 @@ export function createApp(deps: AppDeps) {
     const started = performance.now();
     await next();
     const status = c.res.status;
-    // Accepted callbacks are the hot path: one info line each would dominate the log.
-    const level = status < 400 && c.req.path.startsWith("/callbacks") ? "debug" : "info";
+    // Accepted callbacks are the hot path: one info line each would dominate the log. So
+    // are callbacks refused with 503 while the database is away or the buffer full: their
+    // burst has its own lines (errorHandler).
+    const level = (status < 400 || status === 503) && c.req.path.startsWith("/callbacks") ? "debug" : "info";
     if (!deps.log.isLevelEnabled(level)) return;
     const ms = Math.round((performance.now() - started) * 10) / 10;
     deps.log[level]({ requestId: c.get("requestId"), method: c.req.method, path: redactPath(c.req.path), status, ms }, "request");

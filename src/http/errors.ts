@@ -6,6 +6,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ZodError } from "zod";
 import { databaseBusyReason, isDatabaseUnavailable } from "../db/client.ts";
+import { failureBursts } from "../db/failure-bursts.ts";
 import { DomainError } from "../domain/errors.ts";
 import type { DomainErrorKind } from "../domain/errors.ts";
 import type { Logger } from "../logger.ts";
@@ -160,7 +161,11 @@ function causeOf(err: ApiError): { cause?: string } {
   return { cause: `${cause.name}: ${cause.message}${typeof code === "string" ? ` (${code})` : ""}` };
 }
 
+/** 503s that come in floods while the database is away or slow: logged once per burst. */
+const BURST_CODES = new Set<ErrorCode>(["database_unavailable", "overloaded"]);
+
 export function errorHandler(log: Logger) {
+  const bursts = failureBursts(log, "requests refused");
   return (err: unknown, c: Context) => {
     // The client hung up, or was cut off for being too slow, while its body was read: the
     // stream's ECONNRESET says nothing about the database, and no one is left to answer.
@@ -175,6 +180,8 @@ export function errorHandler(log: Logger) {
     // database_unavailable, …; 502 provider_error): a warning, with its cause, no stack. A
     // 4xx is the caller's doing: the request line (at info) says enough.
     if (apiError.code === "internal_error") log.error({ err, requestId, code: apiError.code }, "request failed");
+    // One line per burst of refusals for one reason (db/failure-bursts.ts), not one each.
+    else if (BURST_CODES.has(apiError.code)) bursts.failed(apiError.message, { requestId, code: apiError.code, status, message: apiError.message, ...causeOf(apiError) }, "request refused");
     else if (status >= 500) log.warn({ requestId, code: apiError.code, status, message: apiError.message, ...causeOf(apiError) }, "request refused");
     for (const [k, v] of Object.entries(apiError.headers ?? {})) c.header(k, v);
     return c.json(errorBody(apiError, requestId), status);

@@ -1,5 +1,7 @@
 import { Logger as GraphileLogger } from "graphile-worker";
 import type { LogLevel } from "graphile-worker";
+import { isConnectionLost } from "../db/client.ts";
+import { failureBursts } from "../db/failure-bursts.ts";
 import type { Logger } from "../logger.ts";
 
 const LEVEL: Record<LogLevel, "error" | "warn" | "info" | "debug"> = {
@@ -12,12 +14,20 @@ const LEVEL: Record<LogLevel, "error" | "warn" | "info" | "debug"> = {
 /**
  * graphile-worker's logger, routed into pino so every line has one format. A job that
  * succeeded is logged at debug: graphile-worker says so at info for every job, a line
- * (with the whole job) per projection batch, which buried everything else.
+ * (with the whole job) per projection batch, which buried everything else. While the
+ * database is away graphile-worker logs an error with its stack at every poll (each
+ * second) and every reconnect of its listener: those are one burst (db/failure-bursts.ts),
+ * its first line and a count. A job that failed keeps its own line.
  */
 export function graphileLogger(log: Logger): GraphileLogger {
   const worker = log.child({ component: "graphile-worker" });
+  const bursts = failureBursts(worker, "database errors");
   return new GraphileLogger((scope) => (level, message, meta) => {
     const routine = level === "info" && meta?.["success"] === true;
+    if ((level === "error" || level === "warning") && meta?.["job"] === undefined && isConnectionLost(meta?.["error"])) {
+      bursts.failed("database unavailable", { ...scope, ...meta }, message);
+      return;
+    }
     worker[routine ? "debug" : LEVEL[level]]({ ...scope, ...meta }, message);
   });
 }

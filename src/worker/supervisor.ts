@@ -6,7 +6,7 @@
  */
 import type { Runner } from "graphile-worker";
 import type { Sql } from "postgres";
-import { createPool, isDatabaseUnavailable } from "../db/client.ts";
+import { createPool, isConnectionLost as connectionLost, isDatabaseUnavailable } from "../db/client.ts";
 import type { WorkerDeps } from "./deps.ts";
 import { startWorker } from "./runner.ts";
 
@@ -27,15 +27,6 @@ export interface SupervisedWorker {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/**
- * graphile-worker talks to PostgreSQL through node-postgres, whose lost connections often
- * carry no code, only these messages.
- */
-const PG_CONNECTION_LOST = /^(Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect)/;
-
-function connectionLost(err: unknown): boolean {
-  return isDatabaseUnavailable(err) || (err instanceof Error && PG_CONNECTION_LOST.test(err.message));
-}
 
 /**
  * A runner that is stopping (replaced, or shut down by graphile-worker itself) failing to

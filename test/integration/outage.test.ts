@@ -101,4 +101,36 @@ describe("the database goes away and comes back", () => {
     assert.match(afterwards, /^tracklane_database_up 1$/m, "up again");
     assert.match(afterwards, /^tracklane_projection_backlog 3$/m);
   });
+
+  it("200 callbacks refused while it is away: each a 503 with Retry-After, and one warning in the log, not a line or two each", async () => {
+    const before = lines.length;
+    await proxy.down();
+    try {
+      // Twenty at a time, as a provider's sender would.
+      for (let n = 0; n < 200; n += 20) {
+        for (const res of await Promise.all(Array.from({ length: 20 }, (_, i) => callback(100 + n + i)))) {
+          assert.equal(res.status, 503);
+          assert.equal(res.headers.get("retry-after"), "1");
+        }
+      }
+    } finally {
+      await proxy.up();
+    }
+    const logged = lines.slice(before);
+    const refused = logged.filter((l) => l.msg === "request refused");
+    assert.equal(refused.length, 1, `one "request refused" for the burst, got ${refused.length}`);
+    assert.equal(refused[0]!["code"], "database_unavailable");
+    assert.match(String(refused[0]!["cause"]), /ECONNREFUSED|CONNECTION_CLOSED|closed the connection/);
+    // The request line of a refused callback is at debug, as an accepted one's: not 200 lines at info.
+    const requestLines = logged.filter((l) => l.msg === "request");
+    assert.equal(requestLines.length, 0, `request lines at info: ${requestLines.length}`);
+    assert.ok(logged.length <= 3, `a few lines for the whole burst, got ${logged.length}: ${JSON.stringify(logged.slice(0, 5))}`);
+    // And callbacks are taken again once it is back (within a few seconds: the pool's backoff).
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 200; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 100));
+      status = (await callback(400)).status;
+    }
+    assert.equal(status, 200);
+  });
 });

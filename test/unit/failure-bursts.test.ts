@@ -1,0 +1,68 @@
+/**
+ * db/failure-bursts.ts and graphile-worker's logger: a burst of database failures is a
+ * line when it starts, a line a `repeatMs` while it lasts and a line when it has ended,
+ * not a line per failure.
+ */
+import assert from "node:assert/strict";
+import { Writable } from "node:stream";
+import { describe, it } from "node:test";
+import { failureBursts } from "../../src/db/failure-bursts.ts";
+import { createLogger } from "../../src/logger.ts";
+import { graphileLogger } from "../../src/worker/logger.ts";
+
+type Line = Record<string, unknown> & { level: number; msg: string };
+
+function capture() {
+  const lines: Line[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Line);
+      done();
+    },
+  });
+  return { lines, log: createLogger({ level: "info", destination: sink }) };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+
+describe("failure bursts", () => {
+  it("logs the first failure, a count while it lasts, and one line when none has come for quietMs", async () => {
+    const { lines, log } = capture();
+    const bursts = failureBursts(log, "requests refused", { quietMs: 150, repeatMs: 100 });
+    for (let i = 0; i < 50; i++) bursts.failed("database unavailable", { cause: "ECONNREFUSED" }, "request refused");
+    assert.equal(lines.length, 1, JSON.stringify(lines));
+    assert.equal(lines[0]!.msg, "request refused");
+    assert.equal(lines[0]!["cause"], "ECONNREFUSED");
+    await sleep(110);
+    for (let i = 0; i < 10; i++) bursts.failed("database unavailable", {}, "request refused");
+    assert.equal(lines.length, 2, `a line after repeatMs: ${JSON.stringify(lines)}`);
+    // The 49 after the first line, and the one that came after repeatMs.
+    assert.equal(lines[1]!["requests refused"], 50);
+    assert.match(lines[1]!.msg, /^database unavailable: still failing after [\d.]+ s, 50 more requests refused since the last line$/);
+    await sleep(400);
+    assert.equal(lines.length, 3, JSON.stringify(lines));
+    assert.equal(lines[2]!["requests refused"], 60);
+    assert.match(lines[2]!.msg, /^database unavailable: 60 requests refused in [\d.]+ s, none for the last/);
+    // A new burst starts with its own first line.
+    bursts.failed("database unavailable", {}, "request refused");
+    assert.equal(lines.length, 4);
+    assert.equal(lines[3]!.msg, "request refused");
+  });
+
+  it("graphile-worker's errors for a lost database are one burst; a failed job keeps its line", () => {
+    const { lines, log } = capture();
+    const logger = graphileLogger(log);
+    for (let i = 0; i < 30; i++) {
+      logger.error("Error occurred fetching jobs; will try again on next poll interval.", { error: refused });
+      logger.error("Error with notify listener (trying again in 500ms)", { error: new Error("Connection terminated unexpectedly") });
+    }
+    logger.error("Failed task 7 (order__project) with error 'connect ECONNREFUSED'", { failure: true, job: { id: "7" }, error: refused });
+    logger.error("something else broke", { error: new TypeError("x is undefined") });
+    assert.deepEqual(
+      lines.map((l) => l.msg),
+      ["Error occurred fetching jobs; will try again on next poll interval.", "Failed task 7 (order__project) with error 'connect ECONNREFUSED'", "something else broke"],
+    );
+    assert.equal(lines[0]!.level, 40);
+  });
+});
