@@ -28,6 +28,10 @@ export interface EmbeddedServer {
   stop(): Promise<void>;
 }
 
+/** Waits between attempts to restart a server that exited: doubling from 1 s, at most 30 s. */
+const RESTART_FIRST_MS = 1000;
+const RESTART_MAX_MS = 30_000;
+
 const USER = "postgres";
 const PASSWORD = "tracklane";
 
@@ -149,16 +153,58 @@ export async function startEmbeddedPostgres(configuredDir: string, log: Logger, 
     });
     await pg.initialise();
   }
-  const server = await startDetached(dataDir, port, log);
+  let server = await startDetached(dataDir, port, log);
   log.info({ port, dataDir }, "embedded PostgreSQL started");
+  // A server that exits unasked (killed, out of memory, a crash) is started again, on the
+  // same port and data: nothing else would (no orchestrator watches a process's child),
+  // and `npm start` would answer 503 until restarted by hand. PostgreSQL recovers from
+  // its WAL as after any crash; the pools reconnect to the same URL by themselves.
+  let stopping = false;
+  let wake: (() => void) | undefined;
+  let restarting: Promise<void> | undefined;
+  const restart = async () => {
+    for (let delay = RESTART_FIRST_MS; !stopping; delay = Math.min(delay * 2, RESTART_MAX_MS)) {
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, delay).unref();
+      });
+      wake = undefined;
+      if (stopping) return;
+      try {
+        server = await startDetached(dataDir, port, log);
+        watch(server);
+        log.info({ port, pid: server.pid }, "embedded PostgreSQL restarted");
+        return;
+      } catch (err) {
+        // Its old backends may still hold its shared memory for a moment, say.
+        log.error({ err: errorLine(err) }, `embedded PostgreSQL did not restart; trying again in ${Math.min(delay * 2, RESTART_MAX_MS) / 1000} s`);
+      }
+    }
+  };
+  const watch = (child: ChildProcess) => {
+    child.once("exit", (code, signal) => {
+      if (stopping) return;
+      log.error({ code, signal, port, dataDir }, "embedded PostgreSQL exited unexpectedly; restarting it (requests get 503 until it is back)");
+      restarting = restart().finally(() => (restarting = undefined));
+    });
+  };
+  watch(server);
   return {
     port,
     url: (database) => embeddedUrl(port, database),
     stop: async () => {
+      stopping = true;
+      wake?.();
+      await restarting;
       await stopServer(server);
       log.info("embedded PostgreSQL stopped");
     },
   };
+}
+
+/** An error's message and the server's output in it, without a stack: what a restart that failed logs. */
+function errorLine(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 const POSTGRES_FLAGS = ["-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"];
