@@ -236,6 +236,14 @@ const BUSY_CODES = new Map([
 ]);
 
 /**
+ * Of BUSY_CODES, those that say how the database is (slow, locked, short of room), not
+ * what a statement held: a batch of callbacks that met one is no better off sent again
+ * event by event. A deadlock is left out: two batches whose events touch the same orders
+ * can deadlock, and each event alone may not.
+ */
+const DATABASE_STATE_CODES = new Set(["55P03", "57014", "53000", "53100", "53200"]);
+
+/**
  * The error and its causes (drizzle wraps driver errors), at most 5 deep, each with its
  * string `code`: what the classifications below read.
  */
@@ -245,6 +253,18 @@ function* codedCauses(err: unknown): Generator<{ e: object; code: string }> {
     if (typeof code === "string") yield { e, code };
     e = (e as { cause?: unknown }).cause;
   }
+}
+
+/**
+ * The database is away, or failing every statement for a reason of its own (a statement
+ * or lock timeout, a cancel, a full disk, a lack of memory): retrying a failed batch's
+ * events one by one would meet the same failure once per event (with a statement timeout,
+ * one timeout each, while every sender waits).
+ */
+export function isDatabaseWideFailure(err: unknown): boolean {
+  if (isDatabaseUnavailable(err)) return true;
+  for (const { code } of codedCauses(err)) if (DATABASE_STATE_CODES.has(code)) return true;
+  return false;
 }
 
 /** Why the database could not complete the statement, when it may on a retry (BUSY_CODES); null otherwise. */

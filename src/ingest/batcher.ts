@@ -5,7 +5,7 @@
  * no added latency.
  */
 import type { Sql } from "postgres";
-import { isDatabaseUnavailable } from "../db/client.ts";
+import { isDatabaseWideFailure } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import type { PartitionSpan } from "../domain/periods.ts";
@@ -82,8 +82,10 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
     try {
       await commit(batch);
     } catch (err) {
-      if (batch.length > 1 && !isDatabaseUnavailable(err)) {
-        // One bad event must not fail its batch-mates: retry each alone.
+      if (batch.length > 1 && !isDatabaseWideFailure(err)) {
+        // One bad event must not fail its batch-mates: retry each alone. Not when the
+        // database is away or failing every statement (a statement timeout, say): each
+        // event alone would wait for the same failure, the last one batchMax times over.
         log.warn({ err, size: batch.length }, "batch insert failed; retrying events one by one");
         for (const p of batch) await commit([p]).catch(p.reject);
       } else {

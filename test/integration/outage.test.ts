@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../../src/config.ts";
-import { createDatabase } from "../../src/db/client.ts";
+import { createDatabase, driverSql } from "../../src/db/client.ts";
 import type { Database } from "../../src/db/client.ts";
 import { createApp } from "../../src/http/app.ts";
 import { createLogger } from "../../src/logger.ts";
@@ -132,5 +132,58 @@ describe("the database goes away and comes back", () => {
       status = (await callback(400)).status;
     }
     assert.equal(status, 200);
+  });
+});
+
+describe("a statement timeout while the log is locked", () => {
+  it("every callback of the batch gets its 503 after about one timeout, not one timeout per event retried alone; stored once the lock is gone", async () => {
+    const db = await createTestDatabase();
+    const admin = driverSql(db.url, { max: 2 });
+    await admin.unsafe(`alter database "${db.name}" set statement_timeout = '300ms'`);
+    const config = loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-outage-")), DATABASE_URL: db.url, API_TOKEN, CALLBACK_SECRET });
+    const log = createLogger({ level: "silent" });
+    const metrics = createMetrics();
+    const timed = createDatabase(db.url, { max: 4 });
+    const timedIngestor = ingestorFor(config, timed, log, metrics);
+    const timedApp = createApp({ config, sql: timed.sql, readSql: timed.readSql, ingestor: timedIngestor, log, metrics });
+    const send = (n: number) =>
+      timedApp.request(`/callbacks/${CALLBACK_SECRET}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ client_order_id: `TIMEOUT-${n}`, order_status: "ALLOTTED" }),
+      });
+    try {
+      // A migration, a VACUUM FULL or a stuck session holding the log: every append waits.
+      const holder = await admin.reserve();
+      await holder`begin`;
+      await holder`set local statement_timeout = 0`;
+      await holder`lock table order_events in access exclusive mode`;
+      const started = Date.now();
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, async (_, n) => {
+          const res = await send(n);
+          return { status: res.status, retryAfter: res.headers.get("retry-after"), ms: Date.now() - started };
+        }),
+      );
+      await holder`rollback`;
+      holder.release();
+      for (const a of answers) {
+        assert.equal(a.status, 503);
+        assert.equal(a.retryAfter, "1");
+      }
+      const slowest = Math.max(...answers.map((a) => a.ms));
+      // One batch: 300 ms, and maybe a second batch behind it. Retried one by one, 40 x 300 ms.
+      assert.ok(slowest < 3000, `slowest 503 after ${slowest} ms`);
+      console.log(`statement timeout 300 ms, log locked: 40 callbacks answered 503, the slowest after ${slowest} ms`);
+      // The senders retry: stored then.
+      for (let n = 0; n < 40; n++) assert.equal((await send(n)).status, 200);
+      const [row] = await admin<{ n: number }[]>`select count(*)::int as n from order_events`;
+      assert.equal(row!.n, 40);
+    } finally {
+      await timedIngestor.close();
+      await timed.close();
+      await admin.end();
+      await db.drop();
+    }
   });
 });
