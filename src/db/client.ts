@@ -293,9 +293,12 @@ export function isDatabaseUnavailable(err: unknown): boolean {
 
 /**
  * graphile-worker talks to PostgreSQL through node-postgres, whose lost connections often
- * carry no code, only these messages.
+ * carry no code, only these messages. The last is graphile-worker 0.18's LISTEN client
+ * released twice after its connection was lost (its error handler does not await the
+ * release it starts): seen as an unhandled rejection that killed the worker while
+ * connections were terminated under it.
  */
-const PG_CONNECTION_LOST = /^(Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect)/;
+const PG_CONNECTION_LOST = /^(Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect|Release called on client which has already been released to the pool)/;
 
 /** isDatabaseUnavailable, or node-postgres (graphile-worker's driver) saying it lost the server. */
 export function isConnectionLost(err: unknown): boolean {

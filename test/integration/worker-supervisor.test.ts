@@ -78,4 +78,28 @@ describe("worker supervisor", () => {
     await sleep(200);
     assert.equal(made.length, 3, "no runner started after the stop");
   });
+
+  it("graphile-worker releasing its LISTEN client twice after a lost connection (an unhandled rejection) replaces the runner; the process does not exit", async () => {
+    const before = new Set(process.listeners("unhandledRejection"));
+    const worker = await superviseWorker(deps);
+    const realExit = process.exit;
+    let exitCode: unknown;
+    process.exit = ((code?: number) => {
+      exitCode = code ?? 0;
+    }) as typeof process.exit;
+    try {
+      const supervisors = process.listeners("unhandledRejection").filter((l) => !before.has(l));
+      assert.equal(supervisors.length, 1, "the supervisor's handler");
+      const replacedBefore = lines.filter((l) => l.includes("job runner replaced")).length;
+      // What graphile-worker 0.18's notify listener rejects with when its error handler's
+      // un-awaited release runs after the runner's own (seen with backends terminated under it).
+      supervisors[0]!(new Error("Release called on client which has already been released to the pool."), Promise.resolve());
+      for (let i = 0; i < 100 && lines.filter((l) => l.includes("job runner replaced")).length === replacedBefore; i++) await sleep(50);
+      assert.equal(exitCode, undefined, `the process exited: ${lines.slice(-3).join("\n")}`);
+      assert.equal(lines.filter((l) => l.includes("job runner replaced")).length, replacedBefore + 1, "the runner was replaced");
+    } finally {
+      process.exit = realExit;
+      await worker.stop();
+    }
+  });
 });
