@@ -1,3 +1,5 @@
+import { isConnectionLost } from "../db/client.ts";
+import { failureBursts } from "../db/failure-bursts.ts";
 import type { Logger } from "../logger.ts";
 import { reportStartupError } from "./startup-errors.ts";
 import type { StartupContext } from "./startup-errors.ts";
@@ -59,4 +61,28 @@ export function fatal(log: Logger, context: StartupContext = {}) {
     // The flush of an asynchronous destination completes on a later tick.
     setTimeout(() => process.exit(code), 50);
   };
+}
+
+/**
+ * For a process with no job runner to supervise (a web process): a lost database
+ * connection that surfaces as an unhandled rejection is logged, not fatal. postgres.js
+ * 3.4.9 reads a new connection's array types in a promise nobody awaits (connection.js,
+ * fetchArrayTypes): a connection closed during that first query (the server restarting, a
+ * backend terminated, a failover) killed the web process. The pool reconnects by itself;
+ * every other unhandled rejection stays fatal, as in Node. A worker's supervisor handles
+ * the same (worker/supervisor.ts). Returns what removes the handler.
+ */
+export function surviveLostConnections(log: Logger): () => void {
+  const bursts = failureBursts(log, "lost connections");
+  const onUnhandled = (reason: unknown) => {
+    if (isConnectionLost(reason)) {
+      bursts.failed("database connection lost", { err: reason }, "a database connection was lost outside any request; the pool reconnects");
+      return;
+    }
+    log.fatal({ err: reason }, "unhandled promise rejection");
+    log.flush();
+    process.exit(1);
+  };
+  process.on("unhandledRejection", onUnhandled);
+  return () => process.off("unhandledRejection", onUnhandled);
 }

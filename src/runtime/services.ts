@@ -15,6 +15,7 @@ import { configureOutbox } from "../notify/outbox.ts";
 import type { Metrics } from "../metrics.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import type { SupervisedWorker } from "../worker/supervisor.ts";
+import { surviveLostConnections } from "./lifecycle.ts";
 import { ListenFailedError } from "./startup-errors.ts";
 
 export interface Services {
@@ -91,6 +92,9 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   // Each role loads only its own code: a worker process never loads the HTTP stack
   // (OpenAPI, the docs page, the API; with METRICS_PORT only Hono and the ops routes) and
   // a web process never loads graphile-worker, which keeps each some 20-30 MB smaller.
+  // A worker's supervisor survives a connection lost in a promise nobody awaits; a web
+  // process on its own needs the same (lifecycle.ts).
+  const unguard = options.web && !options.worker ? surviveLostConnections(log) : undefined;
   if (options.web) {
     const [{ createApp }, { listen }] = await Promise.all([import("../http/app.ts"), import("../http/server.ts")]);
     ingestor = ingestorFor(config, database, log, metrics);
@@ -153,6 +157,7 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
       // Last: /readyz and /metrics answer while the jobs finish.
       if (opsHttp) await opsHttp.close();
       await database.close();
+      unguard?.();
     },
   };
 }

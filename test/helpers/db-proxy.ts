@@ -14,6 +14,13 @@ export interface DatabaseProxy {
   url: string;
   down(): Promise<void>;
   up(): Promise<void>;
+  /** Drops every connection through it (the server terminating its backends); new ones are taken. */
+  dropConnections(): void;
+  /**
+   * While set, a connection is dropped the moment its client sends bytes holding `text`
+   * (before the server sees them): a connection lost during that statement.
+   */
+  cutWhenClientSends(text: string | null): void;
   close(): Promise<void>;
 }
 
@@ -38,6 +45,7 @@ export async function startDatabaseProxy(url: string): Promise<DatabaseProxy> {
   const login = `${encodeURIComponent(user)}${pass ? `:${encodeURIComponent(pass)}` : ""}@`;
   const sockets = new Set<Socket>();
   let server: Server | undefined;
+  let cutOn: Buffer | null = null;
 
   const listen = async () => {
     const srv = createServer((client) => {
@@ -47,7 +55,15 @@ export async function startDatabaseProxy(url: string): Promise<DatabaseProxy> {
         s.on("close", () => sockets.delete(s));
         s.on("error", () => {});
       }
-      client.pipe(server);
+      client.on("data", (chunk: Buffer) => {
+        if (cutOn !== null && chunk.includes(cutOn)) {
+          client.destroy();
+          server.destroy();
+          return;
+        }
+        if (!server.write(chunk)) client.pause();
+      });
+      server.on("drain", () => client.resume());
       server.pipe(client);
       client.on("close", () => server.destroy());
       server.on("close", () => client.destroy());
@@ -74,5 +90,11 @@ export async function startDatabaseProxy(url: string): Promise<DatabaseProxy> {
       if (server === undefined) await listen();
     },
     close: down,
+    dropConnections: () => {
+      for (const s of sockets) s.destroy();
+    },
+    cutWhenClientSends: (text) => {
+      cutOn = text === null ? null : Buffer.from(text);
+    },
   };
 }
