@@ -181,7 +181,7 @@ export function errorHandler(log: Logger) {
     // 4xx is the caller's doing: the request line (at info) says enough.
     if (apiError.code === "internal_error") log.error({ err, requestId, code: apiError.code }, "request failed");
     // One line per burst of refusals for one reason (db/failure-bursts.ts), not one each.
-    else if (BURST_CODES.has(apiError.code)) bursts.failed(apiError.message, { requestId, code: apiError.code, status, message: apiError.message, ...causeOf(apiError) }, "request refused");
+    else if (BURST_CODES.has(apiError.code)) bursts.failed(apiError.message.replace(/; retry (later|shortly)$/, ""), { requestId, code: apiError.code, status, message: apiError.message, ...causeOf(apiError) }, "request refused");
     else if (status >= 500) log.warn({ requestId, code: apiError.code, status, message: apiError.message, ...causeOf(apiError) }, "request refused");
     for (const [k, v] of Object.entries(apiError.headers ?? {})) c.header(k, v);
     return c.json(errorBody(apiError, requestId), status);
