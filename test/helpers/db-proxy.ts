@@ -21,6 +21,11 @@ export interface DatabaseProxy {
    * (before the server sees them): a connection lost during that statement.
    */
   cutWhenClientSends(text: string | null): void;
+  /**
+   * Frozen, nothing passes either way and no connection is closed: a network path that
+   * silently drops packets. Unfrozen, what was held is passed on, in order.
+   */
+  freeze(frozen: boolean): void;
   close(): Promise<void>;
 }
 
@@ -46,6 +51,12 @@ export async function startDatabaseProxy(url: string): Promise<DatabaseProxy> {
   const sockets = new Set<Socket>();
   let server: Server | undefined;
   let cutOn: Buffer | null = null;
+  let frozen = false;
+  let held: (() => void)[] = [];
+  const forward = (to: Socket, chunk: Buffer) => {
+    if (frozen) held.push(() => to.write(chunk));
+    else to.write(chunk);
+  };
 
   const listen = async () => {
     const srv = createServer((client) => {
@@ -61,10 +72,9 @@ export async function startDatabaseProxy(url: string): Promise<DatabaseProxy> {
           server.destroy();
           return;
         }
-        if (!server.write(chunk)) client.pause();
+        forward(server, chunk);
       });
-      server.on("drain", () => client.resume());
-      server.pipe(client);
+      server.on("data", (chunk: Buffer) => forward(client, chunk));
       client.on("close", () => server.destroy());
       server.on("close", () => client.destroy());
     });
@@ -92,6 +102,13 @@ export async function startDatabaseProxy(url: string): Promise<DatabaseProxy> {
     close: down,
     dropConnections: () => {
       for (const s of sockets) s.destroy();
+    },
+    freeze: (on) => {
+      frozen = on;
+      if (on) return;
+      const release = held;
+      held = [];
+      for (const write of release) write();
     },
     cutWhenClientSends: (text) => {
       cutOn = text === null ? null : Buffer.from(text);

@@ -135,6 +135,40 @@ describe("the database goes away and comes back", () => {
   });
 });
 
+describe("the database stops answering (a silent network cut)", () => {
+  it("/readyz says 503 within a few seconds, and /metrics answers with tracklane_database_up 0, instead of waiting for ever", async () => {
+    proxy.freeze(true);
+    try {
+      const started = Date.now();
+      // The app is called directly: a request it never answers must fail the test, not hang it.
+      const within = async (path: string) => {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${path} did not answer within 10 s`)), 10_000)));
+        try {
+          return await Promise.race([Promise.resolve(app.request(path)), late]);
+        } finally {
+          clearTimeout(timer);
+        }
+      };
+      const ready = await within("/readyz");
+      assert.equal(ready.status, 503);
+      assert.match(((await ready.json()) as { reason: string }).reason, /database/);
+      const metrics = await within("/metrics");
+      assert.equal(metrics.status, 200);
+      assert.match(await metrics.text(), /^tracklane_database_up 0$/m);
+      assert.ok(Date.now() - started < 8000, `answered after ${Date.now() - started} ms`);
+    } finally {
+      proxy.freeze(false);
+    }
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 200; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 100));
+      status = (await app.request("/readyz")).status;
+    }
+    assert.equal(status, 200, "ready again once packets flow");
+  });
+});
+
 describe("a statement timeout while the log is locked", () => {
   it("every callback of the batch gets its 503 after about one timeout, not one timeout per event retried alone; stored once the lock is gone", async () => {
     const db = await createTestDatabase();

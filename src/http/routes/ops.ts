@@ -22,6 +22,28 @@ export interface OpsOptions {
   metricsToken?: string | undefined;
 }
 
+/**
+ * How long /readyz and /metrics wait for the database. A server that stopped answering
+ * without closing its connections (a silent network cut, a failover whose old address
+ * drops packets) would otherwise hold the probe until the prober gives up, telling it
+ * nothing; after this it is reported as not answering.
+ */
+const DATABASE_WAIT_MS = 3000;
+
+/** `work`, or a rejection once `ms` have passed (`work` is left to finish, its failure ignored). */
+async function answeredWithin<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the database did not answer within ${ms / 1000} s`)), ms);
+  });
+  work.catch(() => {});
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** The figures /metrics reads from the database at each scrape. */
 async function readFigures(sql: Sql) {
   return {
@@ -68,7 +90,7 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
 
   app.get("/readyz", async (c) => {
     try {
-      const schema = await schemaState(sql);
+      const schema = await answeredWithin(DATABASE_WAIT_MS, schemaState(sql));
       if (schema.state === "ready") return c.json({ ok: true });
       // An older release's schema, or one missing a migration below newer ones: this
       // process's queries may need what that migration adds, so it takes no traffic until
@@ -90,7 +112,7 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
     // must not leave half of them new and half from an earlier scrape.
     let read: Awaited<ReturnType<typeof readFigures>> | undefined;
     try {
-      read = await readFigures(sql);
+      read = await answeredWithin(DATABASE_WAIT_MS, readFigures(sql));
     } catch {
       // The database is away (or failing): the process's own counters still answer, with
       // tracklane_database_up 0, and the figures only the database knows are left out.
