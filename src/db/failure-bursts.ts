@@ -51,7 +51,7 @@ export function failureBursts(log: Logger, what: string, options: FailureBurstOp
     bursts.delete(key);
     if (burst.total > 1) {
       log.info(
-        { failure: key, [what]: burst.total, seconds: seconds(burst.lastAt - burst.startedAt) },
+        { failure: key, count: burst.total, seconds: seconds(burst.lastAt - burst.startedAt) },
         `${key}: ${burst.total} ${what} in ${seconds(burst.lastAt - burst.startedAt)} s, none for the last ${seconds(quietFor)} s`,
       );
     }
@@ -71,7 +71,7 @@ export function failureBursts(log: Logger, what: string, options: FailureBurstOp
       burst.sinceLine++;
       if (now - burst.lastLineAt >= repeatMs) {
         log.warn(
-          { ...fields, failure: key, [what]: burst.sinceLine, seconds: seconds(now - burst.startedAt) },
+          { ...fields, failure: key, count: burst.sinceLine, seconds: seconds(now - burst.startedAt) },
           `${key}: still failing after ${seconds(now - burst.startedAt)} s, ${burst.sinceLine} more ${what} since the last line`,
         );
         burst.lastLineAt = now;

@@ -38,11 +38,11 @@ describe("failure bursts", () => {
     for (let i = 0; i < 10; i++) bursts.failed("database unavailable", {}, "request refused");
     assert.equal(lines.length, 2, `a line after repeatMs: ${JSON.stringify(lines)}`);
     // The 49 after the first line, and the one that came after repeatMs.
-    assert.equal(lines[1]!["requests refused"], 50);
+    assert.equal(lines[1]!["count"], 50);
     assert.match(lines[1]!.msg, /^database unavailable: still failing after [\d.]+ s, 50 more requests refused since the last line$/);
     await sleep(400);
     assert.equal(lines.length, 3, JSON.stringify(lines));
-    assert.equal(lines[2]!["requests refused"], 60);
+    assert.equal(lines[2]!["count"], 60);
     assert.match(lines[2]!.msg, /^database unavailable: 60 requests refused in [\d.]+ s, none for the last/);
     // A new burst starts with its own first line.
     bursts.failed("database unavailable", {}, "request refused");
