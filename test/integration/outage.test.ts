@@ -4,7 +4,7 @@
  * never stopped). What /metrics says meanwhile, and what the log says.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -31,11 +31,17 @@ let database: Database;
 let ingestor: Ingestor;
 let app: ReturnType<typeof createApp>;
 const lines: Line[] = [];
+const dataDirs: string[] = [];
+const dataDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), "tracklane-outage-"));
+  dataDirs.push(dir);
+  return dir;
+};
 
 before(async () => {
   testDb = await createTestDatabase();
   proxy = await startDatabaseProxy(testDb.url);
-  const config = loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-outage-")), DATABASE_URL: proxy.url, API_TOKEN, CALLBACK_SECRET });
+  const config = loadConfig({ DATA_DIR: dataDir(), DATABASE_URL: proxy.url, API_TOKEN, CALLBACK_SECRET });
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
       for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Line);
@@ -55,6 +61,7 @@ after(async () => {
   await database.close();
   await proxy.close();
   await testDb.drop();
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
 });
 
 const callback = (n: number) =>
@@ -174,7 +181,7 @@ describe("a statement timeout while the log is locked", () => {
     const db = await createTestDatabase();
     const admin = driverSql(db.url, { max: 2 });
     await admin.unsafe(`alter database "${db.name}" set statement_timeout = '300ms'`);
-    const config = loadConfig({ DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-outage-")), DATABASE_URL: db.url, API_TOKEN, CALLBACK_SECRET });
+    const config = loadConfig({ DATA_DIR: dataDir(), DATABASE_URL: db.url, API_TOKEN, CALLBACK_SECRET });
     const log = createLogger({ level: "silent" });
     const metrics = createMetrics();
     const timed = createDatabase(db.url, { max: 4 });
