@@ -10,6 +10,7 @@ import { pageOf } from "../db/page.ts";
 import type { commands } from "../db/schema/index.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import type { JsonObject } from "../domain/normalise.ts";
+import { TERMINAL_STATUSES } from "../domain/statuses.ts";
 
 export const COMMAND_KINDS = ["place", "edit", "cancel", "dispatch_ready", "stop_reattempt", "confirm_placement"] as const;
 export type CommandKind = (typeof COMMAND_KINDS)[number];
@@ -341,7 +342,12 @@ export async function listCommands(
     kind?: string | undefined;
     limit: number;
     beforeId?: number | undefined;
-    /** Leave out places whose outcome is unknown: their order's unconfirmed placement is what a person resolves. */
+    /**
+     * Leave out what a person cannot send again from here: places whose outcome is unknown
+     * (their order's unconfirmed placement is what a person resolves), and places of an
+     * order already finished (a cancel withdrew the place before it was sent: retrying it
+     * is refused).
+     */
     retryableOnly?: boolean;
     /** Only commands completed after this (microseconds since 1970). */
     completedAfterUs?: number;
@@ -352,7 +358,7 @@ export async function listCommands(
     from commands c join orders o on o.id = c.order_id
     where true
       ${f.state !== undefined ? tx`and c.state = ${f.state}` : tx``}
-      ${f.retryableOnly === true ? tx`and not (c.kind = 'place' and c.outcome_unknown) and c.kind <> 'confirm_placement'` : tx``}
+      ${f.retryableOnly === true ? tx`and not (c.kind = 'place' and (c.outcome_unknown or o.status = any(${TERMINAL_STATUSES}))) and c.kind <> 'confirm_placement'` : tx``}
       ${f.kind !== undefined ? tx`and c.kind = ${f.kind}` : tx``}
       ${f.beforeId !== undefined ? tx`and c.id < ${f.beforeId}` : tx``}
       ${f.completedAfterUs !== undefined ? tx`and c.completed_at > ${completedAfter(tx, f.completedAfterUs)}` : tx``}
@@ -365,14 +371,15 @@ export async function listCommands(
 const completedAfter = (tx: Tx, us: number) => tx`'epoch'::timestamptz + ${us}::bigint * interval '1 microsecond'`;
 
 /**
- * How many failed commands a retry could fix (places of unknown outcome left out, as in
- * listCommands' retryableOnly), counting no further than `cap` (commands_failed_idx).
+ * How many failed commands a retry could fix (places of unknown outcome, and places of an
+ * order already finished, left out, as in listCommands' retryableOnly), counting no further than `cap` (commands_failed_idx).
  * With `completedAfterUs`, only those that failed after it (microseconds since 1970).
  */
 export async function countFailedCommands(tx: Tx, cap: number, completedAfterUs = 0): Promise<number> {
   const [row] = await tx<{ n: number }[]>`
     select count(*)::int as n from (
-      select 1 from commands where state = 'failed' and not (kind = 'place' and outcome_unknown) and kind <> 'confirm_placement'
+      select 1 from commands c where state = 'failed' and not (kind = 'place' and outcome_unknown) and kind <> 'confirm_placement'
+        and not (kind = 'place' and exists (select 1 from orders o where o.id = c.order_id and o.status = any(${TERMINAL_STATUSES})))
         ${completedAfterUs > 0 ? tx`and completed_at > ${completedAfter(tx, completedAfterUs)}` : tx``}
       limit ${cap}) s`;
   return row?.n ?? 0;

@@ -32,6 +32,8 @@ export const STATUS_RANK: Record<CanonicalStatus, number> = {
 
 export const TERMINAL_RANK = 5;
 
+export const TERMINAL_STATUSES: readonly CanonicalStatus[] = CANONICAL_STATUSES.filter((s) => STATUS_RANK[s] === TERMINAL_RANK);
+
 /**
  * Provider strings, upper-cased. Matching ignores case and surrounding space, so
  * `Cancelled` and `CANCELLED` (both seen in the provider's documents) are one status.

@@ -177,6 +177,11 @@ describe("a cancel accepted while the order's place has not reached the provider
         const commands = await commandsOf(s, coid);
         assert.deepEqual(commands.map((c) => [c.id, c.kind, c.state]), [[place!.id, "place", "failed"], [cancel.id, "cancel", "succeeded"]]);
         assert.match(commands[0]!.last_error!, /^withdrawn: /);
+        // Nothing for a person to do: the console's failed commands leave the withdrawn place out.
+        const { countFailedCommands, listCommands } = await import("../../src/commands/store.ts");
+        assert.equal(await countFailedCommands(s.t.database.sql, 100), 0);
+        assert.deepEqual((await listCommands(s.t.database.sql, { state: "failed", limit: 10, retryableOnly: true })).rows.map((c) => c.id), []);
+        assert.deepEqual((await listCommands(s.t.database.sql, { state: "failed", limit: 10 })).rows.map((c) => String(c.id)), [String(place!.id)], "still listed as failed");
 
         // A second cancel has nothing to cancel; neither the place nor the placement is sent
         // again by hand: the order is cancelled.
