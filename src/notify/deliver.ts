@@ -107,9 +107,9 @@ async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number
     const batch = await claimDue(deps.sql, endpointId, ROUND, leaseMs);
     if (batch.length === 0) break;
     sent += batch.length;
-    const gone = await sendRound(deps, endpoint, batch);
-    // Disabled: the next turn ends its waiting deliveries failed at once (not at the sweep).
-    if (gone) continue;
+    // Stopped (deleted or disabled meanwhile): the next turn ends its waiting deliveries
+    // failed at once (not at the sweep), or finds the endpoint gone.
+    await sendRound(deps, endpoint, batch);
   }
   const next = await nextDue(deps.sql, endpointId);
   if (next !== null) await enqueueDelivery(deps.sql, endpointId, next);
@@ -117,20 +117,34 @@ async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number
 }
 
 /**
- * Sends a round PER_ENDPOINT at a time and records every outcome in one statement. After
- * a 410 the rest of the round is not sent: it is given back, and the next turn finds the
- * endpoint disabled and fails it. True when the endpoint answered 410.
+ * Sends a round PER_ENDPOINT at a time and records every outcome in one statement. Each
+ * send reads the endpoint again first: a PATCH or DELETE that has committed decides the
+ * next send (its URL, whether it goes at all), not after a round that may last minutes
+ * with a slow receiver. Once the endpoint is deleted or disabled (by a person, or by a
+ * 410 it answered) the rest of the round is not sent: it is given back, and the next turn
+ * finds the endpoint disabled and fails it.
  */
-async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readonly Claimed[]): Promise<boolean> {
+async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readonly Claimed[]): Promise<void> {
   const records: AttemptRecord[] = [];
-  let gone = false;
+  let stopped = false;
   let next = 0;
   const lane = async () => {
-    while (!gone && next < batch.length) {
+    while (!stopped && next < batch.length) {
       const d = batch[next++]!;
-      const record = await attempt(deps, endpoint, d);
+      const current = await getEndpoint(deps.sql, endpoint.id);
+      if (!current?.enabled) {
+        stopped = true; // d and the rest are given back below
+        break;
+      }
+      const record = await attempt(deps, current, d);
       records.push(record);
-      if (record.next.state === "failed" && record.statusCode === 410) gone = true;
+      if (record.next.state === "failed" && record.statusCode === 410) {
+        stopped = true;
+        // The URL is not logged: receivers often carry a token in it.
+        if (await disableEndpoint(deps.sql, current.id, `410 Gone at ${new Date().toISOString()}`, current.url)) {
+          deps.log.warn({ endpointId: current.id }, "notification endpoint answered 410 Gone: disabled");
+        }
+      }
     }
   };
   await Promise.all(Array.from({ length: Math.min(PER_ENDPOINT, batch.length) }, lane));
@@ -141,15 +155,12 @@ async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readon
     // logged, and the delivery's state is what the newer request or run makes of it.
     deps.log.info({ endpointId: endpoint.id, deliveryIds: superseded }, "notification outcomes not recorded: resent or claimed again meanwhile");
   }
-  if (gone) {
-    await disableEndpoint(deps.sql, endpoint.id, `410 Gone at ${new Date().toISOString()}`);
-    // The URL is not logged: receivers often carry a token in it.
-    deps.log.warn({ endpointId: endpoint.id }, "notification endpoint answered 410 Gone: disabled");
-    // What this round claimed but did not send goes back at once, for the disabled endpoint to fail.
-    const unsent = batch.filter((d) => !records.some((r) => r.deliveryId === d.id));
-    await releaseClaims(deps.sql, unsent);
+  if (stopped) {
+    // What this round claimed but did not send goes back at once, for the next turn to fail
+    // (disabled) or to send to the endpoint as it is now (a 410 from a URL it no longer has).
+    const sent = new Set(records.map((r) => r.deliveryId));
+    await releaseClaims(deps.sql, batch.filter((d) => !sent.has(d.id)));
   }
-  return gone;
 }
 
 /** One send; its outcome as a record, with the metrics and the log line it calls for. */

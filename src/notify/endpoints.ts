@@ -114,11 +114,16 @@ export function signingSecrets(row: Pick<EndpointRow, "secret" | "previous_secre
   return previous ? [row.secret, row.previous_secret!] : [row.secret];
 }
 
-/** Turned off by tracklane (e.g. failing for too long), with the reason shown on the endpoint. */
-export async function disableEndpoint(sql: Tx, id: string, reason: string): Promise<void> {
-  await sql`
+/**
+ * Turned off by tracklane (e.g. its receiver answered 410), with the reason shown on the
+ * endpoint. With `url`, only while the endpoint still sends there: a 410 from the address
+ * it had before a PATCH says nothing about the new one. True when it was turned off.
+ */
+export async function disableEndpoint(sql: Tx, id: string, reason: string, url?: string): Promise<boolean> {
+  const rows = await sql`
     update notification_endpoints set enabled = false, disabled_reason = ${reason}, updated_at = now()
-    where id = ${id}`;
+    where id = ${id} ${url === undefined ? sql`` : sql`and url = ${url}`}`;
+  return rows.count > 0;
 }
 
 /** How many endpoints are enabled and disabled, for /metrics. */

@@ -150,6 +150,62 @@ describe("notification delivery leases", () => {
     assert.match(left.last_error ?? "", /^endpoint disabled/);
     assert.equal(r.received.length, 2);
   });
+  // A round claims up to 64 deliveries and sends them 4 at a time: with a slow receiver it
+  // lasts minutes, and it used to send all of them as the endpoint was when it began.
+  for (const change of ["disabled", "deleted", "given a new url"] as const) {
+    it(`an endpoint ${change} mid-round: the round's later sends do not go to the old address`, async () => {
+      const { r, id } = await endpoint();
+      const moved = await startReceiver();
+      receivers.push(moved);
+      const messages: string[] = [];
+      for (let i = 0; i < 20; i++) messages.push(await ping(id));
+      r.answers.push(...messages.map(() => ({ status: 200, delayMs: 150 })));
+      const sending = run(id);
+      await r.waitFor(1);
+      const res =
+        change === "deleted"
+          ? await t.request(`${ENDPOINTS}/${id}`, { method: "DELETE" })
+          : await t.request(`${ENDPOINTS}/${id}`, { method: "PATCH", json: change === "disabled" ? { enabled: false } : { url: moved.url } });
+      assert.ok(res.ok, `${res.status}`);
+      const atChange = r.received.length;
+      await sending;
+      // Only the sends whose endpoint was read before the change committed: one per lane at most.
+      assert.ok(r.received.length <= atChange + 4, `${r.received.length} sent to the old address, ${atChange} of them before the change`);
+      if (change === "given a new url") {
+        await run(id);
+        const ids = [...r.received, ...moved.received].map((q) => String(q.headers["webhook-id"]));
+        assert.deepEqual(ids.toSorted(), messages.toSorted(), "each message sent once, the rest to the new url");
+        for (const m of messages) assert.equal((await delivery(m)).status, "delivered");
+      } else if (change === "disabled") {
+        const sent = new Set(r.received.map((q) => String(q.headers["webhook-id"])));
+        for (const m of messages.filter((x) => !sent.has(x))) {
+          const d = await delivery(m);
+          assert.equal(d.status, "failed");
+          assert.match(d.last_error ?? "", /^endpoint disabled/);
+        }
+      }
+    });
+  }
+
+  it("a 410 from the url an endpoint had before a PATCH does not disable it at its new url", async () => {
+    const { r, id } = await endpoint();
+    const moved = await startReceiver();
+    receivers.push(moved);
+    const first = await ping(id);
+    r.answers.push({ status: 410, delayMs: 400 });
+    const sending = run(id);
+    await r.waitFor(1);
+    assert.equal((await t.request(`${ENDPOINTS}/${id}`, { method: "PATCH", json: { url: moved.url } })).status, 200);
+    await sending;
+    assert.deepEqual([(await delivery(first)).status, (await delivery(first)).last_status_code], ["failed", 410]);
+    const ep = (await (await t.request(`${ENDPOINTS}/${id}`)).json()) as { enabled: boolean; disabled_reason: string | null };
+    assert.deepEqual([ep.enabled, ep.disabled_reason], [true, null]);
+    const second = await ping(id);
+    await run(id);
+    assert.equal((await delivery(second)).status, "delivered");
+    assert.equal(moved.received.length, 1);
+  });
+
   it("an endpoint deleted while a send is in flight: the run ends without an error, nothing of it is left", async () => {
     const { r, id } = await endpoint();
     const messageId = await ping(id);
