@@ -92,10 +92,24 @@ export async function deliverDue(deps: DeliverDeps, endpointId: string): Promise
   }
 }
 
+/**
+ * How long a run starts sends while every delivery run of its runner is taken (so others
+ * may be put off): then it starts no new one, gives back what it claimed and did not
+ * send, and comes back after SLOT_RECHECK_MS, behind the runs put off meanwhile. Without
+ * it a receiver that hangs held its slot for a whole round (64 sends, 4 at a time, each
+ * the whole timeout) and for as long as its retries kept falling due: with as many such
+ * receivers as delivery runs (one, with WORKER_CONCURRENCY 3 or less), every other
+ * endpoint waited for them. With a slot to spare nobody waits, and a run goes on.
+ */
+export const RUN_SLICE_MS = 1000;
+
 async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number> {
   let sent = 0;
   // A round sends its deliveries PER_ENDPOINT at a time, each within the timeout.
   const leaseMs = Math.ceil(ROUND / PER_ENDPOINT) * deps.settings.timeoutMs + 5_000;
+  const sliceEnds = Date.now() + RUN_SLICE_MS;
+  const slots = deps.runs;
+  const turnOver = () => slots !== undefined && slots.active >= slots.max && Date.now() >= sliceEnds;
   for (;;) {
     const endpoint = await getEndpoint(deps.sql, endpointId);
     if (!endpoint) return sent; // deleted: its deliveries went with it
@@ -104,12 +118,16 @@ async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number
       return sent;
     }
     if (await waitsForBurst(deps, endpointId)) return sent;
+    if (turnOver()) {
+      // Its turn is over: a run in a second (nextDue's time would put it before those waiting).
+      if ((await nextDue(deps.sql, endpointId)) !== null) await enqueueDelivery(deps.sql, endpointId, new Date(Date.now() + SLOT_RECHECK_MS));
+      return sent;
+    }
     const batch = await claimDue(deps.sql, endpointId, ROUND, leaseMs);
     if (batch.length === 0) break;
-    sent += batch.length;
-    // Stopped (deleted or disabled meanwhile): the next turn ends its waiting deliveries
-    // failed at once (not at the sweep), or finds the endpoint gone.
-    await sendRound(deps, endpoint, batch);
+    // Stopped (deleted or disabled meanwhile, or the turn over): the next turn ends its
+    // waiting deliveries failed at once (not at the sweep), finds the endpoint gone, or yields.
+    sent += await sendRound(deps, endpoint, batch, turnOver);
   }
   const next = await nextDue(deps.sql, endpointId);
   if (next !== null) await enqueueDelivery(deps.sql, endpointId, next);
@@ -121,15 +139,19 @@ async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number
  * send reads the endpoint again first: a PATCH or DELETE that has committed decides the
  * next send (its URL, whether it goes at all), not after a round that may last minutes
  * with a slow receiver. Once the endpoint is deleted or disabled (by a person, or by a
- * 410 it answered) the rest of the round is not sent: it is given back, and the next turn
- * finds the endpoint disabled and fails it.
+ * 410 it answered), or the run's turn is over, the rest of the round is not sent: it is
+ * given back, for the next turn or run. How many were sent.
  */
-async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readonly Claimed[]): Promise<void> {
+async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readonly Claimed[], turnOver: () => boolean): Promise<number> {
   const records: AttemptRecord[] = [];
   let stopped = false;
   let next = 0;
   const lane = async () => {
     while (!stopped && next < batch.length) {
+      if (turnOver()) {
+        stopped = true;
+        break;
+      }
       const d = batch[next++]!;
       const current = await getEndpoint(deps.sql, endpoint.id);
       if (!current?.enabled) {
@@ -157,10 +179,12 @@ async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readon
   }
   if (stopped) {
     // What this round claimed but did not send goes back at once, for the next turn to fail
-    // (disabled) or to send to the endpoint as it is now (a 410 from a URL it no longer has).
+    // (disabled), or to send to the endpoint as it is now (a 410 from a URL it no longer
+    // has), or for the endpoint's next run (its turn is over).
     const sent = new Set(records.map((r) => r.deliveryId));
     await releaseClaims(deps.sql, batch.filter((d) => !sent.has(d.id)));
   }
+  return records.length;
 }
 
 /** One send; its outcome as a record, with the metrics and the log line it calls for. */

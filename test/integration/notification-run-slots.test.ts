@@ -74,4 +74,31 @@ describe("delivery runs and worker slots", () => {
     assert.equal(await deliverDue(deps(runs), other.id), 1);
     assert.equal(other.r.received.length, 1);
   });
+
+  it("a run to a receiver that hangs gives its slot up after its turn: another endpoint waits about one timeout, not a whole round", async () => {
+    const runs: RunSlots = { active: 0, max: 1 };
+    const hung = await endpointWithPing(true);
+    for (let i = 0; i < 15; i++) assert.equal((await t.request(`${ENDPOINTS}/${hung.id}/test`, { method: "POST" })).status, 202);
+    const other = await endpointWithPing(false);
+    const first = deliverDue(deps(runs), hung.id);
+    await hung.r.waitFor(4);
+    // The other endpoint's run, put off while the slot is taken, comes back until it sends.
+    const startedAt = Date.now();
+    while ((await deliverDue(deps(runs), other.id)) === 0) {
+      assert.ok(Date.now() - startedAt < 15_000, "never got the slot");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const waited = Date.now() - startedAt;
+    // 16 hanging sends, 4 at a time, 1.5 s each, were 6 s; now the 4 in flight when its turn ended.
+    assert.ok(waited < 3000, `waited ${waited} ms for the hanging endpoint's run`);
+    assert.equal(await first, 4);
+    assert.equal(hung.r.received.length, 4);
+    const [left] = await t.database.sql<{ n: number }[]>`
+      select count(*)::int as n from notification_deliveries
+      where endpoint_id = ${hung.id} and status = 'pending' and attempts = 0 and leased_until is null`;
+    assert.equal(left!.n, 12, "what it did not send is given back, untouched");
+    const [job] = await t.database.sql<{ run_at: Date }[]>`
+      select run_at from graphile_worker.jobs where task_identifier = 'notify__deliver' and key like ${`notify:${hung.id}:%`} and run_at > now()`;
+    assert.ok(job, "its run comes back");
+  });
 });
