@@ -34,9 +34,12 @@ const EXCERPT_CHARS = 1000;
 const EXCERPT_BYTES = EXCERPT_CHARS * 4;
 
 // Separate pools per guard setting: a socket opened with the guard lifted must never serve a guarded request.
+// No cap per host: many endpoints may share one (a hook service), and a send queued in the
+// pool behind another endpoint's slow ones used up its own timeout without ever being sent.
+// What is in flight is bounded already: 4 per endpoint, and a worker's delivery runs.
 const agents = {
-  "http:": [new http.Agent({ keepAlive: true, maxSockets: 16 }), new http.Agent({ keepAlive: true, maxSockets: 16 })],
-  "https:": [new https.Agent({ keepAlive: true, maxSockets: 16 }), new https.Agent({ keepAlive: true, maxSockets: 16 })],
+  "http:": [new http.Agent({ keepAlive: true }), new http.Agent({ keepAlive: true })],
+  "https:": [new https.Agent({ keepAlive: true }), new https.Agent({ keepAlive: true })],
 } as const;
 
 class Timeout extends Error {

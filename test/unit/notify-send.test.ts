@@ -106,6 +106,21 @@ describe("sendWebhook", () => {
     assert.equal(r.connections, 1);
   });
 
+  it("sends to one host do not queue behind each other: endpoints often share one (a hook service), 24 at once all reach it", async () => {
+    const held: http.ServerResponse[] = [];
+    // Answers only once all 24 are in: a send held back on our side would time out, and its endpoint with it.
+    const r = await receiver((_req, res) => {
+      held.push(res);
+      if (held.length === 24) for (const h of held) h.writeHead(204).end();
+    });
+    const results = await Promise.all(Array.from({ length: 24 }, (_, i) => sendWebhook({ ...base, url: `${r.url}/hooks/${i}`, timeoutMs: HANG_TIMEOUT_MS })));
+    assert.deepEqual(
+      results.map((x) => x.error ?? x.outcome),
+      results.map(() => "delivered"),
+    );
+    assert.equal(r.received.length, 24);
+  });
+
   it("410 → gone", async () => {
     const r = await receiver((_req, res) => res.writeHead(410).end("endpoint removed"));
     const result = await sendWebhook({ ...base, url: r.url });
