@@ -5,6 +5,7 @@
  */
 import http from "node:http";
 import https from "node:https";
+import type { Duplex } from "node:stream";
 import { ForbiddenUrlError, guardedLookup, precheckEndpointUrl } from "./url-guard.ts";
 import type { LookupAll } from "./url-guard.ts";
 
@@ -172,6 +173,14 @@ export async function sendWebhook(request: SendRequest): Promise<SendResult> {
     req.on("error", (err) => {
       if (err instanceof Timeout) return;
       fail(err);
+    });
+    // A 101 switches the connection to another protocol: a final answer, and not a 2xx.
+    // Without a listener Node neither ends the request nor fails it, and the attempt waited
+    // out the whole timeout, recorded as one.
+    req.on("upgrade", (res: http.IncomingMessage, socket: Duplex) => {
+      statusCode = res.statusCode ?? 101;
+      socket.destroy();
+      finish({ outcome: "failed", responseExcerpt: null, error: `HTTP ${statusCode} (switching protocols is not accepted)` });
     });
     req.end(body);
   });

@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import type { LookupAddress } from "node:dns";
 import http from "node:http";
+import net from "node:net";
 import type { AddressInfo } from "node:net";
 import { after, describe, it } from "node:test";
 import { Webhook } from "standardwebhooks";
@@ -151,6 +152,18 @@ describe("sendWebhook", () => {
       r.received.map((x) => x.url),
       ["/moved"],
     );
+  });
+
+  it("a 101 (switching protocols) is a failure with its status at once, not a timeout", async () => {
+    const server = net.createServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () => socket.write("HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"));
+    });
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+    after(() => server.close());
+    const result = await sendWebhook({ ...base, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, timeoutMs: HANG_TIMEOUT_MS });
+    assert.deepEqual([result.outcome, result.statusCode, result.error], ["failed", 101, "HTTP 101 (switching protocols is not accepted)"]);
+    assert.ok(result.durationMs < HANG_TIMEOUT_MS / 2, `${result.durationMs} ms`);
   });
 
   it("a receiver that never answers → failed with a timeout at about timeoutMs", async () => {
