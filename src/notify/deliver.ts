@@ -80,10 +80,17 @@ async function waitsForBurst(deps: DeliverDeps, endpointId: string): Promise<boo
 export async function deliverDue(deps: DeliverDeps, endpointId: string): Promise<number> {
   const slots = deps.runs;
   if (slots === undefined) return await deliverAll(deps, endpointId);
-  if (slots.active >= slots.max) {
-    await enqueueDelivery(deps.sql, endpointId, new Date(Date.now() + SLOT_RECHECK_MS));
+  const isBehind = behind.has(endpointId);
+  // A slot just freed goes to a run that is not behind if one was put off lately: runs
+  // that start together race for it, whatever their priority.
+  for (const [id, at] of waiting) if (Date.now() - at >= WAITING_MS) waiting.delete(id);
+  const yields = isBehind && waiting.size > 0;
+  if (slots.active >= slots.max || yields) {
+    if (!isBehind) waiting.set(endpointId, Date.now());
+    await enqueueDelivery(deps.sql, endpointId, new Date(Date.now() + SLOT_RECHECK_MS), isBehind);
     return 0;
   }
+  waiting.delete(endpointId);
   slots.active++;
   try {
     return await deliverAll(deps, endpointId);
@@ -95,13 +102,25 @@ export async function deliverDue(deps: DeliverDeps, endpointId: string): Promise
 /**
  * How long a run starts sends while every delivery run of its runner is taken (so others
  * may be put off): then it starts no new one, gives back what it claimed and did not
- * send, and comes back after SLOT_RECHECK_MS, behind the runs put off meanwhile. Without
+ * send, and comes back after SLOT_RECHECK_MS, behind the other runs (`behind`). Without
  * it a receiver that hangs held its slot for a whole round (64 sends, 4 at a time, each
  * the whole timeout) and for as long as its retries kept falling due: with as many such
  * receivers as delivery runs (one, with WORKER_CONCURRENCY 3 or less), every other
  * endpoint waited for them. With a slot to spare nobody waits, and a run goes on.
  */
 export const RUN_SLICE_MS = 1000;
+
+/**
+ * Endpoints (of this process) whose last run gave its slot up with deliveries left: their
+ * runs, put off or coming back, go behind every other job due (outbox.ts deliveryJob), so
+ * that a few receivers that hang take turns among themselves rather than with everyone.
+ * An endpoint leaves the set once a run of it ends within its turn.
+ */
+const behind = new Set<string>();
+/** Endpoints not behind whose run was put off for want of a slot, and when (last). */
+const waiting = new Map<string, number>();
+/** A put-off run comes back after SLOT_RECHECK_MS: waiting longer than this, it is not. */
+const WAITING_MS = 3 * SLOT_RECHECK_MS;
 
 async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number> {
   let sent = 0;
@@ -112,19 +131,30 @@ async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number
   const turnOver = () => slots !== undefined && slots.active >= slots.max && Date.now() >= sliceEnds;
   for (;;) {
     const endpoint = await getEndpoint(deps.sql, endpointId);
-    if (!endpoint) return sent; // deleted: its deliveries went with it
+    if (!endpoint) {
+      behind.delete(endpointId);
+      return sent; // deleted: its deliveries went with it
+    }
     if (!endpoint.enabled) {
+      behind.delete(endpointId);
       await failPending(deps.sql, endpointId, `endpoint disabled${endpoint.disabled_reason ? `: ${endpoint.disabled_reason}` : ""}`);
       return sent;
     }
     if (await waitsForBurst(deps, endpointId)) return sent;
     if (turnOver()) {
-      // Its turn is over: a run in a second (nextDue's time would put it before those waiting).
-      if ((await nextDue(deps.sql, endpointId)) !== null) await enqueueDelivery(deps.sql, endpointId, new Date(Date.now() + SLOT_RECHECK_MS));
+      // Its turn is over: a run in a second, behind the jobs due then (nextDue's time would
+      // put it before the runs waiting for a slot).
+      if ((await nextDue(deps.sql, endpointId)) !== null) {
+        behind.add(endpointId);
+        await enqueueDelivery(deps.sql, endpointId, new Date(Date.now() + SLOT_RECHECK_MS), true);
+      }
       return sent;
     }
     const batch = await claimDue(deps.sql, endpointId, ROUND, leaseMs);
-    if (batch.length === 0) break;
+    if (batch.length === 0) {
+      behind.delete(endpointId);
+      break;
+    }
     // Stopped (deleted or disabled meanwhile, or the turn over): the next turn ends its
     // waiting deliveries failed at once (not at the sweep), finds the endpoint gone, or yields.
     sent += await sendRound(deps, endpoint, batch, turnOver);

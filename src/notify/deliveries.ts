@@ -160,9 +160,12 @@ export async function oldestDue(sql: Tx, endpointId: string): Promise<Date | nul
   return row?.at ?? null;
 }
 
-/** A delivery run for the endpoint at `at` (now when absent). Keyed per endpoint when now, so waiting runs fold into one. */
-export async function enqueueDelivery(sql: Tx, endpointId: string, at?: Date): Promise<void> {
-  await sql`select ${deliveryJob(sql, sql`${endpointId}::text`, sql`${at ?? null}::timestamptz`)}`;
+/**
+ * A delivery run for the endpoint at `at` (now when absent). Keyed per endpoint when now,
+ * so waiting runs fold into one. `behind`: after every other job due (outbox.ts deliveryJob).
+ */
+export async function enqueueDelivery(sql: Tx, endpointId: string, at?: Date, behind = false): Promise<void> {
+  await sql`select ${deliveryJob(sql, sql`${endpointId}::text`, sql`${at ?? null}::timestamptz`, behind)}`;
 }
 
 /** Endpoints with deliveries due that no run holds (the sweep's safety net after a crash). */

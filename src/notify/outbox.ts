@@ -25,12 +25,15 @@ export const DELIVER_TASK = "notify__deliver";
  * into one), `notify:<endpoint>:<unix second>` for a run at `timedAt`. SQL, as the outbox
  * enqueues in the statement that writes the deliveries, for times only it knows.
  * `endpointId` (text) and `timedAt` (timestamptz, null for a run now) are SQL fragments.
+ * `behind`: the run of an endpoint that gave its slot up (deliver.ts RUN_SLICE_MS), after
+ * every other job due (priority 1; graphile-worker takes lower numbers first).
  */
-export function deliveryJob(sql: Tx, endpointId: Fragment, timedAt: Fragment): Fragment {
+export function deliveryJob(sql: Tx, endpointId: Fragment, timedAt: Fragment, behind = false): Fragment {
   return sql`graphile_worker.add_job(${DELIVER_TASK}, json_build_object('endpoint_id', ${endpointId}),
     queue_name => 'notify:' || ${endpointId},
     job_key => 'notify:' || ${endpointId} || coalesce(':' || floor(extract(epoch from ${timedAt}))::bigint, ''),
-    run_at => coalesce(${timedAt}, now()))`;
+    run_at => coalesce(${timedAt}, now()),
+    priority => ${behind ? 1 : 0}::int)`;
 }
 
 /** Process-wide settings, from the configuration at start (runtime/services.ts). */

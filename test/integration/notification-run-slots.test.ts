@@ -101,4 +101,22 @@ describe("delivery runs and worker slots", () => {
       select run_at from graphile_worker.jobs where task_identifier = 'notify__deliver' and key like ${`notify:${hung.id}:%`} and run_at > now()`;
     assert.ok(job, "its run comes back");
   });
+
+  it("an endpoint that gave its slot up goes behind: a run of it leaves a free slot to one put off lately, even when both start together", async () => {
+    const runs: RunSlots = { active: 0, max: 1 };
+    const hung = await endpointWithPing(true);
+    for (let i = 0; i < 7; i++) assert.equal((await t.request(`${ENDPOINTS}/${hung.id}/test`, { method: "POST" })).status, 202);
+    const other = await endpointWithPing(false);
+    const first = deliverDue(deps(runs), hung.id);
+    await hung.r.waitFor(4);
+    assert.equal(await deliverDue(deps(runs), other.id), 0, "put off while the slot is taken");
+    assert.equal(await first, 4, "its turn ended with deliveries left");
+    const [job] = await t.database.sql<{ priority: number }[]>`
+      select priority from graphile_worker.jobs where task_identifier = 'notify__deliver' and key like ${`notify:${hung.id}:%`} and run_at > now()`;
+    assert.equal(job?.priority, 1, "it comes back behind the other jobs");
+    // Jobs that start together race for a slot whatever their priority: the one behind, first here, leaves it.
+    const [again, fresh] = await Promise.all([deliverDue(deps(runs), hung.id), deliverDue(deps(runs), other.id)]);
+    assert.deepEqual([again, fresh], [0, 1]);
+    assert.equal(other.r.received.length, 1);
+  });
 });
