@@ -21,8 +21,10 @@ const json = async <T>(res: Response): Promise<T> => (await res.json()) as T;
 const setup = (env: Record<string, string> = {}) =>
   startStack(env, {
     client: { timeoutMs: 1000 },
-    // Held-back (reordered) callbacks go out with the next one, or after 100 ms.
-    emulator: { callbacks: { retryDelaysMs: [], timeoutMs: 2000, reorderHoldMs: 100 } },
+    // Held-back (reordered) callbacks go out with the next one, or after 3 s (settle waits
+    // for them): long enough that a loaded machine's next step comes first, as the late
+    // ALLOTTED case needs (at 100 ms the hold could run out before the next step).
+    emulator: { callbacks: { retryDelaysMs: [], timeoutMs: 2000, reorderHoldMs: 3000 } },
   });
 
 async function place(s: Stack): Promise<Order> {
