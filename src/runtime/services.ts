@@ -109,7 +109,14 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
       headers.set("connection", "close");
       return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
     };
-    http = await listen({ fetch }, options.port ?? config.port, config.host, config.http);
+    const port = options.port ?? config.port;
+    try {
+      http = await listen({ fetch }, port, config.host, config.http);
+    } catch (err) {
+      // Named as PORT's or HOST's problem (startup-errors.ts): bare, a HOST that does not
+      // resolve (ENOTFOUND) read as the database's.
+      throw new ListenFailedError("PORT", port, err);
+    }
   }
   if (options.worker) {
     const { superviseWorker } = await import("../worker/supervisor.ts");

@@ -68,15 +68,15 @@ export class RebuildFailedError extends Error {
 }
 
 /**
- * A listener other than the web's could not listen: a worker's on METRICS_PORT. Carries
+ * A listener could not listen: the web's on PORT, or a worker's on METRICS_PORT. Carries
  * the listen error as its cause and says nothing of its own about it, so the line below
  * words every listen failure in one place (naming the variable to change) and a log of
  * this error (pino adds the cause's message) says it once.
  */
 export class ListenFailedError extends Error {
-  readonly variable: "METRICS_PORT";
+  readonly variable: "PORT" | "METRICS_PORT";
   readonly port: number;
-  constructor(variable: "METRICS_PORT", port: number, cause: unknown) {
+  constructor(variable: "PORT" | "METRICS_PORT", port: number, cause: unknown) {
     super(`the listener on ${variable} could not start`, { cause });
     this.name = "ListenFailedError";
     this.variable = variable;
@@ -155,6 +155,17 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
           ? `cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose another port, e.g. ${variable}=${variable === "PORT" ? 8080 : 9464}`
           : `cannot listen on ${where}: no network interface of this machine has that address; e.g. HOST=0.0.0.0 (every interface) or HOST=127.0.0.1`;
     return { exitCode: EX_FAILURE, lines: [`tracklane: ${line}`] };
+  }
+
+  if (err instanceof ListenFailedError) {
+    // HOST names no address (a typo): the listen's lookup failed, which is not the
+    // database's, whatever its code says.
+    const where = `${context.host ?? "?"}:${err.port} (HOST=${context.host ?? "?"}, ${err.variable}=${err.port})`;
+    const lookup = findCode(err.cause, ["ENOTFOUND", "EAI_AGAIN", "EAI_NONAME", "EAI_FAIL"]);
+    const why = lookup
+      ? `HOST does not resolve to an address (${lookup.code})`
+      : oneLine(err.cause instanceof Error ? err.cause.message : String(err.cause));
+    return { exitCode: EX_FAILURE, lines: [`tracklane: cannot listen on ${where}: ${why}; e.g. HOST=0.0.0.0 (every interface) or HOST=127.0.0.1`] };
   }
 
   if (err instanceof MigrationsBehindError) {

@@ -108,6 +108,25 @@ describe("a failed start", () => {
     assert.match(fatal?.err?.stack ?? "", /EADDRINUSE[\s\S]*\n\s+at /, "LOG_LEVEL=debug logs the stack");
   });
 
+  it("a HOST that names no address: one line naming HOST, never blaming the database", async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const port = await freePort();
+    const env = { DATABASE_URL: db.url, HOST: "no-such-host.invalid", PORT: String(port), EMULATOR_PORT: String(await freePort()) };
+    for (const entry of ["web", "main"] as const) {
+      const out = await run(entry, env);
+      assert.equal(out.code, 1, `${entry}: ${out.stderr}`);
+      assert.equal(out.lines.length, 1, `${entry}: ${out.stderr}`);
+      assert.match(
+        out.lines[0]!,
+        new RegExp(`^tracklane: cannot listen on no-such-host\\.invalid:${port} \\(HOST=no-such-host\\.invalid, PORT=${port}\\): HOST does not resolve to an address \\((ENOTFOUND|EAI_AGAIN|EAI_NONAME|EAI_FAIL)\\); e\\.g\\. HOST=0\\.0\\.0\\.0 \\(every interface\\) or HOST=127\\.0\\.0\\.1$`),
+        entry,
+      );
+      assert.doesNotMatch(out.stderr, /DATABASE_URL|database/, entry);
+      assertNoStack(entry, out);
+    }
+  });
+
   it("a worker's taken METRICS_PORT: one line naming HOST and METRICS_PORT, said once; the debug log says it once too", async () => {
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
