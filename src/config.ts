@@ -834,9 +834,17 @@ export interface EmulatorConfig {
 
 /** Settings of the standalone emulator (`npm run emulator`). */
 export function loadEmulatorConfig(env: Env = readProcessEnv()): EmulatorConfig {
-  const parsed = emulatorSchema.safeParse(env);
+  // Worded as tracklane's own settings are (plainMessage): "must be a number", not zod's "expected number, received NaN".
+  const parsed = emulatorSchema.safeParse(env, { error: plainMessage });
   if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`));
+    throw new ConfigError(
+      parsed.error.issues.map((i) => {
+        const variable = i.path.join(".");
+        const raw = env[variable];
+        const shown = raw === undefined || /SECRET|TOKEN/.test(variable) ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw)})`;
+        return { variable, message: `${i.message}${shown}` };
+      }),
+    );
   }
   const e = parsed.data;
   return {

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, describe, it } from "node:test";
-import { loadConfig, loadEmulatorConfig } from "../../src/config.ts";
+import { ConfigError, loadConfig, loadEmulatorConfig } from "../../src/config.ts";
 import { freePort } from "../../src/db/embedded.ts";
 import { emulatorStateFile } from "../../src/emulator/persist.ts";
 import { EmulatorPortInUseError, startEmulator } from "../../src/emulator/server.ts";
@@ -35,6 +35,20 @@ describe("EMULATOR_PORT", () => {
     assert.equal(loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: "4556" }).emulatorPort, 4556);
     assert.throws(() => loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: "70000" }), /EMULATOR_PORT/);
     assert.equal(loadEmulatorConfig({ DATA_DIR: dataDir }).dataDir, dataDir);
+  });
+
+  it("a bad value stops the emulator naming EMULATOR_PORT in plain words, with what was found", () => {
+    for (const [value, message] of [
+      ["abc", 'must be a number (found "abc")'],
+      ["70000", 'must be at most 65535 (found "70000")'],
+      ["4.5", 'must be a whole number (found "4.5")'],
+    ] as const) {
+      assert.throws(
+        () => loadEmulatorConfig({ EMULATOR_PORT: value }),
+        (err: unknown) => err instanceof ConfigError && err.problems.length === 1 && err.problems[0] === `EMULATOR_PORT: ${message}`,
+        value,
+      );
+    }
   });
 
   it("a busy port is an error naming EMULATOR_PORT, never another port, and leaves the saved state alone", async () => {
