@@ -537,9 +537,19 @@ export class ConfigError extends Error {
   }
 }
 
-/** Reads `.env` into process.env without overriding what is set. */
+/**
+ * Reads `.env` into process.env without overriding what is set. One that cannot be read (a
+ * directory, no permission) stops the start naming it, as a bad variable does.
+ */
 function loadDotEnv(): void {
-  if (existsSync(".env")) process.loadEnvFile(".env");
+  if (!existsSync(".env")) return;
+  try {
+    process.loadEnvFile(".env");
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    const why = code === "EISDIR" || code === "ERR_INVALID_ARG_TYPE" ? "is not a file" : `could not be read (${typeof code === "string" ? code : (err as Error).message})`;
+    throw new ConfigError([{ variable: ".env", message: `${resolve(".env")} ${why}; remove it, or make it a file of NAME=value lines` }]);
+  }
 }
 
 /**

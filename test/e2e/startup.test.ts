@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -42,9 +42,9 @@ function dataDir(): string {
 }
 
 /** Runs `node src/<entry>.ts` to its exit (which a failed start must reach on its own). */
-function run(entry: Entry, env: Record<string, string>, ms = 60_000): Promise<Outcome> {
+function run(entry: Entry, env: Record<string, string>, ms = 60_000, cwd = root): Promise<Outcome> {
   const child = spawn(process.execPath, [resolve(root, `src/${entry}.ts`)], {
-    cwd: root,
+    cwd,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATA_DIR: env.DATA_DIR ?? dataDir(), API_TOKEN: "startup-test-token-0123456789", CALLBACK_SECRET: "startup-test-secret-0123456789", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -84,6 +84,23 @@ describe("a failed start", () => {
       ], entry);
       assert.equal(out.stdout, "", entry);
     }
+  });
+
+  it("a .env file in the working directory is read by every entry point; the environment wins over it; one that is not a file stops the start naming it", async () => {
+    const cwd = dataDir();
+    // PORT is bad in .env but set in the environment: the environment's value is taken.
+    writeFileSync(join(cwd, ".env"), "AWB_MODE=bogus\nPORT=eighty\n");
+    const outcomes = await Promise.all(ENTRIES.map((entry) => run(entry, { PORT: "8080" }, 60_000, cwd)));
+    for (const [i, out] of outcomes.entries()) {
+      assert.equal(out.code, 78, `${ENTRIES[i]}: ${out.stderr}`);
+      assert.deepEqual(out.lines, ['tracklane: AWB_MODE: must be one of pool, fresh (found "bogus"); e.g. AWB_MODE=fresh'], ENTRIES[i]);
+    }
+    rmSync(join(cwd, ".env"));
+    mkdirSync(join(cwd, ".env"));
+    const out = await run("main", {}, 60_000, cwd);
+    assert.equal(out.code, 78, out.stderr);
+    assert.deepEqual(out.lines, [`tracklane: .env: ${join(cwd, ".env")} is not a file; remove it, or make it a file of NAME=value lines`]);
+    assertNoStack("main", out);
   });
 
   it("a taken port: exit 1, one line naming HOST and PORT and another port to use; the stack only at LOG_LEVEL=debug", async () => {

@@ -44,6 +44,13 @@ describe("config", () => {
     assert.equal(c.databaseUrl, undefined);
     assert.equal(c.databaseReadUrl, undefined);
     assert.deepEqual(c.db, { poolMax: 10, readPoolMax: 10 });
+    assert.equal(c.console.stuckAfterMin, 45);
+    assert.equal(c.metricsToken, undefined);
+    assert.equal(c.emulatorPort, 4010);
+    // PUBLIC_URL's default follows PORT; PROVIDER_GATEWAY_URL's follows PROVIDER_BASE_URL.
+    assert.equal(loadConfig({ DATA_DIR: dataDir(), PORT: "8123" }).publicUrl, "http://127.0.0.1:8123");
+    const provider = loadConfig({ DATA_DIR: dataDir(), PROVIDER_BASE_URL: "https://api.provider.example/", PROVIDER_TOKEN: "tok" }).provider;
+    assert.deepEqual([provider.baseUrl, provider.gatewayUrl], ["https://api.provider.example", "https://api.provider.example"]);
   });
 
   it("DATABASE_READ_URL: taken with DATABASE_URL, refused without it or when not a postgres URL, its password never echoed", () => {
