@@ -11,6 +11,7 @@ import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import { Scalar } from "@scalar/hono-api-reference";
 import { Hono } from "hono";
+import { assetUrl } from "../console/assets.ts";
 import type { AppEnv } from "../types.ts";
 
 const DOCS_SCRIPT_PATH = "/docs/assets/scalar.js";
@@ -61,6 +62,11 @@ export function docsRoutes() {
       // Both default to reaching Scalar's servers (fonts.scalar.com, telemetry).
       withDefaultFonts: false,
       telemetry: false,
+      // Scalar shows "Ask AI" on localhost, 127.0.0.1 and *.test/*.localhost hosts (the
+      // URL a newcomer opens): it sends the OpenAPI document to api.scalar.com.
+      agent: { disabled: true },
+      // Else the browser asks for /favicon.ico, a 404 reported as an error.
+      favicon: assetUrl.icon,
     })),
   );
 

@@ -1,0 +1,62 @@
+/**
+ * /docs in a real browser, at 127.0.0.1 as a newcomer opens it: the API reference renders
+ * from tracklane alone (no request to another origin, no error), and offers nothing that
+ * would reach Scalar's servers: Scalar shows "Ask AI" (which sends the OpenAPI document to
+ * api.scalar.com) on local hosts unless it is disabled.
+ */
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import type { Browser } from "playwright-core";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+import { chromiumPath, launchBrowser, recordRequests } from "../helpers/browser.ts";
+
+const missing = (() => {
+  try {
+    chromiumPath();
+    return false;
+  } catch {
+    return true; // console.test.ts fails for it
+  }
+})();
+
+let browser: Browser;
+let t: TestApp;
+let server: { url: string; close(): Promise<void> };
+
+before(async () => {
+  if (missing) return;
+  browser = await launchBrowser();
+  t = await createTestApp();
+  server = await t.listen();
+});
+after(async () => {
+  await browser?.close();
+  await server?.close();
+  await t?.close();
+});
+
+it("renders the API reference from tracklane alone, with no error and no Ask AI", { skip: missing && "no Chromium" }, async () => {
+  const base = new URL(server.url);
+  assert.equal(base.hostname, "127.0.0.1", "a local host, where Scalar would offer Ask AI");
+  const context = await browser.newContext();
+  try {
+    const requests = recordRequests(context);
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on("console", (m) => {
+      if (m.type() === "error") errors.push(m.text());
+    });
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.goto(`${server.url}/docs`, { waitUntil: "networkidle" });
+    await page.getByText("Get an order by client_order_id").first().waitFor({ timeout: 30_000 });
+    // The icon is fetched after the page loads, and its failure is reported a little later.
+    await page.waitForTimeout(1000);
+    assert.deepEqual(requests.foreign(base.origin), []);
+    assert.ok(requests.urls.some((u) => u.endsWith("/openapi.json")), requests.urls.join("\n"));
+    assert.deepEqual(errors, []);
+    assert.equal(await page.getByText(/Ask AI/i).count(), 0, "Ask AI is offered");
+  } finally {
+    await context.close();
+  }
+});
