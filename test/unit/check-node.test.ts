@@ -117,6 +117,25 @@ describe("the Node version check", () => {
     assert.match(readFileSync(join(root, ".npmrc"), "utf8"), /^engine-strict=true$/m);
   });
 
+  it("the commands users run: npm scripts and Procfile entries start the entry points they are named for", () => {
+    const entry = (script: string) => /\bexec node (?:--[\w-]+=\d+ )*(\S+)$/.exec(packageJson.scripts[script] ?? "")?.[1];
+    assert.deepEqual(
+      Object.fromEntries(["start", "web", "worker", "migrate", "rebuild", "emulator", "bench", "test"].map((s) => [s, entry(s)])),
+      {
+        start: "src/main.ts",
+        web: "src/web.ts",
+        worker: "src/worker.ts",
+        migrate: "src/migrate.ts",
+        rebuild: "src/rebuild.ts",
+        emulator: "src/emulator/main.ts",
+        bench: "bench/run.ts",
+        test: "test/run.ts",
+      },
+    );
+    const procfile = readFileSync(join(root, "Procfile"), "utf8").split("\n").filter((l) => l.trim() !== "");
+    assert.deepEqual(procfile, ["release: npm run migrate", "web: npm run web", "worker: npm run worker"]);
+  });
+
   it("is plain ES5 (no const, let, arrow functions, template literals): it must parse on any Node", () => {
     const code = readFileSync(join(root, "scripts/check-node.cjs"), "utf8").replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "").replace(/"(?:[^"\\]|\\.)*"/g, '""');
     assert.doesNotMatch(code, /\b(const|let|class)\b|=>|`/);
