@@ -753,8 +753,24 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
   if (problems.length > 0 || provider === undefined) throw new ConfigError(problems);
 
   const dataDir = resolve(e.DATA_DIR);
-  const apiToken = resolveSecret(e.API_TOKEN, dataDir, "api-token", "API_TOKEN");
-  const callbackSecret = resolveSecret(e.CALLBACK_SECRET, dataDir, "callback-secret", "CALLBACK_SECRET");
+  const secretProblems: ConfigProblem[] = [];
+  /** A secret, or a problem naming DATA_DIR when the generated one cannot be read or kept there (not a directory, no permission). */
+  const secretOf = (value: string | undefined, file: string, envName: string) => {
+    try {
+      return resolveSecret(value, dataDir, file, envName);
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (typeof code !== "string") throw err;
+      secretProblems.push({
+        variable: "DATA_DIR",
+        message: `cannot keep the generated ${envName} in ${join(dataDir, file)} (${code}): make DATA_DIR a directory this process can write, or set ${envName}`,
+      });
+      return { value: "", source: "" };
+    }
+  };
+  const apiToken = secretOf(e.API_TOKEN, "api-token", "API_TOKEN");
+  const callbackSecret = secretOf(e.CALLBACK_SECRET, "callback-secret", "CALLBACK_SECRET");
+  if (secretProblems.length > 0) throw new ConfigError(secretProblems);
   return {
     databaseUrl: e.DATABASE_URL,
     databaseReadUrl: e.DATABASE_READ_URL,

@@ -146,6 +146,18 @@ describe("config", () => {
     assert.equal(loadConfig({ DATA_DIR: dir }).callbackSecret, first.callbackSecret);
   });
 
+  it("a DATA_DIR where a generated secret cannot be kept is a configuration problem naming DATA_DIR, not a bare file-system error", () => {
+    const file = join(dataDir(), "a-file");
+    fs.writeFileSync(file, "");
+    const bad = join(file, "data");
+    assert.deepEqual(problems({ DATA_DIR: bad }), [
+      `DATA_DIR: cannot keep the generated API_TOKEN in ${join(bad, "api-token")} (ENOTDIR): make DATA_DIR a directory this process can write, or set API_TOKEN`,
+      `DATA_DIR: cannot keep the generated CALLBACK_SECRET in ${join(bad, "callback-secret")} (ENOTDIR): make DATA_DIR a directory this process can write, or set CALLBACK_SECRET`,
+    ]);
+    // Both configured: nothing is kept there, so nothing is wrong with it (yet).
+    assert.equal(loadConfig({ DATA_DIR: bad, API_TOKEN: "configured-token-0123456789", CALLBACK_SECRET: "configured-secret-0123456789" }).dataDir, bad);
+  });
+
   it("prefers configured secrets and never reports their values as the source", () => {
     const c = loadConfig({ DATA_DIR: dataDir(), API_TOKEN: "a".repeat(20), CALLBACK_SECRET: "b".repeat(20) });
     assert.equal(c.apiToken, "a".repeat(20));
