@@ -1,8 +1,9 @@
 /**
  * /docs in a real browser, at 127.0.0.1 as a newcomer opens it: the API reference renders
  * from tracklane alone (no request to another origin, no error), and offers nothing that
- * would reach Scalar's servers: Scalar shows "Ask AI" (which sends the OpenAPI document to
- * api.scalar.com) on local hosts unless it is disabled.
+ * would reach Scalar's servers: on local hosts Scalar shows "Ask AI" (which sends the
+ * OpenAPI document to api.scalar.com), MCP buttons and developer tools (Share, Deploy)
+ * unless they are turned off.
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
@@ -36,7 +37,7 @@ after(async () => {
   await t?.close();
 });
 
-it("renders the API reference from tracklane alone, with no error and no Ask AI", { skip: missing && "no Chromium" }, async () => {
+it("renders the API reference from tracklane alone, with no error, no Ask AI and no developer tools", { skip: missing && "no Chromium" }, async () => {
   const base = new URL(server.url);
   assert.equal(base.hostname, "127.0.0.1", "a local host, where Scalar would offer Ask AI");
   const context = await browser.newContext();
@@ -55,7 +56,9 @@ it("renders the API reference from tracklane alone, with no error and no Ask AI"
     assert.deepEqual(requests.foreign(base.origin), []);
     assert.ok(requests.urls.some((u) => u.endsWith("/openapi.json")), requests.urls.join("\n"));
     assert.deepEqual(errors, []);
-    assert.equal(await page.getByText(/Ask AI/i).count(), 0, "Ask AI is offered");
+    for (const offer of [/Ask AI/i, /Developer Tools/i, /^Share$/, /^Deploy$/, /^VS Code$/, /^Cursor$/]) {
+      assert.equal(await page.getByText(offer).count(), 0, `${offer.source} is offered`);
+    }
   } finally {
     await context.close();
   }

@@ -62,9 +62,14 @@ export function docsRoutes() {
       // Both default to reaching Scalar's servers (fonts.scalar.com, telemetry).
       withDefaultFonts: false,
       telemetry: false,
-      // Scalar shows "Ask AI" on localhost, 127.0.0.1 and *.test/*.localhost hosts (the
-      // URL a newcomer opens): it sends the OpenAPI document to api.scalar.com.
+      // On localhost, 127.0.0.1 and *.test/*.localhost hosts (the URL a newcomer opens)
+      // Scalar shows "Ask AI" (it sends the OpenAPI document to api.scalar.com), MCP
+      // buttons (VS Code, Cursor) and developer tools (Configure, Share, Deploy, on
+      // Scalar's servers): none works offline, and each would hand our API's description
+      // to a third party.
       agent: { disabled: true },
+      mcp: { disabled: true },
+      showDeveloperTools: "never",
       // Else the browser asks for /favicon.ico, a 404 reported as an error.
       favicon: assetUrl.icon,
     })),
