@@ -3,6 +3,7 @@
  * the transaction of the change that calls for them. Every AWB job runs in the queue
  * `awb`, one at a time, so two top-ups never overlap.
  */
+import type { Sql } from "postgres";
 import { z } from "zod";
 import type { Tx } from "../db/client.ts";
 import { MAX_AWB_COUNT } from "../provider/schemas.ts";
@@ -38,7 +39,8 @@ export const AWB_CRONTAB = `* * * * * ${REPLENISH_TASK} ?id=awb_topup&jobKey=${R
 
 /**
  * Why a top-up runs: cron, allocation (available fell below the low watermark), empty (an
- * allocation found no number), start (a worker started below the watermark) or manual
+ * allocation found no number), start (a worker started below the watermark), follow-up
+ * (an automatic top-up left the pool low: see FOLLOW_UP_MS) or manual
  * (POST /v1/awb/replenish). See `topUpNeed`.
  */
 export const replenishPayload = z.object({
@@ -77,6 +79,34 @@ export async function enqueueAutoReplenish(tx: Tx, reason: "allocation" | "empty
       select 1 from graphile_worker.jobs
       where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts)`;
   return added.count > 0;
+}
+
+/**
+ * How long an automatic top-up that left the pool below the low watermark keeps the next
+ * one waiting (the cron's period). Without it, a top-up that could not fill the pool (the
+ * provider refused, or fresh numbers were still being generated) ended, the next
+ * allocation found no top-up waiting and queued another at once: one provider call, one
+ * failed request and one awb.pool_low per allocation under load.
+ */
+export const FOLLOW_UP_MS = 60_000;
+
+/**
+ * Queues the automatic top-up `delayMs` from now, under the shared key, unless one is
+ * already waiting (see enqueueAutoReplenish). True when this call queued it.
+ */
+export async function enqueueFollowUpReplenish(sql: Sql, delayMs: number): Promise<boolean> {
+  return await sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(hashtextextended(${REPLENISH_KEY}, 0))`;
+    const added = await tx`
+      select graphile_worker.add_job(
+        ${REPLENISH_TASK}, json_build_object('reason', 'follow-up'),
+        queue_name := ${AWB_QUEUE}, run_at := now() + ${delayMs}::int * interval '1 millisecond',
+        job_key := ${REPLENISH_KEY}, max_attempts := ${REPLENISH_MAX_ATTEMPTS}::int)
+      where not exists (
+        select 1 from graphile_worker.jobs
+        where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts)`;
+    return added.count > 0;
+  });
 }
 
 /**

@@ -22,15 +22,15 @@ export interface PoolSettings {
 /**
  * How many numbers this top-up should add; 0 means nothing to do.
  *
- * An explicit count (POST /v1/awb/replenish) is taken as is. The cron and the allocation
- * trigger act only below the low watermark (or on an empty pool, so low=0 still refills);
+ * An explicit count (POST /v1/awb/replenish) is taken as is. The cron, the allocation
+ * trigger and a follow-up act only below the low watermark (or on an empty pool, so low=0 still refills);
  * an empty-pool or manual top-up fills to the target whatever the watermark. Numbers that
  * pending fresh requests will deliver count as already there: the cron must not ask again
  * every minute while a large batch is being generated.
  */
 export function topUpNeed(s: PoolSnapshot, settings: PoolSettings, job: { reason: string; count?: number | undefined }): number {
   if (job.count !== undefined) return job.count;
-  const automatic = job.reason === "cron" || job.reason === "allocation";
+  const automatic = job.reason === "cron" || job.reason === "allocation" || job.reason === "follow-up";
   if (automatic && !(s.available < settings.lowWatermark || s.available === 0)) return 0;
   return Math.max(0, settings.target - s.available - s.pendingFresh);
 }

@@ -11,7 +11,7 @@ import type { ProviderClient } from "../provider/client.ts";
 import type { JobInfo } from "../worker/deps.ts";
 import { ProviderError, describeProviderError } from "../provider/errors.ts";
 import { MAX_AWB_COUNT, USABLE_AWB_NUMBER } from "../provider/schemas.ts";
-import { MAX_RETRY_AFTER_RESCHEDULES, POLL_KEY_PREFIX, rescheduleReplenish, schedulePoll } from "./jobs.ts";
+import { FOLLOW_UP_MS, MAX_RETRY_AFTER_RESCHEDULES, POLL_KEY_PREFIX, enqueueFollowUpReplenish, rescheduleReplenish, schedulePoll } from "./jobs.ts";
 import type { PollPayload, ReplenishPayload } from "./jobs.ts";
 import {
   MAX_POLL_AGE_MS,
@@ -25,7 +25,7 @@ import {
   pollGivesUp,
   topUpNeed,
 } from "./plan.ts";
-import { heldFromElsewhere, insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
+import { availableUpTo, heldFromElsewhere, insertAwbNumbers, lastKnownUnused, poolSnapshot } from "./pool.ts";
 import type { AwbRequestRow } from "./pool.ts";
 
 export interface TopUpDeps {
@@ -44,7 +44,37 @@ export type TopUpResult =
 
 // ---------------------------------------------------------------- top-up
 
+/**
+ * One top-up run. An automatic one (not manual) that ends with the pool still below the
+ * low watermark, however it ended (provider refused, gave up, numbers still on the way,
+ * stopped short), leaves the next automatic top-up waiting FOLLOW_UP_MS: allocations meanwhile
+ * find it waiting and queue none (no provider call and no awb.pool_low per allocation).
+ */
 export async function replenish(deps: TopUpDeps, payload: ReplenishPayload, job: JobInfo): Promise<TopUpResult> {
+  let result: TopUpResult;
+  try {
+    result = await replenishOnce(deps, payload, job);
+  } catch (err) {
+    // graphile-worker retries it (the job keeps waiting) unless this was the last attempt.
+    if (job.lastAttempt) await followUpIfStillLow(deps, payload);
+    throw err;
+  }
+  if (result.outcome !== "rescheduled") await followUpIfStillLow(deps, payload);
+  return result;
+}
+
+async function followUpIfStillLow(deps: TopUpDeps, payload: ReplenishPayload): Promise<void> {
+  // Without a provider nothing changes until the configuration does (tests only).
+  if (payload.reason === "manual" || !deps.provider) return;
+  const low = deps.settings.lowWatermark;
+  const left = await availableUpTo(deps.sql, low);
+  if (left >= low && left > 0) return;
+  if (await enqueueFollowUpReplenish(deps.sql, FOLLOW_UP_MS)) {
+    deps.log.info({ reason: payload.reason, available: left, afterMs: FOLLOW_UP_MS }, "awb pool still low after a top-up; the next one waits");
+  }
+}
+
+async function replenishOnce(deps: TopUpDeps, payload: ReplenishPayload, job: JobInfo): Promise<TopUpResult> {
   const log = deps.log.child({ reason: payload.reason });
   // Before planning: a fresh request nothing will poll again must not count as numbers on the way.
   const lost = await failLostFreshRequests(deps.sql);

@@ -1,0 +1,88 @@
+/**
+ * A top-up that leaves the pool low must not be followed by one per allocation. The
+ * emulator over real HTTP, real PostgreSQL: allocations keep finding the pool empty while
+ * the provider refuses (pool mode) or while fresh numbers are being generated (fresh
+ * mode); each is followed by a worker run. One provider call, one request and one
+ * awb.pool_low, not one per allocation; the next automatic top-up waits a minute.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { FOLLOW_UP_MS } from "../../src/awb/jobs.ts";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+import { startEmulatorPair } from "../helpers/emulator.ts";
+import type { EmulatorPair } from "../helpers/emulator.ts";
+
+async function figures(t: TestApp, pair: EmulatorPair) {
+  const calls = (await pair.control.requests()).filter((r) => r.path.includes("awb"));
+  const [m] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from notification_messages where type = 'awb.pool_low'`;
+  const [q] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from awb_requests`;
+  return { providerCalls: calls.length, poolLow: m!.n, requests: q!.n };
+}
+
+async function topUpJobs(t: TestApp) {
+  return await t.database.sql<{ run_at: Date }[]>`
+    select run_at from graphile_worker.jobs where task_identifier = 'awb__replenish'`;
+}
+
+async function allocateWhileEmpty(t: TestApp, times: number): Promise<void> {
+  for (let i = 0; i < times; i++) {
+    const res = await t.request("/v1/awb/allocate", { method: "POST" });
+    assert.equal(res.status, 503);
+    await t.runJobs();
+  }
+}
+
+async function setUp(env: Record<string, string>, emulator?: Parameters<typeof startEmulatorPair>[0]) {
+  const pair = await startEmulatorPair({ client: { timeoutMs: 30_000 }, ...emulator });
+  const t = await createTestApp({ NOTIFY_ALLOW_PRIVATE_URLS: "true", AWB_POOL_LOW_WATERMARK: "5", AWB_POOL_TARGET: "20", ...env }, { provider: pair.client });
+  const res = await t.request("/v1/notifications/endpoints", { method: "POST", json: { url: "http://127.0.0.1:9/pool-low", events: ["awb.pool_low"] } });
+  assert.equal(res.status, 201);
+  return { pair, t };
+}
+
+describe("pool mode: the provider refuses the top-up", () => {
+  let pair: EmulatorPair;
+  let t: TestApp;
+  before(async () => ({ pair, t } = await setUp({ AWB_MODE: "pool" })));
+  after(async () => {
+    await t.close();
+    await pair.close();
+  });
+
+  it("ten allocations on an empty pool: one provider call, one failed request, one awb.pool_low; the next try a minute later", async () => {
+    await pair.control.addFault({ path: "/generate_marketplace_awb/", action: "status", status: 400, body: { message: "Failure", errors: { count: ["quota exceeded"] } } });
+    await allocateWhileEmpty(t, 10);
+    assert.deepEqual(await figures(t, pair), { providerCalls: 1, poolLow: 1, requests: 1 });
+    const jobs = await topUpJobs(t);
+    assert.equal(jobs.length, 1, "one top-up waits");
+    const wait = jobs[0]!.run_at.getTime() - Date.now();
+    assert.ok(wait > FOLLOW_UP_MS - 15_000 && wait <= FOLLOW_UP_MS, `it waits about a minute (${wait} ms)`);
+    // When it runs (the provider still refusing), one more call, and again one waits.
+    await t.database.sql`select graphile_worker.reschedule_jobs(array(select id from graphile_worker.jobs where task_identifier = 'awb__replenish'), run_at := now())`;
+    await t.runJobs();
+    assert.deepEqual(await figures(t, pair), { providerCalls: 2, poolLow: 1, requests: 2 });
+    assert.equal((await topUpJobs(t)).length, 1);
+  });
+});
+
+describe("fresh mode: numbers still being generated", () => {
+  let pair: EmulatorPair;
+  let t: TestApp;
+  before(async () => ({ pair, t } = await setUp({ AWB_MODE: "fresh" }, { emulator: { awb: { baseDelaySeconds: 60, secondsPerThousand: 1, secondsPerPendingRequest: 30 } } })));
+  after(async () => {
+    await t.close();
+    await pair.close();
+  });
+
+  it("ten allocations on an empty pool: one fresh request, one awb.pool_low; the pool fills when it is ready", async () => {
+    await allocateWhileEmpty(t, 10);
+    assert.deepEqual(await figures(t, pair), { providerCalls: 1, poolLow: 1, requests: 1 });
+    await pair.control.advanceClock(120);
+    await t.database.sql`select graphile_worker.reschedule_jobs(array(select id from graphile_worker.jobs where task_identifier like 'awb\\_\\_%'), run_at := now())`;
+    await t.runJobs();
+    const [row] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from awb_numbers where state = 'available'`;
+    assert.equal(row!.n, 20);
+    assert.equal((await topUpJobs(t)).length, 0, "a full pool leaves no top-up waiting");
+  });
+});
