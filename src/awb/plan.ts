@@ -107,7 +107,8 @@ export function freshBatches(need: number): number[] {
 /**
  * Polling a fresh request: the first poll `delay_time` after the request; while the
  * provider answers PENDING with retry_flag, again after the delay_time it sends with that
- * answer if any, else after a backoff (5 s, 10 s, 20 s ... 5 min); never sooner than 1 s.
+ * answer if any (however long: polling sooner than the provider asked only loads it), else
+ * after a backoff (5 s, 10 s, 20 s ... 5 min); never sooner than 1 s.
  * Bounded: give up (request failed) after MAX_POLLS polls or MAX_POLL_AGE_MS.
  */
 export const MAX_POLLS = 40;
@@ -121,8 +122,8 @@ export function firstPollDelayMs(delayTimeSeconds: number): number {
 }
 
 export function nextPollDelayMs(polls: number, hintSeconds: number | undefined): number {
-  const ms = hintSeconds !== undefined ? hintSeconds * 1000 : 5000 * 2 ** Math.max(0, polls - 1);
-  return clamp(Math.round(ms), MIN_POLL_DELAY_MS, MAX_POLL_DELAY_MS);
+  if (hintSeconds !== undefined) return clamp(Math.round(hintSeconds * 1000), MIN_POLL_DELAY_MS, MAX_POLL_AGE_MS);
+  return clamp(Math.round(5000 * 2 ** Math.max(0, polls - 1)), MIN_POLL_DELAY_MS, MAX_POLL_DELAY_MS);
 }
 
 export function pollGivesUp(polls: number, ageMs: number): boolean {

@@ -272,3 +272,33 @@ describe("fresh mode failures", () => {
     assert.deepEqual([ended.status, ended.last_error], ["failed", "provider finished with status SUCCESS and no numbers"]);
   });
 });
+
+describe("fresh mode: a long delay_time", () => {
+  let pair: EmulatorPair;
+  let t: TestApp;
+  before(async () => {
+    // 15 minutes per request: longer than the 5 min cap of the backoff without a hint.
+    pair = await startEmulatorPair({ client: { timeoutMs: 30_000 }, emulator: { awb: { baseDelaySeconds: 900, secondsPerThousand: 0, secondsPerPendingRequest: 0 } } });
+    t = await createTestApp({ AWB_POOL_LOW_WATERMARK: "10", AWB_POOL_TARGET: "50", AWB_MODE: "fresh" }, { provider: pair.client });
+  });
+  after(async () => {
+    await t.close();
+    await pair.close();
+  });
+
+  it("a PENDING answer's delay_time is waited in full, not cut to 5 min", async () => {
+    assert.equal((await t.request("/v1/awb/replenish", { method: "POST" })).status, 202);
+    await t.runJobs();
+    // Polled 100 s early: the provider answers PENDING, ready in about 800 s.
+    await pair.control.advanceClock(100);
+    await makeDue(t);
+    const before = Date.now();
+    await t.runJobs();
+    const [req] = await requests(t);
+    assert.deepEqual([req?.status, req?.polls], ["pending", 1]);
+    const [next] = await pollJobs(t);
+    const wait = next!.run_at.getTime() - before;
+    assert.ok(wait >= 790_000, `the next poll waits the delay_time the provider sent (${Math.round(wait / 1000)} s)`);
+    assert.equal(req!.next_poll_at?.getTime(), next!.run_at.getTime());
+  });
+});
