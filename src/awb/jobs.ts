@@ -70,6 +70,13 @@ export type PollPayload = z.infer<typeof pollPayload>;
  * "queued" it (job_key folded them into one) and each told the merchant awb.pool_low.
  */
 export async function enqueueAutoReplenish(tx: Tx, reason: "allocation" | "empty" | "start"): Promise<boolean> {
+  // Most calls below the watermark find the top-up already waiting: they say so without
+  // taking the lock, which every one of them would otherwise hold until its commit.
+  const [seen] = await tx<{ waiting: boolean }[]>`
+    select exists (
+      select 1 from graphile_worker.jobs
+      where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts) as waiting`;
+  if (seen?.waiting) return false;
   await tx`select pg_advisory_xact_lock(hashtextextended(${REPLENISH_KEY}, 0))`;
   const added = await tx`
     select graphile_worker.add_job(

@@ -43,3 +43,33 @@ it("10 concurrent allocations below the watermark: one waiting top-up and one aw
     await t.database.sql`delete from notification_messages`;
   }
 });
+
+it("below the watermark with a top-up already waiting, an allocation does not queue behind another's trigger check", async () => {
+  await t.database.sql`delete from graphile_worker._private_jobs`;
+  const numbers = Array.from({ length: 5 }, (_, i) => `SF${String(900 + i).padStart(10, "0")}TST`);
+  await t.database.sql.begin((tx) => insertAwbNumbers(tx, numbers, { source: "pool", requestId: null }));
+  await t.database.sql`
+    select graphile_worker.add_job('awb__replenish', '{"reason":"allocation"}'::json, queue_name := 'awb', job_key := 'awb__replenish', run_at := now() + interval '1 hour')`;
+  // Another allocator's transaction, between its trigger check and its commit.
+  const release = Promise.withResolvers<void>();
+  const holding = Promise.withResolvers<void>();
+  const other = direct.sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(hashtextextended('awb__replenish', 0))`;
+    holding.resolve();
+    await release.promise;
+  });
+  await holding.promise;
+  try {
+    const started = performance.now();
+    const got = await Promise.race([
+      allocateAwb(direct.sql, { lowWatermark: LOW }),
+      new Promise<"blocked">((r) => setTimeout(() => r("blocked"), 3000)),
+    ]);
+    assert.notEqual(got, "blocked", "the allocation waited for the other transaction's commit");
+    assert.ok(got && typeof got === "object" && got.awbNumber);
+    assert.ok(performance.now() - started < 3000);
+  } finally {
+    release.resolve();
+    await other;
+  }
+});
