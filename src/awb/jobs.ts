@@ -7,6 +7,7 @@ import type { Sql } from "postgres";
 import { z } from "zod";
 import type { Tx } from "../db/client.ts";
 import { MAX_AWB_COUNT } from "../provider/schemas.ts";
+import { MAX_POLL_AGE_MS } from "./plan.ts";
 
 export const AWB_QUEUE = "awb";
 export const REPLENISH_TASK = "awb__replenish";
@@ -69,7 +70,11 @@ export type PollPayload = z.infer<typeof pollPayload>;
  * caller before committed): without it, concurrent allocators each found no job, each
  * "queued" it (job_key folded them into one) and each told the merchant awb.pool_low.
  */
-export async function enqueueAutoReplenish(tx: Tx, reason: "allocation" | "empty" | "start"): Promise<boolean> {
+export async function enqueueAutoReplenish(
+  tx: Tx,
+  reason: "allocation" | "empty" | "start",
+  level?: { available: number; lowWatermark: number },
+): Promise<boolean> {
   // Most calls below the watermark find the top-up already waiting: they say so without
   // taking the lock, which every one of them would otherwise hold until its commit.
   const [seen] = await tx<{ waiting: boolean }[]>`
@@ -77,6 +82,10 @@ export async function enqueueAutoReplenish(tx: Tx, reason: "allocation" | "empty
       select 1 from graphile_worker.jobs
       where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts) as waiting`;
   if (seen?.waiting) return false;
+  // Fresh numbers on the way will lift the pool to the watermark: the top-up that asked
+  // for them did its part, and another would find nothing to ask (while a batch was
+  // generated, each allocation queued a job that did nothing, and told awb.pool_low).
+  if (level !== undefined && !(await stillLow(tx, level.available, level.lowWatermark))) return false;
   await tx`select pg_advisory_xact_lock(hashtextextended(${REPLENISH_KEY}, 0))`;
   const added = await tx`
     select graphile_worker.add_job(
@@ -89,11 +98,30 @@ export async function enqueueAutoReplenish(tx: Tx, reason: "allocation" | "empty
 }
 
 /**
- * How long an automatic top-up that left the pool below the low watermark keeps the next
- * one waiting (the cron's period). Without it, a top-up that could not fill the pool (the
- * provider refused, or fresh numbers were still being generated) ended, the next
- * allocation found no top-up waiting and queued another at once: one provider call, one
- * failed request and one awb.pool_low per allocation under load.
+ * Numbers that pending fresh requests will deliver (those within the poll give-up window,
+ * as poolSnapshot counts them), read through the created_at index.
+ */
+export async function freshOnTheWay(sql: Tx): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select coalesce(sum(count), 0)::int as n from awb_requests
+    where created_at > now() - ${MAX_POLL_AGE_MS}::int * interval '1 millisecond'
+      and mode = 'fresh' and status = 'pending'`;
+  return row?.n ?? 0;
+}
+
+/** Whether the pool is below the low watermark (or empty), counting fresh numbers on the way. */
+export async function stillLow(sql: Tx, available: number, lowWatermark: number): Promise<boolean> {
+  const floor = Math.max(1, lowWatermark);
+  if (available >= floor) return false;
+  return available + (await freshOnTheWay(sql)) < floor;
+}
+
+/**
+ * How long an automatic top-up that left the pool below the low watermark, with no fresh
+ * numbers on the way to lift it, keeps the next one waiting (the cron's period). Without
+ * it, a top-up that could not fill the pool (the provider refused, gave too few, or
+ * retries ran out) ended, the next allocation found no top-up waiting and queued another
+ * at once: one provider call, one failed request and one awb.pool_low per allocation.
  */
 export const FOLLOW_UP_MS = 60_000;
 

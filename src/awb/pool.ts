@@ -70,7 +70,7 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
     where a.awb_number = picked.awb_number
     returning a.awb_number`;
   if (!row) {
-    if (await enqueueAutoReplenish(tx, "empty")) {
+    if (await enqueueAutoReplenish(tx, "empty", { available: 0, lowWatermark })) {
       await recordMessage(tx, { type: "awb.pool_low", data: { pool: { available: 0, low_watermark: lowWatermark } } });
     }
     return null;
@@ -84,7 +84,7 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
   const left = level?.n ?? 0;
   if (left < lowWatermark || left === 0) {
     // The first allocation below the watermark queues the top-up; it tells the merchant once.
-    if (await enqueueAutoReplenish(tx, "allocation")) {
+    if (await enqueueAutoReplenish(tx, "allocation", { available: left, lowWatermark })) {
       await recordMessage(tx, { type: "awb.pool_low", data: { pool: { available: left, low_watermark: lowWatermark } } });
     }
   }

@@ -11,7 +11,7 @@ import type { ProviderClient } from "../provider/client.ts";
 import type { JobInfo } from "../worker/deps.ts";
 import { ProviderError, describeProviderError } from "../provider/errors.ts";
 import { MAX_AWB_COUNT, USABLE_AWB_NUMBER } from "../provider/schemas.ts";
-import { FOLLOW_UP_MS, MAX_RETRY_AFTER_RESCHEDULES, POLL_KEY_PREFIX, enqueueFollowUpReplenish, rescheduleReplenish, schedulePoll } from "./jobs.ts";
+import { FOLLOW_UP_MS, MAX_RETRY_AFTER_RESCHEDULES, POLL_KEY_PREFIX, enqueueFollowUpReplenish, rescheduleReplenish, schedulePoll, stillLow } from "./jobs.ts";
 import type { PollPayload, ReplenishPayload } from "./jobs.ts";
 import {
   MAX_POLL_AGE_MS,
@@ -46,8 +46,8 @@ export type TopUpResult =
 
 /**
  * One top-up run. An automatic one (not manual) that ends with the pool still below the
- * low watermark, however it ended (provider refused, gave up, numbers still on the way,
- * stopped short), leaves the next automatic top-up waiting FOLLOW_UP_MS: allocations meanwhile
+ * low watermark, fresh numbers on the way included, however it ended (the provider
+ * refused, retries ran out, stopped short), leaves the next automatic top-up waiting FOLLOW_UP_MS: allocations meanwhile
  * find it waiting and queue none (no provider call and no awb.pool_low per allocation).
  */
 export async function replenish(deps: TopUpDeps, payload: ReplenishPayload, job: JobInfo): Promise<TopUpResult> {
@@ -68,7 +68,7 @@ async function followUpIfStillLow(deps: TopUpDeps, payload: ReplenishPayload): P
   if (payload.reason === "manual" || !deps.provider) return;
   const low = deps.settings.lowWatermark;
   const left = await availableUpTo(deps.sql, low);
-  if (left >= low && left > 0) return;
+  if (!(await stillLow(deps.sql, left, low))) return;
   if (await enqueueFollowUpReplenish(deps.sql, FOLLOW_UP_MS)) {
     deps.log.info({ reason: payload.reason, available: left, afterMs: FOLLOW_UP_MS }, "awb pool still low after a top-up; the next one waits");
   }

@@ -3,7 +3,8 @@
  * emulator over real HTTP, real PostgreSQL: allocations keep finding the pool empty while
  * the provider refuses (pool mode) or while fresh numbers are being generated (fresh
  * mode); each is followed by a worker run. One provider call, one request and one
- * awb.pool_low, not one per allocation; the next automatic top-up waits a minute.
+ * awb.pool_low, not one per allocation; after a refusal the next automatic top-up waits
+ * a minute, while fresh numbers are on the way none is queued.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -75,14 +76,21 @@ describe("fresh mode: numbers still being generated", () => {
     await pair.close();
   });
 
-  it("ten allocations on an empty pool: one fresh request, one awb.pool_low; the pool fills when it is ready", async () => {
+  it("ten allocations on an empty pool: one fresh request, one awb.pool_low; once it is collected, a drained pool is topped up at once", async () => {
     await allocateWhileEmpty(t, 10);
     assert.deepEqual(await figures(t, pair), { providerCalls: 1, poolLow: 1, requests: 1 });
+    assert.equal((await topUpJobs(t)).length, 0, "the numbers on the way are the top-up: none waits");
     await pair.control.advanceClock(120);
-    await t.database.sql`select graphile_worker.reschedule_jobs(array(select id from graphile_worker.jobs where task_identifier like 'awb\\_\\_%'), run_at := now())`;
+    await t.database.sql`select graphile_worker.reschedule_jobs(array(select id from graphile_worker.jobs where task_identifier = 'awb__poll'), run_at := now())`;
     await t.runJobs();
     const [row] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from awb_numbers where state = 'available'`;
     assert.equal(row!.n, 20);
-    assert.equal((await topUpJobs(t)).length, 0, "a full pool leaves no top-up waiting");
+    // Drained below the watermark again: a top-up is queued now, not held back.
+    for (let i = 0; i < 16; i++) assert.equal((await t.request("/v1/awb/allocate", { method: "POST" })).status, 200);
+    const jobs = await topUpJobs(t);
+    assert.equal(jobs.length, 1);
+    assert.ok(jobs[0]!.run_at.getTime() <= Date.now() + 1000, "due now");
+    await t.runJobs();
+    assert.deepEqual(await figures(t, pair), { providerCalls: 3, poolLow: 2, requests: 2 });
   });
 });
