@@ -6,6 +6,7 @@
 import type { Sql } from "postgres";
 import { z } from "zod";
 import type { Tx } from "../db/client.ts";
+import { recordMessage } from "../notify/outbox.ts";
 import { MAX_AWB_COUNT } from "../provider/schemas.ts";
 import { MAX_POLL_AGE_MS } from "./plan.ts";
 
@@ -126,21 +127,18 @@ export async function stillLow(sql: Tx, available: number, lowWatermark: number)
 export const FOLLOW_UP_MS = 60_000;
 
 /**
- * Queues the automatic top-up `delayMs` from now, under the shared key, unless one is
- * already waiting (see enqueueAutoReplenish). True when this call queued it.
+ * Queues the automatic top-up `delayMs` from now, under the shared key. One that
+ * allocations queued while this run was under way is that same job and is put off too
+ * (graphile's replace mode): it would only meet what this run just met.
  */
-export async function enqueueFollowUpReplenish(sql: Sql, delayMs: number): Promise<boolean> {
-  return await sql.begin(async (tx) => {
+export async function enqueueFollowUpReplenish(sql: Sql, delayMs: number): Promise<void> {
+  await sql.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(hashtextextended(${REPLENISH_KEY}, 0))`;
-    const added = await tx`
+    await tx`
       select graphile_worker.add_job(
         ${REPLENISH_TASK}, json_build_object('reason', 'follow-up'),
         queue_name := ${AWB_QUEUE}, run_at := now() + ${delayMs}::int * interval '1 millisecond',
-        job_key := ${REPLENISH_KEY}, max_attempts := ${REPLENISH_MAX_ATTEMPTS}::int)
-      where not exists (
-        select 1 from graphile_worker.jobs
-        where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts)`;
-    return added.count > 0;
+        job_key := ${REPLENISH_KEY}, job_key_mode := 'replace', max_attempts := ${REPLENISH_MAX_ATTEMPTS}::int)`;
   });
 }
 
@@ -152,12 +150,19 @@ export async function enqueueFollowUpReplenish(sql: Sql, delayMs: number): Promi
  * at the watermark (a bounded index-only scan). True when this call queued the job (or,
  * racing another start, replaced the one just queued: still one job).
  */
-export async function enqueueStartReplenish(sql: Tx, lowWatermark: number): Promise<boolean> {
+export async function enqueueStartReplenish(sql: Sql, lowWatermark: number): Promise<boolean> {
   const floor = Math.max(1, lowWatermark);
-  const [level] = await sql<{ n: number }[]>`
-    select count(*)::int as n from (select 1 from awb_numbers where state = 'available' limit ${floor}) s`;
-  if ((level?.n ?? 0) >= floor) return false;
-  return await enqueueAutoReplenish(sql, "start");
+  return await sql.begin(async (tx) => {
+    const [level] = await tx<{ n: number }[]>`
+      select count(*)::int as n from (select 1 from awb_numbers where state = 'available' limit ${floor}) s`;
+    const available = level?.n ?? 0;
+    if (available >= floor) return false;
+    if (!(await enqueueAutoReplenish(tx, "start", { available, lowWatermark }))) return false;
+    // The merchant is told as when an allocation queues it: allocations meanwhile find
+    // this top-up waiting (and, should it fail, its follow-up), so none would tell.
+    await recordMessage(tx, { type: "awb.pool_low", data: { pool: { available, low_watermark: lowWatermark } } });
+    return true;
+  });
 }
 
 /** A manual top-up: no job key (each request is honoured), serialised by the queue. */

@@ -69,9 +69,8 @@ async function followUpIfStillLow(deps: TopUpDeps, payload: ReplenishPayload): P
   const low = deps.settings.lowWatermark;
   const left = await availableUpTo(deps.sql, low);
   if (!(await stillLow(deps.sql, left, low))) return;
-  if (await enqueueFollowUpReplenish(deps.sql, FOLLOW_UP_MS)) {
-    deps.log.info({ reason: payload.reason, available: left, afterMs: FOLLOW_UP_MS }, "awb pool still low after a top-up; the next one waits");
-  }
+  await enqueueFollowUpReplenish(deps.sql, FOLLOW_UP_MS);
+  deps.log.info({ reason: payload.reason, available: left, afterMs: FOLLOW_UP_MS }, "awb pool still low after a top-up; the next one waits");
 }
 
 async function replenishOnce(deps: TopUpDeps, payload: ReplenishPayload, job: JobInfo): Promise<TopUpResult> {

@@ -8,7 +8,9 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { FOLLOW_UP_MS } from "../../src/awb/jobs.ts";
+import type { Runner } from "graphile-worker";
+import { FOLLOW_UP_MS, enqueueStartReplenish } from "../../src/awb/jobs.ts";
+import { startWorker } from "../../src/worker/runner.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { startEmulatorPair } from "../helpers/emulator.ts";
@@ -92,5 +94,64 @@ describe("fresh mode: numbers still being generated", () => {
     assert.ok(jobs[0]!.run_at.getTime() <= Date.now() + 1000, "due now");
     await t.runJobs();
     assert.deepEqual(await figures(t, pair), { providerCalls: 3, poolLow: 2, requests: 2 });
+  });
+});
+
+describe("two running workers, allocations in a steady stream, the provider refusing", () => {
+  let pair: EmulatorPair;
+  let t: TestApp;
+  const runners: Runner[] = [];
+  before(async () => ({ pair, t } = await setUp({ AWB_MODE: "pool" })));
+  after(async () => {
+    for (const r of runners) await r.stop();
+    await t.close();
+    await pair.close();
+  });
+
+  it("one provider call and at most two awb.pool_low in 4 s of 503s (allocations during the run do not queue a next one at once)", async () => {
+    await pair.control.addFault({ path: "/generate_marketplace_awb/", action: "status", status: 400, body: { message: "Failure" } });
+    for (let i = 0; i < 2; i++) {
+      runners.push(await startWorker({ config: t.config, databaseUrl: t.testDb.url, sql: t.database.sql, log: t.log, metrics: t.metrics, provider: pair.client }));
+    }
+    const end = Date.now() + 4000;
+    let refused = 0;
+    await Promise.all(
+      Array.from({ length: 5 }, async () => {
+        while (Date.now() < end) {
+          const res = await t.request("/v1/awb/allocate", { method: "POST" });
+          assert.equal(res.status, 503);
+          await res.body?.cancel();
+          refused++;
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      }),
+    );
+    assert.ok(refused > 100, `${refused} allocations`);
+    // The worker's start queued the top-up (and told the merchant); it failed; the next waits
+    // a minute. An allocation while it ran may have queued one more (and told once more):
+    // that job is the one put off.
+    const f = await figures(t, pair);
+    assert.deepEqual([f.providerCalls, f.requests], [1, 1]);
+    assert.ok(f.poolLow >= 1 && f.poolLow <= 2, `${f.poolLow} awb.pool_low`);
+    const jobs = await topUpJobs(t);
+    assert.equal(jobs.length, 1);
+    assert.ok(jobs[0]!.run_at.getTime() > Date.now() + FOLLOW_UP_MS - 10_000);
+  });
+});
+
+describe("a worker starting below the watermark", () => {
+  let pair: EmulatorPair;
+  let t: TestApp;
+  before(async () => ({ pair, t } = await setUp({ AWB_MODE: "pool" })));
+  after(async () => {
+    await t.close();
+    await pair.close();
+  });
+
+  it("tells the merchant awb.pool_low when it queues the top-up (allocations meanwhile find it waiting and tell nobody)", async () => {
+    assert.equal(await enqueueStartReplenish(t.database.sql, 5), true);
+    assert.equal(await enqueueStartReplenish(t.database.sql, 5), false, "a second start finds it waiting");
+    for (let i = 0; i < 3; i++) assert.equal((await t.request("/v1/awb/allocate", { method: "POST" })).status, 503);
+    assert.equal((await figures(t, pair)).poolLow, 1);
   });
 });
