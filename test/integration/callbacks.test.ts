@@ -22,6 +22,13 @@ const status = (n: number, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
+/** tracklane_callbacks_total{result} as /metrics shows it now (0 before the first). */
+async function callbacksCounted(result: string): Promise<number> {
+  const text = await (await t.request("/metrics", { token: null })).text();
+  const m = text.match(new RegExp(`^tracklane_callbacks_total\\{result="${result}"\\} (\\d+)$`, "m"));
+  return m ? Number(m[1]) : 0;
+}
+
 async function count(table: string): Promise<number> {
   const [row] = await t.database.sql<{ n: number }[]>`select count(*)::int as n from ${t.database.sql(table)}`;
   return row!.n;
@@ -41,7 +48,8 @@ describe("callbacks: happy path", () => {
     );
   });
 
-  it("answers the same event again with the first id and duplicate: true, storing nothing", async () => {
+  it("answers the same event again with the first id and duplicate: true, storing nothing, counted as a duplicate", async () => {
+    const [storedBefore, duplicatesBefore] = [await callbacksCounted("stored"), await callbacksCounted("duplicate")];
     const first = (await (await t.callback(status(2))).json()) as { event_id: string };
     const before = await count("order_events");
     // Same content, keys in another order: the same event.
@@ -50,6 +58,8 @@ describe("callbacks: happy path", () => {
     assert.equal(again.status, 200);
     assert.deepEqual(await again.json(), { ok: true, event_id: first.event_id, duplicate: true });
     assert.equal(await count("order_events"), before);
+    // /metrics tells stored from duplicate: a sender that repeats everything shows as such.
+    assert.deepEqual([await callbacksCounted("stored"), await callbacksCounted("duplicate")], [storedBefore + 1, duplicatesBefore + 1]);
   });
 
   it("takes PUT as well as POST, and the secret in X-Callback-Secret on /callbacks", async () => {
