@@ -56,6 +56,44 @@ describe("a place after an attempt whose outcome is unknown (PROVIDER_DEDUPES_OR
   });
 });
 
+describe("a place whose order the provider named while its retry waited", () => {
+  it("is not sent again: the retry ends succeeded on the named order, one place request (PROVIDER_DEDUPES_ORDERS=true)", async () => {
+    const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", PROVIDER_DEDUPES_ORDERS: "true" });
+    try {
+      // The first attempt creates the order and its answer is lost (500): a retry is due.
+      await s.pair.control.addFault({ method: "POST", path: "/api/v2/stores/orders/", times: 1, action: "status", status: 500, process: true });
+      const body = placeOrderBody();
+      const coid = body.order_details.client_order_id;
+      assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+      const [command] = await s.t.database.sql<{ id: number }[]>`
+        select c.id::int from commands c join orders o on o.id = c.order_id where o.client_order_id = ${coid}`;
+      const deps = { sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: true };
+      await executeCommand(deps, command!.id);
+      const [retrying] = await s.t.database.sql<{ state: string; attempts: number }[]>`select state, attempts from commands where id = ${command!.id}`;
+      assert.deepEqual({ ...retrying }, { state: "pending", attempts: 1 }, "the 500 left a retry");
+      // Before the retry runs, the provider's callbacks name the order (both ids): projected.
+      await s.t.database.sql`update graphile_worker._private_jobs set run_at = now() + interval '1 hour' where key like 'command:%'`;
+      const provider = await s.pair.control.orders(coid);
+      assert.equal(provider.length, 1);
+      const allotted = await s.t.callback({ sfx_order_id: provider[0]!["svc_order_id"], client_order_id: coid, order_status: "ALLOTTED", allot_time: new Date().toISOString() });
+      assert.equal(allotted.status, 200, await allotted.clone().text());
+      await s.t.runJobs();
+      const named = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+      assert.equal(named.svc_order_id, String(provider[0]!["svc_order_id"]), "the callbacks linked the provider's id");
+
+      await executeCommand(deps, command!.id);
+      const places = (await s.pair.control.requests()).filter((r) => r.method === "POST" && r.path === "/api/v2/stores/orders/");
+      assert.equal(places.length, 1, "the place was not sent again: the provider already has the order");
+      const [row] = await s.t.database.sql<{ state: string }[]>`select state from commands where id = ${command!.id}`;
+      assert.equal(row!.state, "succeeded");
+      const order = await json<Order>(await s.t.request(`/v1/orders/${coid}`));
+      assert.deepEqual([order.placement.state, order.svc_order_id], ["placed", named.svc_order_id]);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe("a place answered 2xx without an order, by a provider that says it took it", () => {
   it("202 Accepted, or a success flag, with words that are not a success word: unconfirmed (the provider has the order), never failed", async () => {
     const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4" });
