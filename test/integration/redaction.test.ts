@@ -38,8 +38,8 @@ interface Events {
   items: { payload: Record<string, unknown> }[];
 }
 
-/** An order placed through tracklane, then delivered by a rider, its events' times `daysAgo` days back. */
-async function deliveredOrder(coid: string, svc: string, daysAgo: number): Promise<void> {
+/** An order placed through tracklane, then delivered (or ended in `finalStatus`) by a rider, its events' times `daysAgo` days back. */
+async function deliveredOrder(coid: string, svc: string, daysAgo: number, finalStatus = "DELIVERED"): Promise<void> {
   const body = placeOrderBody({ clientOrderId: coid });
   assert.equal((await t.request("/v1/orders", { method: "POST", json: body })).status, 202);
   await t.runJobs();
@@ -47,7 +47,7 @@ async function deliveredOrder(coid: string, svc: string, daysAgo: number): Promi
   const rider = { rider_id: "R-77", rider_name: "Ravi Kumar", rider_contact: "9812345678" };
   await t.callback({ client_order_id: coid, svc_order_id: svc, order_status: "ALLOTTED", timestamp: at(0), ...rider, rider_details: { rider_phone: "9812345678", rider_id: "R-77" } });
   await t.callback({ client_order_id: coid, svc_order_id: svc, rider_latitude: 12.97, rider_longitude: 77.59, timestamp: at(5), ...rider });
-  await t.callback({ client_order_id: coid, svc_order_id: svc, order_status: "DELIVERED", timestamp: at(30), ...rider });
+  await t.callback({ client_order_id: coid, svc_order_id: svc, order_status: finalStatus, timestamp: at(30), ...rider });
   await t.runJobs();
   await finishedDaysAgo(coid, daysAgo);
 }
@@ -165,6 +165,19 @@ describe("redaction of personal data", () => {
     const body = placeOrderBody({ clientOrderId: "PII-OLD" });
     const res = await t.request("/v1/orders", { method: "POST", json: body });
     assert.equal(res.status, 200, await res.clone().text());
+  });
+
+  it("every status that finishes an order makes it due: DELIVERED, CANCELLED, CANCELLED_BY_CUSTOMER, RETURNED_TO_SELLER", async () => {
+    const finals = ["DELIVERED", "CANCELLED", "CANCELLED_BY_CUSTOMER", "RETURNED_TO_SELLER"];
+    for (const [i, status] of finals.entries()) await deliveredOrder(`PII-END-${i}`, String(7700100 + i), 91, status);
+    assert.deepEqual((await redactDue(t.database.sql, 90)).failed, []);
+    const rows = await t.database.sql<{ client_order_id: string; status: string; redacted: boolean; rider_name: string | null }[]>`
+      select client_order_id, status, redacted_at is not null as redacted, rider_name from orders
+      where client_order_id like 'PII-END-%' order by client_order_id`;
+    assert.deepEqual(
+      rows.map((r) => [r.status, r.redacted, r.rider_name]),
+      finals.map((status) => [status, true, REDACTED]),
+    );
   });
 
   it("the log still refuses every change but a redaction, and only inside a transaction that declares it", async () => {
