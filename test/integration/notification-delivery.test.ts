@@ -248,6 +248,35 @@ describe("retries and failures", () => {
   });
 });
 
+describe("a retry that is not due at once", () => {
+  it("its run is scheduled for when it is due: the failed message is delivered a second later with no other job to wake it", async () => {
+    // NOTIFY_RETRY_SCHEDULE 0,1: the first attempt at once, the retry 1 s after it fails.
+    const later = await createTestApp({ ...NOTIFY_ENV, NOTIFY_RETRY_SCHEDULE: "0,1" });
+    try {
+      const r = await receiver();
+      r.answers.push({ status: 500, body: "not yet" });
+      const ep = await addEndpoint(later, r.url, ["order.status_changed"]);
+      await newOrder(later);
+      await later.runJobs();
+      assert.equal(r.received.length, 1, "the first attempt, answered 500");
+      const [pending] = await messages(later, `endpoint=${ep.id}`);
+      assert.deepEqual([pending!.status, pending!.attempts], ["pending", 1]);
+      const jobs = await later.database.sql<{ in_s: number }[]>`
+        select extract(epoch from run_at - now())::float8 as in_s from graphile_worker.jobs
+        where task_identifier = 'notify__deliver' and queue_name = ${`notify:${ep.id}`}`;
+      assert.equal(jobs.length, 1, "a run is scheduled for the retry");
+      assert.ok(jobs[0]!.in_s > 0 && jobs[0]!.in_s <= 1, `the run is due with the retry, in ${jobs[0]!.in_s} s`);
+      await new Promise((res) => setTimeout(res, 1100));
+      await later.runJobs();
+      assert.equal(r.received.length, 2, "the retry was sent when due");
+      const [delivered] = await messages(later, `endpoint=${ep.id}`);
+      assert.deepEqual([delivered!.status, delivered!.attempts], ["delivered", 2]);
+    } finally {
+      await later.close();
+    }
+  });
+});
+
 describe("re-sending and testing", () => {
   it("POST …/messages/{id}/resend sends a delivered message again with the same webhook-id and body", async () => {
     const r = await receiver();
