@@ -207,6 +207,31 @@ describe("callbacks: refusals", () => {
   });
 });
 
+describe("callbacks: the size limit over a real socket", () => {
+  it("with a Content-Length (as every real callback has), one byte over 256 KiB is 413 and nothing is kept; exactly 256 KiB is stored", async () => {
+    const server = await t.listen();
+    try {
+      const sized = (n: number, bytes: number) => {
+        const base = JSON.stringify({ svc_order_id: String(n), pad: "" });
+        const body = JSON.stringify({ svc_order_id: String(n), pad: "z".repeat(bytes - base.length) });
+        assert.equal(Buffer.byteLength(body), bytes);
+        return body;
+      };
+      const send = (body: string) =>
+        fetch(`${server.url}/callbacks/${CALLBACK_SECRET}`, { method: "POST", headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) }, body });
+      const before = [await count("order_events"), await count("rejected_callbacks")];
+      const over = await send(sized(9021, CALLBACK_MAX_BYTES + 1));
+      assert.equal(over.status, 413);
+      const { error } = (await over.json()) as { error: { code: string; message: string } };
+      assert.deepEqual([error.code, error.message], ["payload_too_large", `callback body is larger than ${CALLBACK_MAX_BYTES} bytes`]);
+      assert.deepEqual([await count("order_events"), await count("rejected_callbacks")], before);
+      assert.equal((await send(sized(9022, CALLBACK_MAX_BYTES))).status, 200);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe("callbacks: compressed bodies", () => {
   const compress: Record<string, (b: Buffer) => Buffer> = { gzip: gzipSync, deflate: deflateSync, br: brotliCompressSync };
   const encoded = (encoding: string, body: string) => new Uint8Array(compress[encoding]!(Buffer.from(body)));
