@@ -180,6 +180,23 @@ describe("redaction of personal data", () => {
     );
   });
 
+  it("an event after the finish does not move finished_at: the order is still due from when it finished", async () => {
+    await deliveredOrder("PII-LATE", "7700200", 91);
+    const finishedAt = async () =>
+      (await t.database.sql<{ finished_at: Date }[]>`select finished_at from orders where client_order_id = 'PII-LATE'`)[0]!.finished_at.getTime();
+    const before = await finishedAt();
+    // A late position of the rider (it changes the row), projected like any other event.
+    const late = await t.callback({ client_order_id: "PII-LATE", svc_order_id: "7700200", rider_latitude: 12.99, rider_longitude: 77.61, timestamp: new Date().toISOString() });
+    assert.equal(late.status, 200);
+    await t.runJobs();
+    const [row] = await t.database.sql<{ latitude: number }[]>`select rider_latitude as latitude from orders where client_order_id = 'PII-LATE'`;
+    assert.equal(row!.latitude, 12.99, "the late event was projected");
+    assert.equal(await finishedAt(), before);
+    await redactDue(t.database.sql, 90);
+    const [redacted] = await t.database.sql<{ redacted: boolean }[]>`select redacted_at is not null as redacted from orders where client_order_id = 'PII-LATE'`;
+    assert.equal(redacted!.redacted, true);
+  });
+
   it("the log still refuses every change but a redaction, and only inside a transaction that declares it", async () => {
     const sql = t.database.sql;
     await assert.rejects(sql`update order_events set payload = payload || '{"rider_name": "[redacted]"}' where client_order_id = 'PII-NEW'`, /append-only/);
