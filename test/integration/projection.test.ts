@@ -4,6 +4,7 @@ import { rebuild } from "../../src/projection/rebuild.ts";
 import { decodeState } from "../../src/projection/state.ts";
 import { CALLBACK_SECRET, createTestApp, shuffle } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
+import { placeOrderBody } from "../helpers/emulator.ts";
 
 let t: TestApp;
 before(async () => {
@@ -114,6 +115,28 @@ describe("projection through the whole pipeline", () => {
     assert.equal(byCoid.rider?.name, "R1");
     const rows = await t.database.sql`select id from orders where svc_order_id = 'M-SVC' or client_order_id = 'M-COID'`;
     assert.equal(rows.length, 1);
+  });
+
+  it("when a row placed through tracklane merges with an older row from callbacks, the placed row survives with its command", async () => {
+    // The provider's id alone first: a row of its own (external), older than the placed one.
+    assert.equal((await t.callback({ svc_order_id: "SURV-SVC", order_status: "ALLOTTED", allot_time: "2026-11-22T08:00:00Z" })).status, 200);
+    await t.runJobs();
+    const body = placeOrderBody({ clientOrderId: "SURV-1" });
+    assert.equal((await t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+    await t.runJobs(); // no provider here: the place ends failed, its row stays tracklane's
+    const rowsOf = () => t.database.sql<{ id: number; placement_state: string }[]>`
+      select id::int, placement_state from orders where svc_order_id = 'SURV-SVC' or client_order_id = 'SURV-1' order by id`;
+    const [external, placed] = await rowsOf();
+    assert.deepEqual([external!.placement_state, placed!.placement_state], ["external", "failed"]);
+    assert.ok(external!.id < placed!.id);
+
+    assert.equal((await t.callback({ svc_order_id: "SURV-SVC", client_order_id: "SURV-1", order_status: "ARRIVED", arrival_time: "2026-11-22T08:10:00Z" })).status, 200);
+    await t.runJobs();
+    const rows = await rowsOf();
+    assert.deepEqual(rows.map((r) => r.id), [placed!.id], "the row placed through tracklane survives, not the older one");
+    assert.notEqual(rows[0]!.placement_state, "external");
+    const commands = await t.database.sql<{ kind: string }[]>`select kind from commands where order_id = ${placed!.id}`;
+    assert.deepEqual(commands.map((c) => c.kind), ["place"]);
   });
 
   it("writes awkward values into the order row exactly: quotes, backslashes, braces, commas, newlines, the text NULL", async () => {
