@@ -242,6 +242,32 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
     const reset = Object.assign(new TypeError("fetch failed"), { cause: Object.assign(new Error("reset"), { code: "ECONNRESET" }) });
     assert.equal(deliveryOf("network", undefined, reset), "ambiguous");
   });
+
+  it("deliveryOf: every failure to connect is 'not_sent' (re-sent), anything that can come after the request was written is 'ambiguous'", () => {
+    const failing = (code: string) => Object.assign(new TypeError("fetch failed"), { cause: Object.assign(new Error(code), { code }) });
+    const neverConnected = {
+      refused: ["ECONNREFUSED"],
+      "no such host": ["ENOTFOUND", "EAI_AGAIN", "EAI_NONAME"],
+      unreachable: ["EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"],
+      "connect timeout": ["UND_ERR_CONNECT_TIMEOUT"],
+      "TLS handshake": [
+        "CERT_HAS_EXPIRED",
+        "DEPTH_ZERO_SELF_SIGNED_CERT",
+        "SELF_SIGNED_CERT_IN_CHAIN",
+        "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+        "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+        "ERR_TLS_CERT_ALTNAME_INVALID",
+        "ERR_SSL_WRONG_VERSION_NUMBER",
+      ],
+    };
+    for (const [why, codes] of Object.entries(neverConnected)) {
+      for (const code of codes) assert.equal(deliveryOf("network", undefined, failing(code)), "not_sent", `${why}: ${code}`);
+    }
+    for (const code of ["ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "ETIMEDOUT", "UND_ERR_HEADERS_TIMEOUT"]) {
+      assert.equal(deliveryOf("network", undefined, failing(code)), "ambiguous", code);
+    }
+    assert.equal(deliveryOf("network", undefined, new TypeError("fetch failed")), "ambiguous", "no code: it may have been sent");
+  });
 });
 
 describe("providerMessageOf: the provider's words, from any of its shapes, as one sentence", () => {
