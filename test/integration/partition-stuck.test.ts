@@ -117,6 +117,7 @@ it("a detach left pending whose partition an append reached meanwhile is attache
     assert.equal(first.blocked?.partition, held);
     const [late] = await sql<{ id: number }[]>`
       insert into ${sql(held)} (id, dedupe_key, source, kind, svc_order_id, occurred_at, payload, period)
+      overriding system value -- PostgreSQL 17 gives a partition the log's identity column; 15 does not
       values (nextval(pg_get_serial_sequence('order_events', 'id')), 'late-1', 'provider', 'location', '9920077', now(),
               '{"svc_order_id":"9920077","rider_latitude":12.9,"rider_longitude":77.6}', ${older}::date)
       returning id`;
