@@ -6,41 +6,16 @@
  * unless they are turned off.
  */
 import assert from "node:assert/strict";
-import { after, before, it } from "node:test";
-import type { Browser } from "playwright-core";
-import { createTestApp } from "../helpers/app.ts";
-import type { TestApp } from "../helpers/app.ts";
-import { chromiumPath, launchBrowser, recordRequests } from "../helpers/browser.ts";
+import { it } from "node:test";
+import { chromiumMissing, recordRequests, useBrowserApp } from "../helpers/browser.ts";
 
-const missing = (() => {
-  try {
-    chromiumPath();
-    return false;
-  } catch {
-    return true; // console.test.ts fails for it
-  }
-})();
-
-let browser: Browser;
-let t: TestApp;
-let server: { url: string; close(): Promise<void> };
-
-before(async () => {
-  if (missing) return;
-  browser = await launchBrowser();
-  t = await createTestApp();
-  server = await t.listen();
-});
-after(async () => {
-  await browser?.close();
-  await server?.close();
-  await t?.close();
-});
+const missing = chromiumMissing();
+const app = useBrowserApp(missing);
 
 it("renders the API reference from tracklane alone, with no error, no Ask AI and no developer tools", { skip: missing && "no Chromium" }, async () => {
-  const base = new URL(server.url);
+  const base = new URL(app.url);
   assert.equal(base.hostname, "127.0.0.1", "a local host, where Scalar would offer Ask AI");
-  const context = await browser.newContext();
+  const context = await app.browser.newContext();
   try {
     const requests = recordRequests(context);
     const page = await context.newPage();
@@ -49,7 +24,7 @@ it("renders the API reference from tracklane alone, with no error, no Ask AI and
       if (m.type() === "error") errors.push(m.text());
     });
     page.on("pageerror", (e) => errors.push(e.message));
-    await page.goto(`${server.url}/docs`, { waitUntil: "networkidle" });
+    await page.goto(`${app.url}/docs`, { waitUntil: "networkidle" });
     await page.getByText("Get an order by client_order_id").first().waitFor({ timeout: 30_000 });
     // The icon is fetched after the page loads, and its failure is reported a little later.
     await page.waitForTimeout(1000);

@@ -4,36 +4,13 @@
  * links tracklane's own icon, which the Content-Security-Policy (img-src 'self') lets load.
  */
 import assert from "node:assert/strict";
-import { after, before, it } from "node:test";
-import type { Browser, Page } from "playwright-core";
-import { API_TOKEN, createTestApp } from "../helpers/app.ts";
-import type { TestApp } from "../helpers/app.ts";
-import { chromiumPath, launchBrowser, signIn } from "../helpers/browser.ts";
+import { it } from "node:test";
+import type { Page } from "playwright-core";
+import { API_TOKEN } from "../helpers/app.ts";
+import { chromiumMissing, signIn, useBrowserApp } from "../helpers/browser.ts";
 
-const missing = (() => {
-  try {
-    chromiumPath();
-    return false;
-  } catch {
-    return true; // console.test.ts fails for it
-  }
-})();
-
-let browser: Browser;
-let t: TestApp;
-let server: { url: string; close(): Promise<void> };
-
-before(async () => {
-  if (missing) return;
-  browser = await launchBrowser();
-  t = await createTestApp();
-  server = await t.listen();
-});
-after(async () => {
-  await browser?.close();
-  await server?.close();
-  await t?.close();
-});
+const missing = chromiumMissing();
+const app = useBrowserApp(missing);
 
 /** What the browser said while `path` loaded, and whether the page's icon loads as an image under the page's CSP. */
 async function visit(page: Page, path: string): Promise<{ errors: string[]; iconLoads: boolean }> {
@@ -42,7 +19,7 @@ async function visit(page: Page, path: string): Promise<{ errors: string[]; icon
     if (m.type() === "error") errors.push(m.text());
   };
   page.on("console", listen);
-  await page.goto(`${server.url}${path}`);
+  await page.goto(`${app.url}${path}`);
   // The icon is fetched after the page loads, and its failure is reported a little later.
   await page.waitForTimeout(1000);
   const href = await page.locator('link[rel="icon"]').getAttribute("href");
@@ -60,11 +37,11 @@ async function visit(page: Page, path: string): Promise<{ errors: string[]; icon
 }
 
 it("no console page makes the browser report a missing icon; each one's icon loads", { skip: missing ? "no Chromium" : false }, async () => {
-  const page = await browser.newPage();
+  const page = await app.browser.newPage();
   const signInPage = await visit(page, "/sign-in");
   assert.deepEqual(signInPage.errors, []);
   assert.ok(signInPage.iconLoads, "the sign-in page's icon loads");
-  await signIn(page, server.url, API_TOKEN, "/orders");
+  await signIn(page, app.url, API_TOKEN, "/orders");
   for (const path of ["/orders", "/system"]) {
     const visited = await visit(page, path);
     assert.deepEqual(visited.errors, [], path);

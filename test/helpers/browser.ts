@@ -10,8 +10,11 @@
 import { accessSync, constants } from "node:fs";
 import { createRequire } from "node:module";
 import { delimiter, join } from "node:path";
+import { after, before } from "node:test";
 import { chromium } from "playwright-core";
 import type { Browser, BrowserContext, Page } from "playwright-core";
+import { createTestApp } from "./app.ts";
+import type { TestApp } from "./app.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -38,6 +41,45 @@ export function chromiumPath(env: NodeJS.ProcessEnv = process.env): string {
   const found = candidates.find(executable);
   if (found) return found;
   throw new Error(`no Chromium at /usr/bin/chromium or on PATH; ${CHROMIUM_MISSING}`);
+}
+
+/** True when no Chromium is to be had here: console.test.ts fails for it; smaller browser tests skip. */
+export function chromiumMissing(): boolean {
+  try {
+    chromiumPath();
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/** What a file of browser tests drives: Chromium, and a test app listening on loopback. */
+export interface BrowserApp {
+  browser: Browser;
+  t: TestApp;
+  url: string;
+}
+
+/**
+ * Registers the file's before/after hooks that start (unless Chromium is missing) and stop
+ * a browser and a listening test app; the returned object is filled in before the tests run.
+ */
+export function useBrowserApp(missing: boolean): BrowserApp {
+  const ctx = {} as BrowserApp;
+  let server: { url: string; close(): Promise<void> } | undefined;
+  before(async () => {
+    if (missing) return;
+    ctx.browser = await launchBrowser();
+    ctx.t = await createTestApp();
+    server = await ctx.t.listen();
+    ctx.url = server.url;
+  });
+  after(async () => {
+    await ctx.browser?.close();
+    await server?.close();
+    await ctx.t?.close();
+  });
+  return ctx;
 }
 
 /** Headless Chromium; --no-sandbox only as root (Chromium refuses to start a sandbox as root). */
