@@ -78,10 +78,7 @@ export async function enqueueAutoReplenish(
 ): Promise<boolean> {
   // Most calls below the watermark find the top-up already waiting: they say so without
   // taking the lock, which every one of them would otherwise hold until its commit.
-  const [seen] = await tx<{ waiting: boolean }[]>`
-    select exists (
-      select 1 from graphile_worker.jobs
-      where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts) as waiting`;
+  const [seen] = await tx<{ waiting: boolean }[]>`select ${topUpWaiting(tx)} as waiting`;
   if (seen?.waiting) return false;
   // Fresh numbers on the way will lift the pool to the watermark: the top-up that asked
   // for them did its part, and another would find nothing to ask (while a batch was
@@ -92,11 +89,14 @@ export async function enqueueAutoReplenish(
     select graphile_worker.add_job(
       ${REPLENISH_TASK}, json_build_object('reason', ${reason}::text),
       queue_name := ${AWB_QUEUE}, job_key := ${REPLENISH_KEY}, max_attempts := ${REPLENISH_MAX_ATTEMPTS}::int)
-    where not exists (
-      select 1 from graphile_worker.jobs
-      where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts)`;
+    where not ${topUpWaiting(tx)}`;
   return added.count > 0;
 }
+
+/** Whether the automatic top-up is waiting: queued under its key, not running, attempts left. */
+const topUpWaiting = (tx: Tx) => tx`exists (
+  select 1 from graphile_worker.jobs
+  where key = ${REPLENISH_KEY} and locked_at is null and attempts < max_attempts)`;
 
 /**
  * Numbers that pending fresh requests will deliver (those within the poll give-up window,
