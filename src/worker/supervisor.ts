@@ -6,7 +6,7 @@
  */
 import type { Runner } from "graphile-worker";
 import type { Sql } from "postgres";
-import { createPool, isConnectionLost as connectionLost, isDatabaseUnavailable } from "../db/client.ts";
+import { createPool, isConnectionLost, isDatabaseUnavailable } from "../db/client.ts";
 import type { WorkerDeps } from "./deps.ts";
 import { startWorker } from "./runner.ts";
 
@@ -26,7 +26,6 @@ export interface SupervisedWorker {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 
 /**
  * A runner that is stopping (replaced, or shut down by graphile-worker itself) failing to
@@ -156,7 +155,7 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
   // graphile-worker records a job's outcome in a promise it does not await: a database
   // error there is an unhandled rejection. Anything else unhandled stays fatal, as in Node.
   const onUnhandled = (reason: unknown) => {
-    if (connectionLost(reason)) {
+    if (isConnectionLost(reason)) {
       replace(reason);
       return;
     }
@@ -173,7 +172,7 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
   // node-postgres client dropped while connecting or ending): the runner is replaced,
   // as for a rejection, instead of the process dying. Anything else stays fatal.
   const onUncaught = (err: Error) => {
-    if (connectionLost(err)) {
+    if (isConnectionLost(err)) {
       replace(err);
       return;
     }
