@@ -2,7 +2,8 @@
  * Reconciliation: the active orders silent for RECONCILE_AFTER_MIN are asked for their
  * status, a few at a time, and the answers are appended to the event log as `poll` events
  * under a callback's identity rules. A provider without the endpoint (an HTML 404) turns
- * polling off in this process, with one warning.
+ * polling off in this process, with one warning, and is asked again an hour later: a
+ * proxy's "Not Found" page during a provider's deploy must not end polling for good.
  */
 import type { Sql } from "postgres";
 import { hasCoordinates, normaliseCallback } from "../domain/normalise.ts";
@@ -20,6 +21,8 @@ import { ProviderError } from "../provider/errors.ts";
 const RECONCILE_BATCH = 60;
 /** At least this long between two calls: at most 5 a second, whatever the backlog. */
 const RECONCILE_SPACING_MS = 200;
+/** A missing status endpoint is asked about again after this long (one order's call). */
+const ENDPOINT_RECHECK_MS = 60 * 60 * 1000;
 
 export interface ReconcileDeps {
   sql: Sql;
@@ -31,6 +34,8 @@ export interface ReconcileDeps {
   timeZone: string;
   spacingMs?: number;
   batch?: number;
+  /** ENDPOINT_RECHECK_MS, for tests. */
+  recheckMs?: number;
 }
 
 export interface ReconcileReport {
@@ -43,16 +48,18 @@ export interface ReconcileReport {
   off: boolean;
 }
 
-/** Per process: the provider answered that it has no status endpoint. */
-let endpointMissing = false;
+/**
+ * Per process: when the provider last answered that it has no status endpoint (its first
+ * such answer is the one warned about), or undefined while the endpoint answers.
+ */
+let endpointMissing: { since: number; checkedAt: number } | undefined;
 
 /** For tests: forget that the endpoint was found missing. */
 export function resetEndpointMissing(): void {
-  endpointMissing = false;
+  endpointMissing = undefined;
 }
 
 const ACTIVE = CANONICAL_STATUSES.filter((s) => !isTerminal(s));
-
 
 /**
  * A 404 with an HTML page from the status call itself (not its token exchange): the path
@@ -62,6 +69,13 @@ const ACTIVE = CANONICAL_STATUSES.filter((s) => !isTerminal(s));
  */
 function endpointIsMissing(err: unknown): boolean {
   return err instanceof ProviderError && err.stage === "call" && err.status === 404 && typeof err.body === "string" && /<html|<!doctype|<h1/i.test(err.body);
+}
+
+/** The endpoint answered: if it was missing, polling is back on (said once). */
+function endpointAnswers(log: Logger): void {
+  if (endpointMissing === undefined) return;
+  log.info({ missingSince: new Date(endpointMissing.since).toISOString() }, "the provider's order-status endpoint answers again: reconciliation is back on");
+  endpointMissing = undefined;
 }
 
 /**
@@ -79,9 +93,13 @@ export function pollPayload(data: JsonObject, order: Pick<DueOrder, "svc_order_i
 
 export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport> {
   const report: ReconcileReport = { asked: 0, learned: 0, failed: 0, off: false };
-  if (deps.afterMin <= 0 || deps.provider === undefined || endpointMissing) return { ...report, off: true };
+  if (deps.afterMin <= 0 || deps.provider === undefined) return { ...report, off: true };
+  const missing = endpointMissing;
+  if (missing !== undefined && Date.now() - missing.checkedAt < (deps.recheckMs ?? ENDPOINT_RECHECK_MS)) return { ...report, off: true };
+  const recheck = missing !== undefined;
   const spacing = deps.spacingMs ?? RECONCILE_SPACING_MS;
-  const batch = deps.batch ?? RECONCILE_BATCH;
+  // Asking whether a missing endpoint is back takes one order's call, not a run's.
+  const batch = recheck ? 1 : (deps.batch ?? RECONCILE_BATCH);
   const orders = await ordersDueForPoll(deps.sql, ACTIVE, deps.afterMin, batch);
   let last = 0;
   let stop = false;
@@ -99,19 +117,25 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
         const log = deps.log.child({ orderId: order.id, svcOrderId: svc });
         try {
           const answer = await deps.provider.orderStatus(svc);
+          endpointAnswers(deps.log);
           const outcome = await appendPoll(deps, { ...order, svc_order_id: svc }, svcs, answer.data);
           if (outcome === "new") report.learned++;
           if (outcome === "refused") report.failed++;
         } catch (err) {
           if (endpointIsMissing(err)) {
-            endpointMissing = true;
-            deps.log.warn(
-              { status: 404 },
-              "the provider has no order-status endpoint: reconciliation is off until restart (set RECONCILE_AFTER_MIN=0 to silence this)",
-            );
+            const now = Date.now();
+            if (endpointMissing === undefined) {
+              deps.log.warn(
+                { status: 404 },
+                "the provider has no order-status endpoint: reconciliation is off, asked again hourly (set RECONCILE_AFTER_MIN=0 to silence this)",
+              );
+            }
+            endpointMissing = { since: endpointMissing?.since ?? now, checkedAt: now };
             return { ...report, off: true };
           }
           if (!(err instanceof ProviderError)) throw err;
+          // An order it does not know (a JSON 404) is an answer of the endpoint too.
+          if (err.stage === "call" && err.status === 404) endpointAnswers(deps.log);
           report.failed++;
           log.warn({ error: err.message }, "order status poll failed");
           // Rate limited, down (no answer, or a 5xx), or our credentials refused (or no token

@@ -563,7 +563,7 @@ describe("§10 callbacks in the real shapes", () => {
 });
 
 describe("§10 lost callbacks: reconciliation", () => {
-  it("a dropped callback is recovered by polling the provider's status endpoint; a provider without it turns polling off once", async () => {
+  it("a dropped callback is recovered by polling the provider's status endpoint; a provider without it turns polling off once, and it is asked again an hour later", async () => {
     const s = await realistic({ RECONCILE_AFTER_MIN: "0.001" });
     const { reconcileDue, resetEndpointMissing } = await import("../../src/reconcile/reconcile.ts");
     const deps = () => ({ sql: s.t.database.sql, provider: s.pair.client, log: s.t.log, afterMin: 0.001, timeZone: "Asia/Kolkata", spacingMs: 0 });
@@ -595,8 +595,27 @@ describe("§10 lost callbacks: reconciliation", () => {
       await s.t.database.sql`update orders set reconciled_at = null`;
       const off = await reconcileDue(deps());
       assert.equal(off.off, true);
-      assert.equal((await reconcileDue(deps())).asked, 0, "off: nothing asked again");
+      assert.equal((await reconcileDue(deps())).asked, 0, "off: nothing asked again within the hour");
       assert.equal(s.t.logLines.filter((l) => l.includes("no order-status endpoint")).length, 1);
+
+      // An hour on, one order (of the two due) is asked again: still missing is no second
+      // warning, and the endpoint answering turns polling back on.
+      await place(s);
+      const later = () => ({ ...deps(), recheckMs: 0 });
+      await s.t.database.sql`update orders set reconciled_at = null`;
+      await new Promise((r) => setTimeout(r, 100));
+      const still = await reconcileDue(later());
+      assert.deepEqual([still.asked, still.off], [1, true], "one order asked, polling still off");
+      assert.equal(s.t.logLines.filter((l) => l.includes("no order-status endpoint")).length, 1);
+      await s.pair.control.send("PUT", "/behaviour", { status_endpoint: true });
+      await s.t.database.sql`update orders set reconciled_at = null`;
+      await new Promise((r) => setTimeout(r, 100));
+      const back = await reconcileDue(later());
+      assert.deepEqual([back.asked, back.off], [1, false]);
+      assert.equal(s.t.logLines.filter((l) => l.includes("answers again: reconciliation is back on")).length, 1);
+      await s.t.database.sql`update orders set reconciled_at = null`;
+      const on = await reconcileDue(deps());
+      assert.deepEqual([on.asked, on.off], [2, false], "back on: both orders asked, without waiting");
     } finally {
       resetEndpointMissing();
       await s.close();
