@@ -138,14 +138,23 @@ export async function knownClientIds(sql: Tx, ids: readonly string[]): Promise<S
   return new Set(rows.map((r) => r.id));
 }
 
+/**
+ * When an order was last heard of, on tracklane's clock: its newest event's time
+ * (`last_event_at`, the provider's clock), but no later than the row's last change
+ * (`updated_at`, which every new event's projection moves), or its creation when no event
+ * came yet. An event the provider dated ahead of its arrival (a clock hours fast, zone-less
+ * local times read in the wrong zone) would otherwise hold its order out of the polls and
+ * the stuck list until that time had come, however long the provider stayed silent.
+ */
+const silentSince = (sql: Tx) => sql`least(coalesce(last_event_at, created_at), updated_at)`;
+
 export type DueOrder = Pick<OrderRow, "id" | "client_order_id" | "svc_order_ids"> & { svc_order_id: string };
 
 /**
  * Active orders (a provider id, one of `activeStatuses` or none yet) silent for
- * `afterMin` minutes and not polled for as long, longest unpolled first. `last_event_at`
- * is the newest event time; an order never heard of since it was created counts from its
- * creation. Active statuses are named, not terminal ones excluded: orders_status_idx then
- * finds the active orders, few beside the finished ones, with no index of their own.
+ * `afterMin` minutes and not polled for as long, longest unpolled first. Silent since
+ * silentSince. Active statuses are named, not terminal ones excluded: orders_status_idx
+ * then finds the active orders, few beside the finished ones, with no index of their own.
  */
 export async function ordersDueForPoll(sql: Tx, activeStatuses: readonly string[], afterMin: number, limit: number): Promise<DueOrder[]> {
   const seconds = afterMin * 60;
@@ -153,14 +162,14 @@ export async function ordersDueForPoll(sql: Tx, activeStatuses: readonly string[
     select id, svc_order_id, client_order_id, svc_order_ids from orders
     where svc_order_id is not null
       and (status is null or status = any(${activeStatuses as string[]}::text[]))
-      and coalesce(last_event_at, created_at) < now() - make_interval(secs => ${seconds})
+      and ${silentSince(sql)} < now() - make_interval(secs => ${seconds})
       and (reconciled_at is null or reconciled_at < now() - make_interval(secs => ${seconds}))
     order by reconciled_at nulls first, id
     limit ${limit}`;
 }
 
 export type SilentOrder = Pick<OrderRow, "id" | "client_order_id" | "svc_order_id" | "status" | "placement_state" | "last_event_at" | "created_at"> & {
-  /** When the order was last heard of: its newest event, or its creation. */
+  /** When the order was last heard of (silentSince). */
   silent_since: Date;
 };
 
@@ -179,12 +188,12 @@ export async function silentOrders(
 ): Promise<{ rows: SilentOrder[]; total: number }> {
   const rows = await sql<(SilentOrder & { total: number })[]>`
     select id, client_order_id, svc_order_id, status, placement_state, last_event_at, created_at,
-           coalesce(last_event_at, created_at) as silent_since, count(*) over ()::int as total
+           ${silentSince(sql)} as silent_since, count(*) over ()::int as total
     from orders
     where (status is null or status = any(${activeStatuses as string[]}::text[]))
       and placement_state not in ('failed', 'unconfirmed')
-      and coalesce(last_event_at, created_at) < now() - make_interval(secs => ${afterMin * 60})
-    order by coalesce(last_event_at, created_at), id
+      and ${silentSince(sql)} < now() - make_interval(secs => ${afterMin * 60})
+    order by ${silentSince(sql)}, id
     limit ${limit}`;
   return { rows: rows.map(({ total: _, ...r }) => r), total: rows[0]?.total ?? 0 };
 }

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { executeCommand } from "../../src/commands/execute.ts";
 import { pollPayload, reconcileDue, resetEndpointMissing } from "../../src/reconcile/reconcile.ts";
+import { silentOrders } from "../../src/orders/read.ts";
 import { placeOrderBody } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
@@ -194,6 +195,33 @@ describe("reconciliation", () => {
     } finally {
       await s.pair.control.send("DELETE", "/faults");
     }
+  });
+
+  it("silence is measured on tracklane's clock: an event the provider dated hours ahead does not keep a silent order from its poll, nor from the stuck list", async () => {
+    const a = await placed();
+    await s.t.database.sql`update orders set reconciled_at = now() where client_order_id <> ${a.coid}`;
+    // A provider clock 3 h fast (or zone-less local times read as UTC): received now, dated 3 h on.
+    const ahead = new Date(Date.now() + 3 * 3_600_000).toISOString();
+    const res = await s.t.callback({ svc_order_id: a.svc, client_order_id: a.coid, order_status: "ALLOTTED", event_time: ahead });
+    assert.equal(res.status, 200);
+    await settle(s.t, s.pair);
+    // 30 minutes go by with no word from the provider (every time the row holds, moved back).
+    await s.t.database.sql`
+      update orders set created_at = created_at - interval '30 minutes', updated_at = updated_at - interval '30 minutes',
+        last_event_at = last_event_at - interval '30 minutes', reconciled_at = null
+      where client_order_id = ${a.coid}`;
+    const [row] = await s.t.database.sql<{ future: boolean }[]>`select last_event_at > now() as future from orders where client_order_id = ${a.coid}`;
+    assert.equal(row!.future, true, "the event's own time is still ahead");
+    const stuck = await silentOrders(s.t.database.sql, ["ALLOTTED"], 15, 100);
+    assert.ok(
+      stuck.rows.some((o) => o.client_order_id === a.coid),
+      "listed as silent for 15 minutes",
+    );
+    const silent = stuck.rows.find((o) => o.client_order_id === a.coid)!;
+    assert.ok(silent.silent_since.getTime() <= Date.now() - 29 * 60_000, `silent since it was last heard of, not ${silent.silent_since.toISOString()}`);
+    const before = await statusPolls();
+    assert.equal((await reconcileDue(deps({ afterMin: 15 }))).asked, 1, "polled after 30 minutes without an event");
+    assert.equal((await statusPolls()) - before, 1);
   });
 
   it("a poll's payload keeps the answer and adds only the ids it leaves out", () => {
