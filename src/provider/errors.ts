@@ -217,16 +217,22 @@ export function describeProviderError(err: ProviderError): string {
  */
 export const RETRY_AFTER_MAX_MS = 3_600_000;
 
+/** RFC 9110's HTTP-date (§5.6.7): IMF-fixdate or the obsolete RFC 850 form, both in GMT. */
+const HTTP_DATE_GMT = /^[a-z]{3,9}, \d{2}[ -][a-z]{3}[ -]\d{2}(?:\d{2})? \d{2}:\d{2}:\d{2} GMT$/i;
+/** ...or asctime's form, which names no zone: GMT too (Date.parse alone reads it in the host's zone). */
+const ASCTIME = /^[a-z]{3} [a-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/i;
+
 /**
  * Retry-After as milliseconds from `now`: delta-seconds or an HTTP date (RFC 9110 §10.2.3),
- * at most RETRY_AFTER_MAX_MS. Undefined when absent or unparsable; never negative.
+ * at most RETRY_AFTER_MAX_MS. Undefined when absent or unparsable; never negative. Any other
+ * date text is unparsable: Date.parse would read it in the host's zone.
  */
 export function parseRetryAfter(value: string | null | undefined, now: number): number | undefined {
   if (value === null || value === undefined) return undefined;
   const trimmed = value.trim();
   if (trimmed === "") return undefined;
   if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.min(RETRY_AFTER_MAX_MS, Math.round(Number(trimmed) * 1000));
-  const at = Date.parse(trimmed);
+  const at = HTTP_DATE_GMT.test(trimmed) ? Date.parse(trimmed) : ASCTIME.test(trimmed) ? Date.parse(`${trimmed} GMT`) : Number.NaN;
   if (Number.isNaN(at)) return undefined;
   return Math.min(RETRY_AFTER_MAX_MS, Math.max(0, at - now));
 }
