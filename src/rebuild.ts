@@ -16,6 +16,8 @@ import { RebuildFailedError, loadConfigOrExit, requireMigrations } from "./runti
 const SAME_KEYPRESS_MS = 500;
 
 const USAGE = "usage: npm run rebuild [-- --orders FROM-TO | --since 2026-11-01T00:00:00Z]";
+/** Ends in a zone: `Z` or an offset (`+05:30`, `-0300`, `+05`). */
+const ZONED = /(?:Z|[+-]\d{2}(?::?\d{2})?)$/i;
 
 /**
  * The scope from the command line, or a sentence saying what is wrong with it. `env`: npm
@@ -43,6 +45,9 @@ export function scopeOf(argv: readonly string[], env: Readonly<Record<string, st
   if (values.since !== undefined) {
     const since = new Date(values.since);
     if (!/^\d{4}-\d{2}-\d{2}/.test(values.since) || Number.isNaN(since.getTime())) return `--since must be an ISO 8601 time (found "${values.since}")\n${USAGE}`;
+    // new Date reads a time of day without a zone in the host's zone: a rebuild run from
+    // another machine, or a server in another zone, would repair another stretch of the log.
+    if (values.since.length > 10 && !ZONED.test(values.since)) return `--since needs Z or an offset after its time of day (found "${values.since}")\n${USAGE}`;
     return { since };
   }
   return {};

@@ -120,6 +120,25 @@ describe("the rebuild command line", () => {
     }
   });
 
+  it("--since: a time without Z or an offset is refused, not read in the host's zone; a date alone is its UTC midnight", () => {
+    const zone = process.env.TZ;
+    try {
+      for (const tz of ["America/New_York", "Asia/Kolkata"]) {
+        process.env.TZ = tz;
+        for (const since of ["2026-11-01T10:00:00", "2026-11-01T10:00", "2026-11-01 10:00:00"]) {
+          const said = scopeOf(["--since", since]);
+          assert.equal(typeof said, "string", `${since} in ${tz}`);
+          assert.match(said as string, /--since needs Z or an offset/);
+        }
+        assert.deepEqual(scopeOf(["--since", "2026-11-01T10:00:00+05:30"]), { since: new Date("2026-11-01T04:30:00Z") }, tz);
+        assert.deepEqual(scopeOf(["--since", "2026-11-01"]), { since: new Date("2026-11-01T00:00:00Z") }, tz);
+      }
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  });
+
   it("refuses the flags npm took for itself (written before --) instead of rebuilding every order", () => {
     // `npm run rebuild --orders=1-5`: no argument reaches it, npm_config_orders=1-5 does.
     for (const [argv, env] of [
