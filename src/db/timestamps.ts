@@ -14,11 +14,12 @@ const two = (s: string, i: number): number => digit(s, i) * 10 + digit(s, i + 1)
 
 /**
  * `YYYY-MM-DD HH:MM:SS[.f…]±HH[:MM[:SS]]` (PostgreSQL's ISO DateStyle) as a Date, to the
- * millisecond like `new Date` (further digits are dropped); other text as `new Date` reads it.
+ * millisecond like `new Date` (further digits are dropped), and the same without a zone as
+ * UTC; other text as `new Date` reads it.
  */
 export function parseTimestamp(text: string): Date {
   const n = text.length;
-  if (n < 22 || text.charCodeAt(4) !== 45 || text.charCodeAt(7) !== 45 || text.charCodeAt(10) !== 32 || text.charCodeAt(13) !== 58 || text.charCodeAt(16) !== 58) {
+  if (n < 19 || text.charCodeAt(4) !== 45 || text.charCodeAt(7) !== 45 || text.charCodeAt(10) !== 32 || text.charCodeAt(13) !== 58 || text.charCodeAt(16) !== 58) {
     return new Date(text);
   }
   const year = two(text, 0) * 100 + two(text, 2);
@@ -35,6 +36,10 @@ export function parseTimestamp(text: string): Date {
     }
     ms = Math.floor(ms);
   }
+  const utc = Date.UTC(year, two(text, 5) - 1, two(text, 8), two(text, 11), two(text, 14), two(text, 17), ms);
+  // No zone: a `timestamp` column (orders.updated_hour), which holds UTC as every time
+  // tracklane writes; new Date would read it in the host's zone.
+  if (i === n) return Number.isNaN(utc) || year < 100 ? new Date(`${text.replace(" ", "T")}Z`) : new Date(utc);
   const sign = text.charCodeAt(i);
   if ((sign !== 43 && sign !== 45) || (n - i !== 3 && n - i !== 6 && n - i !== 9)) return new Date(text);
   let offset = two(text, i + 1) * 60;
@@ -47,7 +52,6 @@ export function parseTimestamp(text: string): Date {
     if (text.charCodeAt(i + 6) !== 58) return new Date(text);
     offsetSeconds = two(text, i + 7);
   }
-  const utc = Date.UTC(year, two(text, 5) - 1, two(text, 8), two(text, 11), two(text, 14), two(text, 17), ms);
   const at = utc - (sign === 43 ? 1 : -1) * (offset * 60_000 + offsetSeconds * 1000);
   // A digit out of place (NaN) or a year below 100 (Date.UTC reads it as 19xx): as before.
   return Number.isNaN(at) || year < 100 ? new Date(text) : new Date(at);

@@ -26,9 +26,24 @@ describe("parseTimestamp", () => {
     assert.equal(parseTimestamp("2026-11-23 10:00:00.5+05:30").toISOString(), "2026-11-23T04:30:00.500Z");
   });
 
-  it("leaves other shapes to new Date: a date, a timestamp without a zone, infinity, BC, another DateStyle", () => {
-    for (const text of ["2026-11-23", "2026-11-23 10:00:00", "2026-11-23 10:00:00.25", "infinity", "-infinity", "0044-03-15 12:00:00+00 BC", "Mon Nov 23 10:00:00 2026 UTC", "2026-11-23T10:00:00Z", "2026-1x-23 10:00:00+00"]) {
+  it("leaves other shapes to new Date: a date, infinity, BC, another DateStyle", () => {
+    for (const text of ["2026-11-23", "infinity", "-infinity", "0044-03-15 12:00:00+00 BC", "Mon Nov 23 10:00:00 2026 UTC", "2026-11-23T10:00:00Z", "2026-1x-23 10:00:00+00"]) {
       same(text);
+    }
+  });
+
+  it("reads a timestamp without a zone (orders.updated_hour) as UTC, whatever the host's zone", () => {
+    const zone = process.env.TZ;
+    try {
+      for (const tz of ["Asia/Kolkata", "America/St_Johns", "UTC"]) {
+        process.env.TZ = tz;
+        assert.equal(parseTimestamp("2026-11-23 10:00:00").toISOString(), "2026-11-23T10:00:00.000Z", tz);
+        assert.equal(parseTimestamp("2026-11-23 10:00:00.250999").toISOString(), "2026-11-23T10:00:00.250Z", tz);
+        assert.equal(parseTimestamp("0044-03-15 12:00:00").toISOString(), "0044-03-15T12:00:00.000Z", tz);
+      }
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
     }
   });
 
