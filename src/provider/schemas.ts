@@ -366,8 +366,12 @@ export const OAuthTokenResponseSchema = z.looseObject({
    */
   access_token: z.string().regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces: it is sent in the Authorization header"),
   token_type: z.string(),
-  /** Seconds; some gateways send it as a numeric string. Absent: the product's default. */
-  expires_in: z.coerce.number().positive().optional(),
+  /**
+   * Seconds; some gateways send it as a numeric string. Absent or unusable (null, empty,
+   * zero, not a number): the product's default. The token itself is good, and a 401 renews
+   * it; refusing the answer for this field would leave every call without a token.
+   */
+  expires_in: z.coerce.number().positive().optional().catch(undefined),
 });
 export type OAuthTokenResponse = z.output<typeof OAuthTokenResponseSchema>;
 

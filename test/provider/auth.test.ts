@@ -97,6 +97,16 @@ describe("OAuth2 client credentials", () => {
       assert.equal(await tokenExchanges(pair), 2);
     }));
 
+  it("a token whose expires_in is null, empty, zero or not a number gets the product's default lifetime rather than failing every call", () =>
+    withPair({ product: "quick_commerce" }, async (pair) => {
+      for (const expires_in of [null, "", 0, "soon"]) {
+        await pair.control.addFault({ method: "POST", path: "/oauth/token/", times: 1, action: "status", status: 200, body: { access_token: "tok-1", token_type: "Bearer", expires_in } });
+        const token = await pair.client.exchangeToken();
+        assert.equal(token.access_token, "tok-1", JSON.stringify(expires_in));
+        assert.equal(token.expires_in, undefined, JSON.stringify(expires_in));
+      }
+    }));
+
   it("a token expired on the emulator's clock: 401, one re-exchange, the call succeeds", () =>
     withPair({ product: "quick_commerce" }, async (pair) => {
       await pair.client.generatePoolAwbs(1);
