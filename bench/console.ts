@@ -13,9 +13,9 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
 import type { Sql } from "postgres";
 import { createLogger } from "../src/logger.ts";
+import { commandLine } from "../src/runtime/cli.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
@@ -23,9 +23,13 @@ import { driverSql } from "../src/db/client.ts";
 import { onScratchDatabase, partitionsSince } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
-const { values: args } = parseArgs({ options: { orders: { type: "string" }, requests: { type: "string" } } });
+const args = commandLine("usage: npm run bench:console [-- --orders N --requests N]   (defaults 100000 and 50)", { orders: { type: "string" }, requests: { type: "string" } });
 const ORDERS = Number(args.orders ?? process.env.BENCH_ORDERS ?? 100_000);
 const REQUESTS = Number(args.requests ?? 50);
+if (![ORDERS, REQUESTS].every((n) => Number.isInteger(n) && n >= 1)) {
+  console.error("bench:console: --orders and --requests must be whole numbers from 1");
+  process.exit(1);
+}
 const API_TOKEN = "bench-console-token-0123456789";
 const log = createLogger({ level: "warn" });
 

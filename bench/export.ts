@@ -12,10 +12,10 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import type postgres from "postgres";
 import type { Sql } from "postgres";
 import { createLogger } from "../src/logger.ts";
+import { commandLine } from "../src/runtime/cli.ts";
 import { SERVICE_NODE_ARGS, procMemMiB, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
 import { driverSql } from "../src/db/client.ts";
@@ -25,7 +25,7 @@ const API_TOKEN = "bench-api-token-0123456789abcdef";
 const CALLBACK_SECRET = "bench-callback-secret-0123456789";
 const SAMPLE_MS = 100;
 
-const { values: args } = parseArgs({ options: { orders: { type: "string" } } });
+const args = commandLine("usage: npm run bench:export [-- --orders N]   (default 1000000)", { orders: { type: "string" } });
 const orders = Number(args.orders ?? process.env.BENCH_EXPORT_ORDERS ?? 1_000_000);
 if (!Number.isInteger(orders) || orders < 1) {
   console.error(`bench:export: --orders must be a positive integer, got ${args.orders}`);

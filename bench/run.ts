@@ -26,11 +26,11 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { loadConfig } from "../src/config.ts";
 import { driverSql } from "../src/db/client.ts";
 import { withDatabase } from "../src/db/url.ts";
 import { createLogger } from "../src/logger.ts";
+import { commandLine } from "../src/runtime/cli.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { CALLBACK_SECRET, ROOT, echoBaseline, insertBaseline, tracklanePhase } from "./lib/phases.ts";
 import { SERVICE_NODE_ARGS, stopChildrenOnSignal } from "./lib/processes.ts";
@@ -42,8 +42,12 @@ import { benchServer, scratchDatabase } from "./lib/scratch.ts";
 import type { RunResult } from "./lib/report.ts";
 import type { InsertResult } from "./insert-baseline.ts";
 
-const { values: args } = parseArgs({
-  options: {
+const args = commandLine(
+  `usage: npm run bench [-- options]
+  --connections N  --duration S  --warmup S  --orders N  --events N  --history N
+  --history-months M  --dup-every N  --runs N  --cpu-prof  --only-tracklane  --no-notify
+  --only-notify  --single-process      (bench/README.md: what each does, and its default)`,
+  {
     connections: { type: "string" },
     duration: { type: "string" },
     warmup: { type: "string" },
@@ -59,7 +63,7 @@ const { values: args } = parseArgs({
     "only-notify": { type: "boolean", default: false },
     "single-process": { type: "boolean", default: false },
   },
-});
+);
 
 function num(flag: string | undefined, env: string, fallback: number): number {
   const raw = flag ?? process.env[env];
@@ -89,7 +93,7 @@ const options: BenchOptions = {
   dupEvery: num(args["dup-every"], "BENCH_DUP_EVERY", 101),
   drainTimeoutS: 180,
   deliveryTimeoutS: 600,
-  cpuProf: args["cpu-prof"],
+  cpuProf: args["cpu-prof"] === true,
   singleProcess: args["single-process"] || process.env.BENCH_SINGLE_PROCESS === "1",
   resultsDir,
   stamp,

@@ -24,10 +24,10 @@ import { execSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
 import type { Sql } from "postgres";
 import { runMigrations } from "../src/db/migrate.ts";
 import { createLogger } from "../src/logger.ts";
+import { commandLine } from "../src/runtime/cli.ts";
 import type { LoadConfig, LoadResult } from "./load.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, runForked, startService, stopChildrenOnSignal } from "./lib/processes.ts";
@@ -37,9 +37,10 @@ import { withDatabase } from "../src/db/url.ts";
 import { benchServer, partitionsSince } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
-const { values: args } = parseArgs({
-  options: { sizes: { type: "string" }, "ingest-s": { type: "string" }, connections: { type: "string" }, samples: { type: "string" } },
-});
+const args = commandLine(
+  "usage: npm run bench:scale [-- --sizes 1000000,10000000 --ingest-s 15 --connections 64 --samples 200]\n  (bench/README.md, \"At scale\")",
+  { sizes: { type: "string" }, "ingest-s": { type: "string" }, connections: { type: "string" }, samples: { type: "string" } },
+);
 const SIZES = (args.sizes ?? process.env.BENCH_SIZES ?? "1000000").split(",").map((s) => Number(s.trim()));
 const INGEST_S = Number(args["ingest-s"] ?? 15);
 const CONNECTIONS = Number(args.connections ?? 64);
@@ -57,6 +58,12 @@ const log = createLogger({ level: "warn" });
 if (SIZES.some((s) => !Number.isInteger(s) || s < 0)) {
   console.error("bench:scale: --sizes must be whole numbers of events, comma-separated");
   process.exit(1);
+}
+for (const [flag, n] of [["--ingest-s", INGEST_S], ["--connections", CONNECTIONS], ["--samples", SAMPLES]] as const) {
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`bench:scale: ${flag} must be a whole number from 1`);
+    process.exit(1);
+  }
 }
 
 /** Events `from` … `to`-1 of the synthetic log: order `i / 40`, step `i % 40`, 4 million a day ending now. */

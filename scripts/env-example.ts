@@ -7,6 +7,7 @@ import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { envVariables } from "../src/config.ts";
+import { commandLine } from "../src/runtime/cli.ts";
 
 export const ENV_EXAMPLE_PATH = resolve(import.meta.dirname, "../.env.example");
 
@@ -25,6 +26,8 @@ export function renderEnvExample(): string {
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  commandLine(`usage: npm run env:example
+  Writes .env.example from the configuration schema (src/config.ts). It takes no arguments.`);
   writeFileSync(ENV_EXAMPLE_PATH, renderEnvExample());
   process.stdout.write(`wrote ${ENV_EXAMPLE_PATH}\n`);
 }

@@ -25,6 +25,7 @@ import { withDatabase } from "../src/db/url.ts";
 import { createLogger } from "../src/logger.ts";
 import { resolveDatabase } from "../src/runtime/database.ts";
 import { startBuiltInEmulator } from "../src/runtime/provider.ts";
+import { commandLine } from "../src/runtime/cli.ts";
 import { startServices } from "../src/runtime/services.ts";
 import { launchBrowser, signIn } from "../test/helpers/browser.ts";
 
@@ -335,6 +336,10 @@ async function shoot(base: string, apiToken: string, ids: DemoIds): Promise<numb
   return 0;
 }
 
+commandLine(`usage: npm run screenshots
+  Draws every console page at 390 and 1280 px wide into docs/screenshots/, from demo data on
+  a scratch database (on DATABASE_URL's server, or TEST_DATABASE_URL's, or an embedded one),
+  dropped afterwards. Needs Chromium (CHROMIUM_PATH). It takes no arguments.`);
 main().then(
   (code) => process.exit(code),
   (err: unknown) => {

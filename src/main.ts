@@ -9,8 +9,14 @@ import { resolveDatabase } from "./runtime/database.ts";
 import { BUILT_IN_PRODUCT, configuredProvider, startBuiltInEmulator } from "./runtime/provider.ts";
 import { fatal, stopOnSignal } from "./runtime/lifecycle.ts";
 import { startServices } from "./runtime/services.ts";
+import { commandLine } from "./runtime/cli.ts";
 import { loadConfigOrExit } from "./runtime/startup-errors.ts";
 
+commandLine(`usage: npm start
+  Everything in one process: migrations, the HTTP server (callbacks, API, console) and the
+  worker; an embedded PostgreSQL under DATA_DIR when DATABASE_URL is unset, and the provider
+  emulator when PROVIDER_BASE_URL is. It takes no arguments: settings come from the
+  environment and .env (.env.example lists them; docs/operations.md).`);
 const config = loadConfigOrExit();
 const log = createLogger({ level: config.logLevel, format: config.logFormat });
 

@@ -3,11 +3,12 @@
  * log (all of them by default), reports progress, then exits. See projection/rebuild.ts.
  */
 import os from "node:os";
-import { parseArgs } from "node:util";
+import { z } from "zod";
 import { createDatabase } from "./db/client.ts";
 import { createLogger } from "./logger.ts";
 import { rebuild } from "./projection/rebuild.ts";
 import type { RebuildScope } from "./projection/rebuild.ts";
+import { EX_USAGE, parseCommandLine } from "./runtime/cli.ts";
 import { resolveDatabase } from "./runtime/database.ts";
 import { fatal } from "./runtime/lifecycle.ts";
 import { RebuildFailedError, loadConfigOrExit, requireMigrations } from "./runtime/startup-errors.ts";
@@ -15,27 +16,30 @@ import { RebuildFailedError, loadConfigOrExit, requireMigrations } from "./runti
 /** Signals this close to the first are one Ctrl-C delivered twice (runtime/lifecycle.ts). */
 const SAME_KEYPRESS_MS = 500;
 
-const USAGE = "usage: npm run rebuild [-- --orders FROM-TO | --since 2026-11-01T00:00:00Z]";
-/** Ends in a zone: `Z` or an offset (`+05:30`, `-0300`, `+05`). */
-const ZONED = /(?:Z|[+-]\d{2}(?::?\d{2})?)$/i;
+const USAGE = `usage: npm run rebuild [-- --orders FROM-TO | --since 2026-11-01T00:00:00Z]
+  Re-derives orders from the event log, then exits: every order by default; --orders the
+  rows with internal ids FROM to TO; --since the orders of events received since then (a
+  date, or a time with Z or an offset). Safe while workers run; run it again after a stop.`;
+
+/** `--since`: a date (midnight UTC) or a time with its zone; a time without one would be read in this machine's zone. */
+const SINCE = z.union([z.iso.date(), z.iso.datetime({ offset: true })]);
 
 /**
- * The scope from the command line, or a sentence saying what is wrong with it. `env`: npm
- * takes the flags written before `--` for its own configuration and hands them over as
- * npm_config_<name>: `npm run rebuild --orders=1-5` would otherwise rebuild every order.
+ * The scope from the command line, null for `--help`, or a sentence saying what is wrong
+ * with it. `env`: npm takes the flags written before `--` for its own configuration and hands
+ * them over as npm_config_<name>: `npm run rebuild --orders=1-5` would otherwise rebuild
+ * every order.
  */
-export function scopeOf(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): RebuildScope | string {
+export function scopeOf(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): RebuildScope | string | null {
   const eaten = ["orders", "since"].filter((name) => env[`npm_config_${name}`] !== undefined);
   if (eaten.length > 0) {
     const flags = eaten.map((n) => `--${n}`).join(" and ");
     return `npm took ${flags} for itself (flags for the rebuild go after \`--\`), so nothing was rebuilt: write e.g. npm run rebuild -- --orders 1-500\n${USAGE}`;
   }
-  let values: { orders?: string | undefined; since?: string | undefined };
-  try {
-    ({ values } = parseArgs({ args: [...argv], options: { orders: { type: "string" }, since: { type: "string" } }, strict: true }));
-  } catch (err) {
-    return `${err instanceof Error ? err.message : String(err)}\n${USAGE}`;
-  }
+  const line = parseCommandLine(argv, { orders: { type: "string" }, since: { type: "string" } });
+  if ("error" in line) return `${line.error}\n${USAGE}`;
+  if (line.help) return null;
+  const { values } = line;
   if (values.orders !== undefined && values.since !== undefined) return `--orders and --since exclude each other\n${USAGE}`;
   if (values.orders !== undefined) {
     const m = /^(\d{1,15})-(\d{1,15})$/.exec(values.orders);
@@ -43,21 +47,23 @@ export function scopeOf(argv: readonly string[], env: Readonly<Record<string, st
     return { fromOrderId: Number(m[1]), toOrderId: Number(m[2]) };
   }
   if (values.since !== undefined) {
-    const since = new Date(values.since);
-    if (!/^\d{4}-\d{2}-\d{2}/.test(values.since) || Number.isNaN(since.getTime())) return `--since must be an ISO 8601 time (found "${values.since}")\n${USAGE}`;
-    // new Date reads a time of day without a zone in the host's zone: a rebuild run from
-    // another machine, or a server in another zone, would repair another stretch of the log.
-    if (values.since.length > 10 && !ZONED.test(values.since)) return `--since needs Z or an offset after its time of day (found "${values.since}")\n${USAGE}`;
-    return { since };
+    if (!SINCE.safeParse(values.since).success) {
+      return `--since must be an ISO 8601 time with Z or an offset, or a date, e.g. 2026-11-01T00:00:00Z or 2026-11-01 (found "${values.since}")\n${USAGE}`;
+    }
+    return { since: new Date(values.since) };
   }
   return {};
 }
 
 async function main(): Promise<void> {
   const scope = scopeOf(process.argv.slice(2), process.env);
+  if (scope === null) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
   if (typeof scope === "string") {
     console.error(scope);
-    process.exit(2);
+    process.exit(EX_USAGE);
   }
   const config = loadConfigOrExit();
   const log = createLogger({ level: config.logLevel, format: config.logFormat });

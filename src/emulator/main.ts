@@ -4,23 +4,19 @@
  * Its state is kept in DATA_DIR/emulator/state.json; `npm run emulator -- --reset` starts
  * from nothing (the saved state is deleted first).
  */
-import { parseArgs } from "node:util";
 import { ConfigError, loadEmulatorConfig } from "../config.ts";
 import { createLogger } from "../logger.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
+import { commandLine } from "../runtime/cli.ts";
 import { loadConfigOrExit } from "../runtime/startup-errors.ts";
 import { EmulatorPortInUseError, startEmulator } from "./server.ts";
 
-const USAGE = "usage: npm run emulator [-- --reset]";
+const USAGE = `usage: npm run emulator [-- --reset]
+  The provider emulator alone, on EMULATOR_HOST:EMULATOR_PORT (127.0.0.1:4010), its state in
+  DATA_DIR/emulator/; --reset starts it empty. Settings: EMULATOR_* (docs/provider.md).`;
 
 function parseFlags(): { reset: boolean } {
-  try {
-    const { values } = parseArgs({ options: { reset: { type: "boolean", default: false } }, strict: true, allowPositionals: false });
-    return { reset: values.reset };
-  } catch (err) {
-    console.error(`${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
-    process.exit(2);
-  }
+  return { reset: commandLine(USAGE, { reset: { type: "boolean" } }).reset === true };
 }
 
 /** A configuration problem: the problems as ConfigError lists them, exit 1; anything else is main's. */

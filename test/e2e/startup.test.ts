@@ -41,9 +41,9 @@ function dataDir(): string {
   return dir;
 }
 
-/** Runs `node src/<entry>.ts` to its exit (which a failed start must reach on its own). */
-function run(entry: Entry, env: Record<string, string>, ms = 60_000, cwd = root): Promise<Outcome> {
-  const child = spawn(process.execPath, [resolve(root, `src/${entry}.ts`)], {
+/** Runs `node src/<entry>.ts` (or a script named by its path) to its exit (which a failed start must reach on its own). */
+function run(entry: Entry | `${string}.ts`, env: Record<string, string>, ms = 60_000, cwd = root, args: string[] = []): Promise<Outcome> {
+  const child = spawn(process.execPath, [resolve(root, entry.endsWith(".ts") ? entry : `src/${entry}.ts`), ...args], {
     cwd,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATA_DIR: env.DATA_DIR ?? dataDir(), API_TOKEN: "startup-test-token-0123456789", CALLBACK_SECRET: "startup-test-secret-0123456789", ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -305,5 +305,43 @@ describe("a start on every interface (HOST=0.0.0.0), pretty logs", () => {
     });
     assert.equal(sandbox.status, 404, "the sandbox is open (an unknown order), not 403 sandbox_disabled");
     assert.equal(await proc.kill("SIGINT"), 0);
+  });
+});
+
+describe("the command line", () => {
+  it("--help prints the usage (exit 0) and an argument a program does not take is refused (exit 2), before it touches a database or a file (the benchmarks: before they start)", async () => {
+    // A database that is not there: a program that went on past its arguments would exit 1 saying so.
+    const env = { DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/nothing`, EMULATOR_PORT: String(await freePort()) };
+    const usage: Record<Entry | `${string}.ts`, string> = {
+      main: "npm start",
+      web: "npm run web",
+      worker: "npm run worker",
+      migrate: "npm run migrate",
+      rebuild: "npm run rebuild",
+      "src/emulator/main.ts": "npm run emulator",
+      "scripts/env-example.ts": "npm run env:example",
+      "scripts/screenshots.ts": "npm run screenshots",
+      "bench/run.ts": "npm run bench",
+      "bench/scale.ts": "npm run bench:scale",
+      "bench/export.ts": "npm run bench:export",
+      "bench/console.ts": "npm run bench:console",
+    };
+    await Promise.all(
+      Object.entries(usage).map(async ([program, script]) => {
+        for (const help of ["--help", "-h"]) {
+          const out = await run(program as Entry, env, 60_000, root, [help]);
+          assert.equal(out.code, 0, `${program} ${help}: ${out.stdout}${out.stderr}`);
+          assert.ok(out.stdout.startsWith(`usage: ${script}`), `${program} ${help}: ${out.stdout}`);
+          assert.equal(out.stderr, "", `${program} ${help}`);
+        }
+        for (const [arg, said] of [["--halp", "Unknown option '--halp'"], ["now", "Unexpected argument 'now'"]] as const) {
+          const out = await run(program as Entry, env, 60_000, root, [arg]);
+          assert.equal(out.code, 2, `${program} ${arg}: ${out.stdout}${out.stderr}`);
+          assert.ok(out.stderr.startsWith(said), `${program} ${arg}: ${out.stderr}`);
+          assert.ok(out.stderr.includes(`\nusage: ${script}`), `${program} ${arg}: ${out.stderr}`);
+          assertNoStack(program, out);
+        }
+      }),
+    );
   });
 });

@@ -128,7 +128,7 @@ describe("the rebuild command line", () => {
         for (const since of ["2026-11-01T10:00:00", "2026-11-01T10:00", "2026-11-01 10:00:00"]) {
           const said = scopeOf(["--since", since]);
           assert.equal(typeof said, "string", `${since} in ${tz}`);
-          assert.match(said as string, /--since needs Z or an offset/);
+          assert.match(said as string, /--since must be an ISO 8601 time with Z or an offset, or a date/);
         }
         assert.deepEqual(scopeOf(["--since", "2026-11-01T10:00:00+05:30"]), { since: new Date("2026-11-01T04:30:00Z") }, tz);
         assert.deepEqual(scopeOf(["--since", "2026-11-01"]), { since: new Date("2026-11-01T00:00:00Z") }, tz);
@@ -136,6 +136,21 @@ describe("the rebuild command line", () => {
     } finally {
       if (zone === undefined) delete process.env.TZ;
       else process.env.TZ = zone;
+    }
+  });
+
+  it("--help is the usage, not an error; --since takes a date or a time with its zone, and refuses one this machine's zone would read, or a day that does not exist", () => {
+    assert.equal(scopeOf(["--help"]), null);
+    assert.equal(scopeOf(["-h"]), null);
+    assert.deepEqual(scopeOf(["--since", "2026-11-01"]), { since: new Date("2026-11-01T00:00:00Z") });
+    assert.deepEqual(scopeOf(["--since", "2026-11-01T05:30:00+05:30"]), { since: new Date("2026-11-01T00:00:00Z") });
+    // Without a zone, `new Date()` reads it in the machine's zone: a rebuild "since midnight"
+    // on a server west of UTC would leave out the orders of the first hours, silently.
+    // 2026-02-30 would be read as 2 March.
+    for (const since of ["2026-11-01T00:00:00", "2026-11-01 00:00", "2026-02-30", "2026-02-30T00:00:00Z", "2026-11-31T00:00:00Z"]) {
+      const said = scopeOf(["--since", since]);
+      assert.equal(typeof said, "string", since);
+      assert.match(said as string, /--since must be an ISO 8601 time with Z or an offset, or a date/, since);
     }
   });
 

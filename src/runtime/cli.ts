@@ -1,0 +1,52 @@
+/**
+ * The command line of every npm script's program. Each takes only the flags it names:
+ * `--help` (or `-h`) prints its usage and exits 0, and anything else it does not take is
+ * refused with the usage (exit 2) before it does anything. Without this, `npm run migrate --
+ * --help` applied the migrations and `npm start -- --halp` started the service.
+ */
+import { parseArgs } from "node:util";
+import type { ParseArgsOptionsConfig } from "node:util";
+
+/** A command line that could not be read (the tradition of getopt programs: 2, not 78 or 1). */
+export const EX_USAGE = 2;
+
+type Values<O extends ParseArgsOptionsConfig> = {
+  [K in keyof O]?: O[K]["type"] extends "boolean" ? boolean : string;
+};
+
+/** What the arguments ask for: the usage, the values of the flags, or a sentence saying what is wrong. */
+export type CommandLine<O extends ParseArgsOptionsConfig> = { help: true } | { help: false; values: Values<O> } | { error: string };
+
+export function parseCommandLine<O extends ParseArgsOptionsConfig>(argv: readonly string[], options: O): CommandLine<O> {
+  try {
+    const { values } = parseArgs({
+      args: [...argv],
+      options: { ...options, help: { type: "boolean", short: "h" } },
+      strict: true,
+      allowPositionals: false,
+    });
+    // parseArgs types its values by the options object, which here is a spread of a generic.
+    const { help, ...rest } = values as Record<string, string | boolean | undefined>;
+    if (help === true) return { help: true };
+    return { help: false, values: rest as Values<O> };
+  } catch (err) {
+    return { error: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+/**
+ * For an entry point, before it reads its configuration: the values of its flags, or the
+ * usage printed and the process ended (stdout and 0 for `--help`, stderr and 2 otherwise).
+ */
+export function commandLine<O extends ParseArgsOptionsConfig>(usage: string, options: O = {} as O, argv: readonly string[] = process.argv.slice(2)): Values<O> {
+  const line = parseCommandLine(argv, options);
+  if ("error" in line) {
+    process.stderr.write(`${line.error}\n${usage}\n`);
+    process.exit(EX_USAGE);
+  }
+  if (line.help) {
+    process.stdout.write(`${usage}\n`);
+    process.exit(0);
+  }
+  return line.values;
+}
