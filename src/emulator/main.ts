@@ -8,7 +8,7 @@ import { ConfigError, loadEmulatorConfig } from "../config.ts";
 import { createLogger } from "../logger.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
 import { commandLine } from "../runtime/cli.ts";
-import { loadConfigOrExit } from "../runtime/startup-errors.ts";
+import { EX_CONFIG, loadConfigOrExit } from "../runtime/startup-errors.ts";
 import { EmulatorPortInUseError, startEmulator } from "./server.ts";
 
 const USAGE = `usage: npm run emulator [-- --reset]
@@ -19,11 +19,11 @@ function parseFlags(): { reset: boolean } {
   return { reset: commandLine(USAGE, { reset: { type: "boolean" } }).reset === true };
 }
 
-/** A configuration problem: the problems as ConfigError lists them, exit 1; anything else is main's. */
+/** A configuration problem: the problems as ConfigError lists them, exit 78 as tracklane's own programs; anything else is main's. */
 function reportConfigError(err: unknown): number {
   if (!(err instanceof ConfigError)) throw err;
   console.error(err.message);
-  return 1;
+  return EX_CONFIG;
 }
 
 async function main(): Promise<void> {

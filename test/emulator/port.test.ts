@@ -166,4 +166,12 @@ describe("npm run emulator", () => {
     assert.equal(await bad.exited, 2);
     assert.match(bad.output(), /usage: npm run emulator/);
   });
+
+  it("a bad setting stops it with exit 78 (EX_CONFIG), as it stops tracklane's own programs, naming each variable", async () => {
+    const bad = runEmulatorCli([], { EMULATOR_PORT: "forty-ten", EMULATOR_PRODUCT: "hyperlocal", DATA_DIR: tempDataDir() });
+    assert.equal(await bad.exited, 78, bad.output());
+    assert.match(bad.output(), /EMULATOR_PORT: must be a number \(found "forty-ten"\); e\.g\. EMULATOR_PORT=\d+/);
+    assert.match(bad.output(), /EMULATOR_PRODUCT: must be one of /);
+    assert.doesNotMatch(bad.output(), /\n\s+at /, "no stack trace");
+  });
 });
