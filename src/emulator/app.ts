@@ -9,7 +9,7 @@ import { createCallbackDispatcher } from "./callbacks.ts";
 import type { CallbackDispatcher } from "./callbacks.ts";
 import { createClock } from "./clock.ts";
 import type { Clock } from "./clock.ts";
-import { createControlApp, resetEmulator } from "./control.ts";
+import { controlOverview, createControlApp, resetEmulator } from "./control.ts";
 import { createFaults } from "./faults.ts";
 import type { Faults } from "./faults.ts";
 import { createHangs } from "./hang.ts";
@@ -130,6 +130,8 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
   app.use("*", requestLog(state, clock, logger));
   app.use("*", injectFaults(faults, hangs));
   app.route(CONTROL_PREFIX, createControlApp(ctx, hangs));
+  // Mounted at the prefix, the overview answers "/__emulator" only.
+  app.get(`${CONTROL_PREFIX}/`, (c) => c.json(controlOverview(ctx)));
   registerOAuthRoutes(app, ctx);
   registerOrderRoutes(app, ctx);
   registerStatusRoutes(app, ctx);

@@ -33,21 +33,24 @@ const Advance = z
 const AwbUsed = z.object({ awb_numbers: z.array(z.string().min(1)).min(1) });
 const Reset = z.object({ seed: z.number().int().optional() });
 
+/** What `GET /__emulator` (and `/__emulator/`, the address `npm run emulator` prints) answers: the emulator at a glance. */
+export function controlOverview(ctx: EmulatorContext) {
+  return {
+    now: ctx.clock.iso(),
+    offset_ms: ctx.clock.offsetMs(),
+    env: ctx.options.env,
+    product: ctx.options.product,
+    orders: ctx.state.orders.size,
+    callback_urls: ctx.state.callbackUrls,
+    behaviour: ctx.behaviour,
+  };
+}
+
 export function createControlApp(ctx: EmulatorContext, hangs: Hangs): Hono<EmulatorEnv> {
   const { state, clock, callbacks, faults } = ctx;
   const control = new Hono<EmulatorEnv>();
 
-  control.get("/", (c) =>
-    c.json({
-      now: clock.iso(),
-      offset_ms: clock.offsetMs(),
-      env: ctx.options.env,
-      product: ctx.options.product,
-      orders: state.orders.size,
-      callback_urls: state.callbackUrls,
-      behaviour: ctx.behaviour,
-    }),
-  );
+  control.get("/", (c) => c.json(controlOverview(ctx)));
 
   // ------------------------------------------------------------ behaviour switches (behaviour.ts)
   control.get("/behaviour", (c) => c.json(ctx.behaviour));

@@ -167,6 +167,22 @@ describe("npm run emulator", () => {
     assert.match(bad.output(), /usage: npm run emulator/);
   });
 
+  it("the control address it prints answers, with the emulator at a glance", async () => {
+    const port = await freePort();
+    const cli = runEmulatorCli([], { EMULATOR_PORT: String(port), DATA_DIR: tempDataDir(), LOG_LEVEL: "warn" });
+    await cli.waitFor(/control: \S+/);
+    const printed = /control: (\S+)/.exec(cli.output())![1]!;
+    assert.equal(printed, `http://127.0.0.1:${port}/__emulator/`);
+    for (const url of [printed, printed.slice(0, -1)]) {
+      const res = await fetch(url, { redirect: "manual" });
+      assert.equal(res.status, 200, url);
+      const body = (await res.json()) as { env?: unknown; behaviour?: unknown };
+      assert.equal(body.env, "staging", url);
+      assert.equal(typeof body.behaviour, "object", url);
+    }
+    assert.equal(await cli.stop(), 0);
+  });
+
   it("a bad setting stops it with exit 78 (EX_CONFIG), as it stops tracklane's own programs, naming each variable", async () => {
     const bad = runEmulatorCli([], { EMULATOR_PORT: "forty-ten", EMULATOR_PRODUCT: "hyperlocal", DATA_DIR: tempDataDir() });
     assert.equal(await bad.exited, 78, bad.output());
