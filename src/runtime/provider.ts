@@ -39,7 +39,8 @@ export async function startBuiltInEmulator(config: Config, log: Logger): Promise
     product: BUILT_IN_PRODUCT,
     env: "staging",
     paths: config.provider.paths,
-    logger: log.child({ component: "emulator" }),
+    // The emulator names itself in its lines (component: "emulator"); a child here wrote the key twice.
+    logger: log,
   });
   const client = createProviderClient({
     baseUrl: emulator.url,

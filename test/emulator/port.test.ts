@@ -96,6 +96,23 @@ describe("EMULATOR_PORT", () => {
     cleanups.push(() => again.emulator.close());
     assert.deepEqual(again.emulator.emulator.state.callbackUrls, ["http://127.0.0.1:9/callbacks/secret"]);
   });
+
+  it("npm start's built-in emulator writes each key of its JSON log lines once (component: emulator)", async () => {
+    const dataDir = tempDataDir();
+    const config = loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: String(await freePort()) });
+    const lines: string[] = [];
+    const log = createLogger({ level: "info", format: "json", destination: { write: (line: string) => void lines.push(line) } });
+    const first = await startBuiltInEmulator(config, log);
+    first.register("http://127.0.0.1:9/callbacks/secret");
+    await first.emulator.close();
+    const again = await startBuiltInEmulator(config, log);
+    cleanups.push(() => again.emulator.close());
+    const restored = lines.find((l) => l.includes("emulator state restored"));
+    assert.ok(restored, lines.join(""));
+    // JSON.parse keeps the last of two equal keys; a log collector may keep either, or refuse the line.
+    assert.equal(restored.match(/"component":/g)?.length, 1, restored);
+    assert.equal((JSON.parse(restored) as { component?: unknown }).component, "emulator");
+  });
 });
 
 /** `node src/emulator/main.ts <args>` with only `env` (plus PATH, HOME) in its environment. */
