@@ -57,8 +57,16 @@ describe("metrics of separate web and worker processes", () => {
     await until("the web's /readyz", async () => ((await fetch(`${webUrl}/readyz`)).status === 200 ? true : undefined));
     assert.equal((await fetch(`${workerUrl}/healthz`)).status, 200);
     // The scrape token applies on the worker too; the API is not served there.
-    assert.equal((await fetch(`${workerUrl}/metrics`)).status, 401);
-    assert.equal((await fetch(`${workerUrl}/v1/orders`, { headers: { authorization: `Bearer ${env.API_TOKEN}` } })).status, 404);
+    const refused = await fetch(`${workerUrl}/metrics`);
+    assert.equal(refused.status, 401);
+    const notServed = await fetch(`${workerUrl}/v1/orders`, { headers: { authorization: `Bearer ${env.API_TOKEN}` } });
+    assert.equal(notServed.status, 404);
+    // Errors as everywhere: a request id to find the request by in the worker's log.
+    for (const res of [refused, notServed]) {
+      const { error } = (await res.json()) as { error: { code: string; request_id: string } };
+      assert.match(error.request_id, /^[0-9a-f-]{36}$/, JSON.stringify(error));
+      assert.equal(res.headers.get("x-request-id"), error.request_id);
+    }
 
     const cb = await fetch(`${webUrl}/callbacks/${env.CALLBACK_SECRET}`, {
       method: "POST",

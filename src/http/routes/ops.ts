@@ -3,6 +3,7 @@
  * /metrics when METRICS_TOKEN is set.
  */
 import { Hono } from "hono";
+import { requestId } from "hono/request-id";
 import { Gauge } from "prom-client";
 import type { Sql } from "postgres";
 import { poolCounts } from "../../awb/pool.ts";
@@ -147,6 +148,8 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
  */
 export function workerOpsApp(sql: Sql, metrics: Metrics, log: Logger, options: OpsOptions = {}) {
   const app = new Hono<AppEnv>();
+  // As the web app's: every error names its request.
+  app.use(requestId());
   app.route("/", opsRoutes(sql, metrics, options));
   app.notFound((c) => {
     throw new ApiError("not_found", `no route for ${c.req.method} ${c.req.path} (a worker serves /metrics, /healthz and /readyz only)`);
