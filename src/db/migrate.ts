@@ -83,14 +83,19 @@ export async function runMigrations(url: string, log: Logger): Promise<void> {
   // A pool of its own, closed at the end: drizzle reconfigures the type parsers of the
   // pool it is given.
   const sql = createPool(url, 1, "tracklane-migrate");
+  let pending: string[];
   try {
     const [free] = await sql<{ locked: boolean }[]>`select pg_try_advisory_lock(${MIGRATION_LOCK}) as locked`;
     if (free?.locked !== true) {
       log.info("another npm run migrate (or npm start) is migrating this database: waiting for it to finish");
       await sql`select pg_advisory_lock(${MIGRATION_LOCK})`;
     }
-    const plan = migrationPlan(MIGRATIONS, await recordedMigrations(sql));
+    const recorded = await recordedMigrations(sql);
+    const plan = migrationPlan(MIGRATIONS, recorded);
     if (plan.skipped.length > 0) throw new MigrationsSkippedError(plan.skipped);
+    // What drizzle is about to apply: every migration newer than the newest applied.
+    const newest = recorded.reduce((a, b) => Math.max(a, b), Number.NEGATIVE_INFINITY);
+    pending = MIGRATIONS.filter((m) => m.when > newest).map((m) => m.tag);
     if (plan.unknown > 0) {
       log.warn(
         { unknown: plan.unknown, newest: MIGRATIONS.at(-1)?.tag },
@@ -107,5 +112,7 @@ export async function runMigrations(url: string, log: Logger): Promise<void> {
   } finally {
     await sql.end({ timeout: 5 });
   }
-  log.info("migrations applied");
+  // Said apart, so that a deploy's log shows whether it changed the schema (a second run at once finds nothing to do).
+  if (pending.length > 0) log.info({ applied: pending }, "migrations applied");
+  else log.info({ newest: MIGRATIONS.at(-1)?.tag }, "migrations: nothing to apply, the database is up to date");
 }

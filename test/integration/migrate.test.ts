@@ -66,7 +66,11 @@ describe("npm run migrate", () => {
       assert.equal(done, false, "it waits while the lock is held");
       await holder`select pg_advisory_unlock(7305201144)`;
       await second;
-      assert.ok(lines.some((l) => l.msg === "migrations applied"));
+      // Not "migrations applied": a deploy's log must not claim a change it did not make.
+      assert.deepEqual(
+        lines.filter((l) => l.msg.startsWith("migrations")).map((l) => l.msg),
+        ["migrations: nothing to apply, the database is up to date"],
+      );
     } finally {
       await holder.end();
     }
@@ -99,7 +103,10 @@ describe("npm run migrate", () => {
                (select count(*)::int from drizzle.__drizzle_migrations) as recorded`;
       assert.deepEqual(state, { orders: false, recorded: 0 }, "0000 to 0014 rolled back with 0015");
       await empty`drop table commands_pending_idx`;
-      await runMigrations(url, log);
+      const again = capturing();
+      await runMigrations(url, again.log);
+      const said = again.lines.find((l) => l.msg === "migrations applied") as { applied?: unknown } | undefined;
+      assert.deepEqual(said?.applied, MIGRATIONS.map((m) => m.tag), "each migration applied, named");
       const applied = (await empty<{ created_at: string }[]>`select created_at::text from drizzle.__drizzle_migrations`).map((r) => Number(r.created_at));
       assert.deepEqual(applied.sort(), MIGRATIONS.map((m) => m.when).sort());
       const [made] = await empty<{ ok: boolean }[]>`select to_regclass('commands_pending_idx') is not null as ok`;
