@@ -6,6 +6,7 @@
  */
 import { ConfigError, loadEmulatorConfig } from "../config.ts";
 import { createLogger } from "../logger.ts";
+import { resolvePaths } from "../provider/paths.ts";
 import { PRODUCT_AUTH } from "../provider/products.ts";
 import { commandLine } from "../runtime/cli.ts";
 import { EX_CONFIG, loadConfigOrExit } from "../runtime/startup-errors.ts";
@@ -65,7 +66,7 @@ async function main(): Promise<void> {
   console.log(`provider emulator listening on ${running.url} (${config.product}, ${config.env}, ${mode})`);
   console.log(`  base_url = gateway_url = ${running.url}`);
   if (support.token) console.log(`  token auth: Authorization: Token ${config.token}`);
-  if (support.oauth) console.log(`  OAuth2: POST ${running.url}/oauth/token/ as ${config.clientId}:${config.clientSecret}`);
+  if (support.oauth) console.log(`  OAuth2: POST ${running.url}${resolvePaths(config.paths).oauthToken} as ${config.clientId}:${config.clientSecret}`);
   console.log(`  control: ${running.url}/__emulator/ (behaviour, callback-urls, orders, clock, faults, requests, reset)`);
   const orders = running.emulator.state.orders.size;
   console.log(`  state:   ${running.emulator.stateFile ?? "in memory"} (${flags.reset ? "reset" : `${orders} order${orders === 1 ? "" : "s"} restored`})`);

@@ -200,6 +200,21 @@ describe("npm run emulator", () => {
     assert.equal(await cli.stop(), 0);
   });
 
+  it("the OAuth token address it prints is the one it serves, EMULATOR_PATHS included", async () => {
+    const port = await freePort();
+    const cli = runEmulatorCli([], { EMULATOR_PORT: String(port), EMULATOR_PRODUCT: "quick_commerce", EMULATOR_PATHS: "oauthToken=/auth/token/", DATA_DIR: tempDataDir(), LOG_LEVEL: "warn" });
+    await cli.waitFor(/OAuth2: POST \S+ as emulator-client:emulator-secret/);
+    const printed = /OAuth2: POST (\S+) as/.exec(cli.output())![1]!;
+    assert.equal(printed, `http://127.0.0.1:${port}/auth/token/`);
+    const token = await fetch(printed, {
+      method: "POST",
+      headers: { authorization: `Basic ${Buffer.from("emulator-client:emulator-secret").toString("base64")}`, "content-type": "application/x-www-form-urlencoded" },
+      body: "grant_type=client_credentials",
+    });
+    assert.equal(token.status, 200);
+    assert.equal(await cli.stop(), 0);
+  });
+
   it("a bad setting stops it with exit 78 (EX_CONFIG), as it stops tracklane's own programs, naming each variable", async () => {
     const bad = runEmulatorCli([], { EMULATOR_PORT: "forty-ten", EMULATOR_PRODUCT: "hyperlocal", DATA_DIR: tempDataDir() });
     assert.equal(await bad.exited, 78, bad.output());
