@@ -12,7 +12,8 @@ import { NOTIFY_CRONTAB, notifyTasks } from "../notify/tasks.ts";
 import { RECONCILE_CRONTAB, reconcileTasks } from "../reconcile/tasks.ts";
 import { RETENTION_CRONTAB, retentionTasks } from "../retention/tasks.ts";
 import type { TaskDefinition } from "./define-task.ts";
+import { QUEUES_CRONTAB, queueTasks } from "./queues.ts";
 
-export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks, ...notifyTasks, ...retentionTasks, ...eventTasks];
+export const TASKS: readonly TaskDefinition[] = [...projectionTasks, ...commandTasks, ...awbTasks, ...reconcileTasks, ...notifyTasks, ...retentionTasks, ...eventTasks, ...queueTasks];
 
-export const CRONTAB: readonly string[] = [AWB_CRONTAB, COMMANDS_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB, NOTIFY_CRONTAB, RETENTION_CRONTAB, PARTITIONS_CRONTAB];
+export const CRONTAB: readonly string[] = [AWB_CRONTAB, COMMANDS_CRONTAB, DRAIN_CRONTAB, RECONCILE_CRONTAB, NOTIFY_CRONTAB, RETENTION_CRONTAB, PARTITIONS_CRONTAB, QUEUES_CRONTAB];
