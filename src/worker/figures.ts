@@ -5,11 +5,18 @@
  */
 import type { Tx } from "../db/client.ts";
 
-/** Jobs that used up their attempts, by task. */
+/**
+ * Jobs that used up their attempts and that no worker is running, by task. A running job
+ * counts as running whatever its attempts: one on its last attempt has not failed yet, and
+ * graphile-worker gives a running job all its attempts when an add_job replaces it by its
+ * key (the new job waits; the running one ends with its run), which every notification
+ * delivery run and every command retry does: counted as failed, a busy worker showed
+ * failed jobs that never were. graphile-worker's own clean-up takes the same view.
+ */
 export async function failedJobCounts(sql: Tx): Promise<{ task: string; n: number }[]> {
   return await sql<{ task: string; n: number }[]>`
     select task_identifier as task, count(*)::int as n from graphile_worker.jobs
-    where attempts >= max_attempts group by 1`;
+    where attempts >= max_attempts and locked_at is null group by 1`;
 }
 
 export interface JobQueueDepth {
@@ -17,9 +24,9 @@ export interface JobQueueDepth {
   waiting: number;
   /** Due later: scheduled, or waiting for a retry. */
   scheduled: number;
-  /** Locked by a worker. */
+  /** Locked by a worker (on its last attempt or not). */
   running: number;
-  /** Used up their attempts. */
+  /** Used up their attempts, and not running (failedJobCounts). */
   failed: number;
 }
 
@@ -28,8 +35,8 @@ export async function jobQueueDepth(sql: Tx): Promise<JobQueueDepth> {
   const [row] = await sql<JobQueueDepth[]>`
     select count(*) filter (where attempts < max_attempts and locked_at is null and run_at <= now())::int as waiting,
            count(*) filter (where attempts < max_attempts and locked_at is null and run_at > now())::int as scheduled,
-           count(*) filter (where attempts < max_attempts and locked_at is not null)::int as running,
-           count(*) filter (where attempts >= max_attempts)::int as failed
+           count(*) filter (where locked_at is not null)::int as running,
+           count(*) filter (where attempts >= max_attempts and locked_at is null)::int as failed
     from graphile_worker.jobs`;
   return row ?? { waiting: 0, scheduled: 0, running: 0, failed: 0 };
 }

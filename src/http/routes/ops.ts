@@ -82,7 +82,7 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
   });
   const failedJobs = new Gauge({
     name: "tracklane_jobs_failed_permanently",
-    help: "Jobs that used up their attempts, by task",
+    help: "Jobs that used up their attempts and that no worker is running, by task",
     labelNames: ["task"] as const,
     registers: [metrics.figures],
   });
