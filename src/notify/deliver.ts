@@ -4,6 +4,8 @@
  * as Standard Webhooks, its outcome recorded; then a run is scheduled for the next retry.
  */
 import type { Sql } from "postgres";
+import { failureBursts } from "../db/failure-bursts.ts";
+import type { FailureBursts } from "../db/failure-bursts.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import type { LoadMeter } from "../worker/load.ts";
@@ -28,6 +30,26 @@ export interface DeliverDeps {
   load: LoadMeter;
   /** This runner's delivery runs in progress, and how many may be (absent: no limit). */
   runs?: RunSlots | undefined;
+  /** The runner's log of failed attempts, a line per burst per endpoint (absent: a line per attempt). */
+  failures?: DeliveryFailureLog | undefined;
+}
+
+/**
+ * Failed attempts, logged per endpoint as bursts (db/failure-bursts.ts): the first with its
+ * error, then a count a minute while the endpoint keeps failing, and a line once it has
+ * stopped. A receiver that is down fails every message up to NOTIFY_RETRY_SCHEDULE's
+ * length of times, and it is never disabled but by a 410: logged one by one, that was a
+ * line per attempt for as long as it stayed down (a 15-minute soak with two failing
+ * receivers wrote 64 MB of them, 99 % of the worker's log). Every attempt stays recorded
+ * (GET /v1/notifications/messages/{id}).
+ */
+export interface DeliveryFailureLog {
+  retrying: FailureBursts;
+  givenUp: FailureBursts;
+}
+
+export function deliveryFailureLog(log: Logger): DeliveryFailureLog {
+  return { retrying: failureBursts(log, "failed attempts"), givenUp: failureBursts(log, "messages failed for good") };
 }
 
 /**
@@ -239,16 +261,18 @@ async function attempt(deps: DeliverDeps, endpoint: EndpointRow, d: Claimed): Pr
     deps.metrics.notifyMessages.inc({ type: d.type, outcome: "gone" });
     return { ...base, next: { state: "failed" } };
   }
-  const log = deps.log.child({ endpointId: endpoint.id, messageId: d.message_id, type: d.type });
-  const attempts = d.attempts + 1;
+  const fields = { endpointId: endpoint.id, messageId: d.message_id, type: d.type, attempts: d.attempts + 1, error: result.error, status: result.statusCode };
+  const key = `notification endpoint ${endpoint.id}`;
   // Entry k is the delay before attempt k+1 (entry 0, before the first, the outbox applies):
   // after attempt n, entry n; after the last entry's attempt, none.
-  const delay = deps.settings.retryScheduleS[attempts];
+  const delay = deps.settings.retryScheduleS[fields.attempts];
   if (delay === undefined) {
     deps.metrics.notifyMessages.inc({ type: d.type, outcome: "failed" });
-    log.warn({ attempts, error: result.error, status: result.statusCode }, "notification failed for good");
+    if (deps.failures) deps.failures.givenUp.failed(key, fields, "notification failed for good");
+    else deps.log.warn(fields, "notification failed for good");
     return { ...base, next: { state: "failed" } };
   }
-  log.info({ attempts, retryInS: delay, error: result.error, status: result.statusCode }, "notification attempt failed; will retry");
+  if (deps.failures) deps.failures.retrying.failed(key, { ...fields, retryInS: delay }, "notification attempt failed; will retry");
+  else deps.log.info({ ...fields, retryInS: delay }, "notification attempt failed; will retry");
   return { ...base, next: { state: "pending", retryInS: delay } };
 }

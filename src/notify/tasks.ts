@@ -5,7 +5,7 @@ import { defineTask } from "../worker/define-task.ts";
 import type { TaskDefinition } from "../worker/define-task.ts";
 import type { WorkerDeps } from "../worker/deps.ts";
 import { enqueueDelivery, endpointsWithDue } from "./deliveries.ts";
-import { deliverDue, deliveryRunsOf } from "./deliver.ts";
+import { deliverDue, deliveryFailureLog, deliveryRunsOf } from "./deliver.ts";
 import { DELIVER_TASK } from "./outbox.ts";
 
 const SWEEP_TASK = "notify__sweep";
@@ -29,9 +29,10 @@ const notifyDeliver = defineTask(DELIVER_TASK, z.object({ endpoint_id: z.string(
   setup: (deps) => ({
     vacuum: createQueueVacuum(deps.sql, { tables: ["notification_deliveries", "graphile_worker._private_jobs"], everyRows: 2000, minIntervalMs: 2000 }),
     runs: { active: 0, max: deliveryRunsOf(deps.config.worker.concurrency) },
+    failures: deliveryFailureLog(deps.log.child({ task: DELIVER_TASK })),
   }),
-  run: async (payload, { deps, shared, log, state: { vacuum, runs } }) => {
-    const deliverDeps = { sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps), load: shared.load, runs };
+  run: async (payload, { deps, shared, log, state: { vacuum, runs, failures } }) => {
+    const deliverDeps = { sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps), load: shared.load, runs, failures };
     vacuum.rowsDone(await deliverDue(deliverDeps, payload.endpoint_id));
   },
 });

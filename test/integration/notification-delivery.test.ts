@@ -248,6 +248,26 @@ describe("retries and failures", () => {
   });
 });
 
+describe("the log of failed attempts", () => {
+  it("a receiver that fails every message is a line when it starts failing, not a line per attempt", async () => {
+    const r = await receiver(() => 500);
+    const ep = await addEndpoint(t, r.url);
+    const lines = () =>
+      t.logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l["endpointId"] === ep.id || String(l["msg"]).includes(ep.id));
+    for (let i = 0; i < 20; i++) assert.equal((await t.request(`${ENDPOINTS}/${ep.id}/test`, { method: "POST" })).status, 202);
+    await t.runJobs();
+    // NOTIFY_RETRY_SCHEDULE 0,0,0: three attempts each, all within the run.
+    await r.waitFor(60);
+    assert.equal((await messages(t, `endpoint=${ep.id}&status=failed`)).length, 20, "every message failed, each attempt recorded");
+    const logged = lines();
+    assert.ok(logged.length <= 2, `a line for the first retry and one for the first give-up, not one per attempt: ${logged.length} lines`);
+    const first = logged.find((l) => l["msg"] === "notification attempt failed; will retry");
+    assert.equal(first?.["error"], "HTTP 500", "the first says why");
+    assert.equal(first?.["status"], 500);
+    assert.ok(logged.some((l) => l["msg"] === "notification failed for good"));
+  });
+});
+
 describe("a retry that is not due at once", () => {
   it("its run is scheduled for when it is due: the failed message is delivered a second later with no other job to wake it", async () => {
     // NOTIFY_RETRY_SCHEDULE 0,1: the first attempt at once, the retry 1 s after it fails.
