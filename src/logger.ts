@@ -1,7 +1,7 @@
 import pino from "pino";
 import type { Logger } from "pino";
 import pretty from "pino-pretty";
-import { CENSOR, scrubSecrets } from "./domain/secrets.ts";
+import { CENSOR, jsonLengthOf, scrubSecrets } from "./domain/secrets.ts";
 
 export type { Logger };
 
@@ -42,7 +42,33 @@ const REDACT = [
  * (provider/errors.ts) and is passed over here, not scrubbed again.
  */
 function errorSerializer(value: unknown): unknown {
-  return scrubSecrets(value instanceof Error ? pino.stdSerializers.err(value) : value);
+  return bounded(scrubSecrets(value instanceof Error ? pino.stdSerializers.err(value) : value), 0);
+}
+
+/**
+ * The most characters a field of a logged error takes (as JSON, when it is not text). A
+ * ProviderError carries the provider's whole answer (an HTML error page of 200 KB, a
+ * refusal listing 100,000 AWB numbers): logged whole, each failed top-up wrote it again, in
+ * its own line and in graphile-worker's. Its start, and how long it was, are kept.
+ */
+export const ERROR_FIELD_MAX_CHARS = 8192;
+
+/** `value`'s fields cut to ERROR_FIELD_MAX_CHARS, its causes' too (a new object: scrubbed copies are shared). */
+function bounded(value: unknown, depth: number): unknown {
+  if (typeof value === "string") return cut(value);
+  if (value === null || typeof value !== "object" || Array.isArray(value) || depth > 4) return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([key, v]) => {
+      if (key === "cause" || key === "aggregateErrors") return [key, Array.isArray(v) ? v.map((e) => bounded(e, depth + 1)) : bounded(v, depth + 1)];
+      if (typeof v === "string") return [key, cut(v)];
+      if (v === null || typeof v !== "object" || jsonLengthOf(v) <= ERROR_FIELD_MAX_CHARS) return [key, v];
+      return [key, cut(JSON.stringify(v))];
+    }),
+  );
+}
+
+function cut(text: string): string {
+  return text.length <= ERROR_FIELD_MAX_CHARS ? text : `${text.slice(0, ERROR_FIELD_MAX_CHARS)}… (${text.length} characters in all)`;
 }
 
 export interface LoggerOptions {

@@ -62,6 +62,24 @@ export function scrubSecretText(text: string): string {
  */
 const scrubbedCopies = new WeakSet<object>();
 
+/** JSON lengths of scrubbed copies, measured once (rememberJsonLength): a log line reads it instead of walking the copy. */
+const jsonLengths = new WeakMap<object, number>();
+
+/** Measures `value` as JSON once, for jsonLengthOf; returns it. */
+export function rememberJsonLength<T>(value: T): T {
+  if (value !== null && typeof value === "object") jsonLengths.set(value, JSON.stringify(value)?.length ?? 0);
+  return value;
+}
+
+/** `value`'s length as JSON: remembered when rememberJsonLength measured it, else measured now. */
+export function jsonLengthOf(value: unknown): number {
+  if (value !== null && typeof value === "object") {
+    const known = jsonLengths.get(value);
+    if (known !== undefined) return known;
+  }
+  return JSON.stringify(value)?.length ?? 0;
+}
+
 /**
  * A copy of JSON-like `value` with the value of every secret key (SECRET_KEYS, at any
  * depth) replaced by "[redacted]", and secrets written into strings too. For answers kept

@@ -1,4 +1,4 @@
-import { scrubSecretText, scrubSecrets } from "../domain/secrets.ts";
+import { rememberJsonLength, scrubSecretText, scrubSecrets } from "../domain/secrets.ts";
 import { DuplicateOrderErrorSchema, NotCancellableErrorSchema } from "./schemas.ts";
 
 /**
@@ -195,7 +195,8 @@ export class ProviderError extends Error {
     this.status = init.status;
     this.retryAfterMs = init.retryAfterMs;
     this.providerMessage = providerMessage;
-    this.body = init.body === undefined ? undefined : scrubSecrets(init.body);
+    // Measured once here: a log line cuts a long answer short without walking it again.
+    this.body = init.body === undefined ? undefined : rememberJsonLength(scrubSecrets(init.body));
   }
 }
 

@@ -92,6 +92,28 @@ describe("errors in log lines", () => {
     assert.ok(!line.includes(SECRET) && line.includes("Failure"), line);
   });
 
+  it("a long answer on a logged error is cut short, in the error's line and graphile-worker's: its start and its length stay", async () => {
+    const page = `<html><body>${"Bad gateway. ".repeat(20_000)}</body></html>`;
+    const numbers = { message: "Failure", awb_numbers: Array.from({ length: 20_000 }, (_, i) => `SF${String(i).padStart(10, "0")}ABC`) };
+    const html = new ProviderError({ kind: "server", operation: "POST /api/v2/awb/", status: 502, body: page });
+    const json = new ProviderError({ kind: "failure", operation: "POST /api/v2/awb/", status: 200, body: numbers });
+    const cause = Object.assign(new Error("wrapped", { cause: html }), { note: "x".repeat(50_000) });
+    const lines = await captureLog("json", (log) => {
+      log.warn({ err: html, count: 10 }, "awb top-up failed");
+      log.error({ error: json, job: { id: 1 } }, "Failed task 1");
+      log.warn({ err: cause }, "wrapped");
+    });
+    assert.equal(lines.length, 3);
+    for (const line of lines) assert.ok(line.length < 30_000, `a line of ${line.length} characters`);
+    const [first, second, third] = lines.map((l) => JSON.parse(l) as { err?: Record<string, unknown>; error?: Record<string, unknown> });
+    assert.match(String(first!.err!["body"]), /^<html><body>Bad gateway\. .*… \(260026 characters in all\)$/s);
+    assert.match(String(second!.error!["body"]), /^\{.*"awb_numbers":\["SF0000000000ABC".*characters in all\)$/s);
+    assert.equal(first!.err!["status"], 502, "the error's other fields stay");
+    assert.match(String(third!.err!["note"]), /characters in all/);
+    // The error itself keeps the whole answer (what reads a refusal needs it).
+    assert.equal(html.body, page);
+  });
+
   it("scrubSecrets keeps a __proto__ key of an answer as a key, and scrubs under it", () => {
     const answer = JSON.parse(`{"__proto__":{"access_token":"${SECRET}"},"ok":true}`) as unknown;
     assert.equal(JSON.stringify(scrubSecrets(answer)), '{"__proto__":{"access_token":"[redacted]"},"ok":true}');
