@@ -69,10 +69,24 @@ export async function send(deps: HttpDeps, req: HttpRequest): Promise<RawRespons
     // A redirect is not followed: fetch would turn a POST answered 301/302 into a GET
     // without its body, or send the body again elsewhere (interpret reads the 3xx).
     const res = await deps.fetch(url, { method: req.method, headers, body, redirect: "manual", signal: AbortSignal.timeout(deps.timeoutMs) });
-    const text = await res.text();
+    const text = await readAtMost(res, RESPONSE_MAX_BYTES);
     deps.logger?.debug({ ...log, status: res.status, durationMs: Math.round(performance.now() - started) }, "provider call");
+    if (text === null) {
+      // Answered, and not read: a 2xx may hide an action (a place that was made), so it is
+      // an invalid response, as one that is not JSON; anything else is what its status says.
+      const is2xx = res.status >= 200 && res.status <= 299;
+      deps.logger?.warn({ ...log, status: res.status, maxBytes: RESPONSE_MAX_BYTES }, "provider answer too large: not read");
+      throw new ProviderError({
+        kind: is2xx ? "invalid_response" : kindForStatus(res.status),
+        operation: operationOf(req),
+        status: res.status,
+        retryAfterMs: parseRetryAfter(res.headers.get("retry-after"), deps.now()),
+        providerMessage: `the answer is larger than ${RESPONSE_MAX_BYTES} bytes: not read`,
+      });
+    }
     return { status: res.status, headers: res.headers, text };
   } catch (err) {
+    if (err instanceof ProviderError) throw err;
     const timedOut = isTimeout(err);
     deps.logger?.warn(
       { ...log, durationMs: Math.round(performance.now() - started), error: timedOut ? "timeout" : errorText(err) },
@@ -222,6 +236,33 @@ function errorText(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const cause = err.cause instanceof Error ? ` (${err.cause.message})` : "";
   return `${err.message}${cause}`;
+}
+
+/**
+ * The largest answer read from the provider: far above its largest (an AWB batch of
+ * 100,000 numbers is a few MB), and a bound on what one answer can make a process hold.
+ * Read whole, an endless or enormous body (a wrong PROVIDER_BASE_URL, a proxy's error
+ * stream) went on filling memory until the call's timeout, gigabytes at LAN speed.
+ */
+export const RESPONSE_MAX_BYTES = 32 * 1024 * 1024;
+
+/** The body as text (UTF-8, as Response#text reads it), or null once it passes `max` bytes (the rest is not read). */
+export async function readAtMost(res: Response, max: number): Promise<string | null> {
+  if (res.body === null) return "";
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel().catch(() => {});
+      return null;
+    }
+    chunks.push(value);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks));
 }
 
 function joinUrl(base: string, path: string): string {

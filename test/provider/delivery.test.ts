@@ -13,6 +13,7 @@ import { after, before, describe, it } from "node:test";
 import { createProviderClient } from "../../src/provider/client.ts";
 import type { ProviderClient } from "../../src/provider/client.ts";
 import { deliveryOf, ProviderError, providerMessageOf } from "../../src/provider/errors.ts";
+import { RESPONSE_MAX_BYTES } from "../../src/provider/http.ts";
 import type { Delivery } from "../../src/provider/errors.ts";
 import { placeOrderBody } from "../helpers/emulator.ts";
 
@@ -283,5 +284,49 @@ describe("providerMessageOf: the provider's words, from any of its shapes, as on
   it("HTML and plain text bodies: the readable start, cut short", () => {
     assert.equal(providerMessageOf("<html><style>p{}</style><h1>Service  Unavailable</h1></html>"), "Service Unavailable");
     assert.ok(providerMessageOf("x".repeat(1000)).length <= 200);
+  });
+});
+
+describe("an answer larger than the provider ever sends", () => {
+  /** A fetch that answers `status` with a body of `total` bytes, made as it is read; counts what was read. */
+  function hugeAnswer(status: number, total: number) {
+    const chunk = new Uint8Array(1024 * 1024).fill(0x61);
+    const seen = { read: 0 };
+    const fetchHuge: typeof fetch = () => {
+      let sent = 0;
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (sent >= total) return controller.close();
+          sent += chunk.byteLength;
+          seen.read = sent;
+          controller.enqueue(chunk);
+        },
+      });
+      return Promise.resolve(new Response(body, { status, headers: { "content-type": "application/json" } }));
+    };
+    const client = createProviderClient({ baseUrl: "http://127.0.0.1:9", auth: { method: "token", token: "t" }, fetch: fetchHuge, timeoutMs: 60_000 });
+    return { client, seen };
+  }
+
+  it("is read no further than RESPONSE_MAX_BYTES: a 2xx is an invalid response (it may hide an order), anything else what its status says", async () => {
+    const total = 3 * RESPONSE_MAX_BYTES;
+    const ok = hugeAnswer(200, total);
+    const err = await ok.client.placeOrder(placeOrderBody()).then(
+      () => assert.fail("expected an error"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ProviderError);
+    assert.deepEqual([err.kind, err.status, err.delivery], ["invalid_response", 200, "ambiguous"]);
+    assert.match(err.providerMessage, /larger than \d+ bytes: not read/);
+    assert.ok(ok.seen.read <= RESPONSE_MAX_BYTES + 2 * 1024 * 1024, `read ${ok.seen.read} bytes of ${total}`);
+
+    const down = hugeAnswer(502, total);
+    const refused = await down.client.placeOrder(placeOrderBody()).then(
+      () => assert.fail("expected an error"),
+      (e: unknown) => e,
+    );
+    assert.ok(refused instanceof ProviderError);
+    assert.deepEqual([refused.kind, refused.status, refused.delivery], ["server", 502, "ambiguous"]);
+    assert.ok(down.seen.read <= RESPONSE_MAX_BYTES + 2 * 1024 * 1024, `read ${down.seen.read} bytes of ${total}`);
   });
 });
