@@ -90,19 +90,26 @@ export async function recordAttempts(sql: Tx, attempts: readonly AttemptRecord[]
         ${column((a) => a.error)}::text[], ${column(lastError)}::text[])
         as t(id, lease, state, retry_s, at_ms, status_code, duration_ms, excerpt, error, last_error)
     ),
+    live as (
+      -- The deliveries still there, locked (KEY SHARE) as they are read, before the update
+      -- below changes them: a delete under way (its endpoint's, cascading) is waited for,
+      -- and its deliveries are then left out, instead of being found and refused by the
+      -- foreign key once it commits, which failed the whole write.
+      select d.id from notification_deliveries d where d.id = any(${attempts.map((a) => a.deliveryId)}::bigint[]) for key share
+    ),
     logged as (
       -- Not for a delivery gone meanwhile (its endpoint deleted while the round was out):
       -- its attempt has nothing left to belong to, and would fail the whole write.
       insert into notification_attempts (delivery_id, at, status_code, duration_ms, response_excerpt, error)
       select i.id, to_timestamp(i.at_ms / 1000), i.status_code, i.duration_ms, i.excerpt, i.error from input i
-      where exists (select from notification_deliveries d where d.id = i.id)
+      where i.id in (select id from live)
     )
     update notification_deliveries d set
       attempts = d.attempts + 1, leased_until = null, status = i.state,
       last_status_code = i.status_code, last_error = i.last_error,
       delivered_at = case when i.state = 'delivered' then to_timestamp((i.at_ms + i.duration_ms) / 1000) end,
       next_attempt_at = case when i.state = 'pending' then now() + i.retry_s * interval '1 second' else d.next_attempt_at end
-    from input i
+    from input i join live l on l.id = i.id
     -- The array gives the planner the rows' ids (an unnest's rows it can only guess): an index
     -- lookup per row, never a hash join over the whole table.
     where d.id = i.id and d.id = any(${attempts.map((a) => a.deliveryId)}::bigint[])

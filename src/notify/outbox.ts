@@ -217,8 +217,13 @@ async function insertMessages(tx: Tx, drafts: readonly (Draft & { sequence: numb
     deliveries as (
       insert into notification_deliveries (message_id, endpoint_id, next_attempt_at)
       select i.id, e.id, now() + case when i.endpoint is null then ${settings.firstAttemptDelayS}::int else 0 end * interval '1 second'
-      from input i join notification_endpoints e
-        on e.enabled and (i.endpoint = e.id or (i.endpoint is null and (cardinality(e.events) = 0 or i.type = any(e.events))))
+      -- Locked (KEY SHARE) as they are read: an endpoint being deleted meanwhile is waited
+      -- for, then left out, and one read stays until this transaction ends. Read without
+      -- the lock, an endpoint whose delete committed while this statement ran got a
+      -- delivery its foreign key refused, failing the whole change: a POST /v1/orders
+      -- answered 500, a projection batch or a command's run failed.
+      from input i join (select id, events from notification_endpoints where enabled for key share) e
+        on i.endpoint = e.id or (i.endpoint is null and (cardinality(e.events) = 0 or i.type = any(e.events)))
       where exists (select from messages)
       returning endpoint_id, next_attempt_at
     )
