@@ -25,6 +25,17 @@ const USAGE = `usage: npm run rebuild [-- --orders FROM-TO | --since 2026-11-01T
 const SINCE = z.union([z.iso.date(), z.iso.datetime({ offset: true })]);
 
 /**
+ * A time as PostgreSQL writes it (`2026-11-01 10:15:00.123+00`, a received_at copied from
+ * psql) in ISO 8601's form, which SINCE checks: a T for the space, and an offset of hours
+ * alone or without its colon given its minutes. Text without a zone stays without one.
+ */
+const isoSince = (text: string): string =>
+  text.replace(/^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)(Z|[+-]\d{2}(?::?\d{2})?)$/i, "$1T$2$3").replace(
+    /(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?[+-]\d{2}):?(\d{2})?$/,
+    (_, time: string, minutes: string | undefined) => `${time}:${minutes ?? "00"}`,
+  );
+
+/**
  * The scope from the command line, null for `--help`, or a sentence saying what is wrong
  * with it. `env`: npm takes the flags written before `--` for its own configuration and hands
  * them over as npm_config_<name>: `npm run rebuild --orders=1-5` would otherwise rebuild
@@ -47,10 +58,11 @@ export function scopeOf(argv: readonly string[], env: Readonly<Record<string, st
     return { fromOrderId: Number(m[1]), toOrderId: Number(m[2]) };
   }
   if (values.since !== undefined) {
-    if (!SINCE.safeParse(values.since).success) {
+    const since = isoSince(values.since);
+    if (!SINCE.safeParse(since).success) {
       return `--since must be an ISO 8601 time with Z or an offset, or a date, e.g. 2026-11-01T00:00:00Z or 2026-11-01 (found "${values.since}")\n${USAGE}`;
     }
-    return { since: new Date(values.since) };
+    return { since: new Date(since) };
   }
   return {};
 }

@@ -154,6 +154,26 @@ describe("the rebuild command line", () => {
     }
   });
 
+  it("--since takes a time as PostgreSQL writes it (a received_at copied from psql: a space, an offset in hours), as before the zone rule", () => {
+    const zone = process.env.TZ;
+    try {
+      for (const tz of ["America/New_York", "Asia/Kolkata"]) {
+        process.env.TZ = tz;
+        assert.deepEqual(scopeOf(["--since", "2026-11-01 10:15:00.123+00"]), { since: new Date("2026-11-01T10:15:00.123Z") }, tz);
+        assert.deepEqual(scopeOf(["--since", "2026-11-01 10:15:00+05:30"]), { since: new Date("2026-11-01T04:45:00Z") }, tz);
+        assert.deepEqual(scopeOf(["--since", "2026-11-01T10:15:00-0330"]), { since: new Date("2026-11-01T13:45:00Z") }, tz);
+        assert.deepEqual(scopeOf(["--since", "2026-11-01 10:15:00Z"]), { since: new Date("2026-11-01T10:15:00Z") }, tz);
+        // Still refused: no zone, or a day that does not exist, written either way.
+        for (const since of ["2026-11-01 10:15:00", "2026-11-01 10:15:00.123", "2026-02-30 00:00:00+00", "2026-11-01 25:00:00+00"]) {
+          assert.equal(typeof scopeOf(["--since", since]), "string", `${since} in ${tz}`);
+        }
+      }
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  });
+
   it("refuses the flags npm took for itself (written before --) instead of rebuilding every order", () => {
     // `npm run rebuild --orders=1-5`: no argument reaches it, npm_config_orders=1-5 does.
     for (const [argv, env] of [
