@@ -2,8 +2,8 @@
  * Reading timestamps off the wire. postgres.js turns every timestamp into a Date with
  * `new Date(text)`, which costs about a third of a microsecond; a rebuild reads two per
  * event. PostgreSQL's ISO output of a timestamptz is one fixed shape, read here digit by
- * digit; any other text (another DateStyle, BC, infinity, a timestamp without a zone, a
- * date) is left to `new Date`, as before.
+ * digit, and so is the same without a zone (a `timestamp`), as UTC; any other text (another
+ * DateStyle, BC, infinity, a date) is left to `new Date`, as before.
  */
 
 const digit = (s: string, i: number): number => {
