@@ -12,10 +12,13 @@ const digit = (s: string, i: number): number => {
 };
 const two = (s: string, i: number): number => digit(s, i) * 10 + digit(s, i + 1);
 
+/** 400 Gregorian years (146,097 days): Date.UTC reads a year below 100 as 19xx, so such a year is computed one cycle on and moved back. */
+const CYCLE_MS = 146_097 * 86_400_000;
+
 /**
  * `YYYY-MM-DD HH:MM:SS[.f…]±HH[:MM[:SS]]` (PostgreSQL's ISO DateStyle) as a Date, to the
  * millisecond like `new Date` (further digits are dropped), and the same without a zone as
- * UTC; other text as `new Date` reads it.
+ * UTC; a year below 100 as that year (new Date makes it 19xx); other text as `new Date` reads it.
  */
 export function parseTimestamp(text: string): Date {
   const n = text.length;
@@ -36,10 +39,12 @@ export function parseTimestamp(text: string): Date {
     }
     ms = Math.floor(ms);
   }
-  const utc = Date.UTC(year, two(text, 5) - 1, two(text, 8), two(text, 11), two(text, 14), two(text, 17), ms);
+  const utc = year < 100
+    ? Date.UTC(year + 400, two(text, 5) - 1, two(text, 8), two(text, 11), two(text, 14), two(text, 17), ms) - CYCLE_MS
+    : Date.UTC(year, two(text, 5) - 1, two(text, 8), two(text, 11), two(text, 14), two(text, 17), ms);
   // No zone: a `timestamp` column (orders.updated_hour), which holds UTC as every time
   // tracklane writes; new Date would read it in the host's zone.
-  if (i === n) return Number.isNaN(utc) || year < 100 ? new Date(`${text.replace(" ", "T")}Z`) : new Date(utc);
+  if (i === n) return Number.isNaN(utc) ? new Date(`${text.replace(" ", "T")}Z`) : new Date(utc);
   const sign = text.charCodeAt(i);
   if ((sign !== 43 && sign !== 45) || (n - i !== 3 && n - i !== 6 && n - i !== 9)) return new Date(text);
   let offset = two(text, i + 1) * 60;
@@ -53,6 +58,7 @@ export function parseTimestamp(text: string): Date {
     offsetSeconds = two(text, i + 7);
   }
   const at = utc - (sign === 43 ? 1 : -1) * (offset * 60_000 + offsetSeconds * 1000);
-  // A digit out of place (NaN) or a year below 100 (Date.UTC reads it as 19xx): as before.
-  return Number.isNaN(at) || year < 100 ? new Date(text) : new Date(at);
+  // A digit out of place (NaN): as before. A year below 100 is that year, where new Date
+  // (and postgres.js before this) read 0050-01-01 00:00:00+00 as 1950.
+  return Number.isNaN(at) ? new Date(text) : new Date(at);
 }

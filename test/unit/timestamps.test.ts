@@ -1,6 +1,7 @@
 /**
  * src/db/timestamps.ts: PostgreSQL's timestamp text read digit by digit must give the
- * instant `new Date` gives (what postgres.js did before), and leave every other shape to it.
+ * instant `new Date` gives (what postgres.js did before), and leave every other shape to it;
+ * except a timestamp without a zone (UTC) and a year below 100 (that year, not 19xx).
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -45,6 +46,15 @@ describe("parseTimestamp", () => {
       if (zone === undefined) delete process.env.TZ;
       else process.env.TZ = zone;
     }
+  });
+
+  it("reads a year below 100 with its zone as that year, not 19xx (new Date reads 0050-01-01 00:00:00+00 as 1950), as it does one without a zone", () => {
+    assert.equal(new Date("0050-01-01 00:00:00+00").getUTCFullYear(), 1950, "what new Date does");
+    assert.equal(parseTimestamp("0050-01-01 00:00:00+00").toISOString(), "0050-01-01T00:00:00.000Z");
+    assert.equal(parseTimestamp("0001-01-01 05:30:00.25+05:30").toISOString(), "0001-01-01T00:00:00.250Z");
+    assert.equal(parseTimestamp("0099-12-31 23:59:59-00:00:30").toISOString(), "0100-01-01T00:00:29.000Z");
+    assert.equal(parseTimestamp("0004-02-29 00:00:00+00").toISOString(), "0004-02-29T00:00:00.000Z");
+    assert.equal(parseTimestamp("0050-01-01 00:00:00").toISOString(), parseTimestamp("0050-01-01 00:00:00+00").toISOString());
   });
 
   it("reads a zone offset with seconds (historical local mean time), which new Date cannot", () => {
