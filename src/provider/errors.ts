@@ -222,18 +222,24 @@ export const RETRY_AFTER_MAX_MS = 3_600_000;
 const HTTP_DATE_GMT = /^[a-z]{3,9}, \d{2}[ -][a-z]{3}[ -]\d{2}(?:\d{2})? \d{2}:\d{2}:\d{2} GMT$/i;
 /** ...or asctime's form, which names no zone: GMT too (Date.parse alone reads it in the host's zone). */
 const ASCTIME = /^[a-z]{3} [a-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/i;
+/**
+ * Other date text that names its zone (GMT, UTC, Z or an offset), as gateways write it
+ * (`… UTC`, `… +0000`, ISO 8601's `…Z`): no HTTP-date, but not ambiguous either.
+ */
+const NAMES_ZONE = /(?:\b(?:GMT|UTC|UT)|\dZ|[+-]\d{2}:?\d{2})$/i;
 
 /**
  * Retry-After as milliseconds from `now`: delta-seconds or an HTTP date (RFC 9110 §10.2.3),
- * at most RETRY_AFTER_MAX_MS. Undefined when absent or unparsable; never negative. Any other
- * date text is unparsable: Date.parse would read it in the host's zone.
+ * at most RETRY_AFTER_MAX_MS. Undefined when absent or unparsable; never negative. Date text
+ * that is no HTTP-date is read only when it names its zone: Date.parse would read the rest
+ * in the host's zone.
  */
 export function parseRetryAfter(value: string | null | undefined, now: number): number | undefined {
   if (value === null || value === undefined) return undefined;
   const trimmed = value.trim();
   if (trimmed === "") return undefined;
   if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.min(RETRY_AFTER_MAX_MS, Math.round(Number(trimmed) * 1000));
-  const at = HTTP_DATE_GMT.test(trimmed) ? Date.parse(trimmed) : ASCTIME.test(trimmed) ? Date.parse(`${trimmed} GMT`) : Number.NaN;
+  const at = HTTP_DATE_GMT.test(trimmed) || NAMES_ZONE.test(trimmed) ? Date.parse(trimmed) : ASCTIME.test(trimmed) ? Date.parse(`${trimmed} GMT`) : Number.NaN;
   if (Number.isNaN(at)) return undefined;
   return Math.min(RETRY_AFTER_MAX_MS, Math.max(0, at - now));
 }

@@ -55,7 +55,7 @@ describe("parseRetryAfter", () => {
     assert.equal(parseRetryAfter("Fri, 01 Jan 2027 00:00:00 GMT", now), 3_600_000);
     assert.equal(parseRetryAfter("3599", now), 3_599_000);
   });
-  it("reads the three HTTP-date forms as GMT, whatever the host's zone; other date text is no Retry-After", () => {
+  it("reads the three HTTP-date forms as GMT, and other date text only when it names its zone, whatever the host's zone", () => {
     const zone = process.env.TZ;
     try {
       for (const tz of ["Asia/Kolkata", "America/New_York", "UTC"]) {
@@ -64,7 +64,11 @@ describe("parseRetryAfter", () => {
         assert.equal(parseRetryAfter("Thursday, 01-Jan-26 00:00:30 GMT", now), 30_000, `RFC 850 in ${tz}`);
         // asctime names no zone: RFC 9110 has every HTTP-date in GMT (Date.parse read it in the host's zone).
         assert.equal(parseRetryAfter("Thu Jan  1 00:00:30 2026", now), 30_000, `asctime in ${tz}`);
-        // Not an HTTP-date: Date.parse would read these in the host's zone too.
+        // No HTTP-date, but naming its zone: read as it says.
+        assert.equal(parseRetryAfter("2026-01-01T00:00:30Z", now), 30_000, `ISO with Z in ${tz}`);
+        assert.equal(parseRetryAfter("Thu, 01 Jan 2026 05:30:30 +0530", now), 30_000, `an offset in ${tz}`);
+        assert.equal(parseRetryAfter("Thu, 1 Jan 2026 00:00:30 UTC", now), 30_000, `UTC, one-digit day, in ${tz}`);
+        // Not an HTTP-date and no zone: Date.parse would read these in the host's zone too.
         assert.equal(parseRetryAfter("2026-01-01 00:00:30", now), undefined, `ISO without a zone in ${tz}`);
         assert.equal(parseRetryAfter("January 1, 2026 00:00:30", now), undefined, `free text in ${tz}`);
       }
