@@ -32,6 +32,12 @@ export interface DeliverDeps {
   runs?: RunSlots | undefined;
   /** The runner's log of failed attempts, a line per burst per endpoint (absent: a line per attempt). */
   failures?: DeliveryFailureLog | undefined;
+  /**
+   * Aborts when the worker begins to stop (a deploy's SIGTERM): the run starts no new
+   * send, records what it sent, gives back what it claimed and did not send, and leaves
+   * a job for the endpoint, which another worker runs at once.
+   */
+  stopping?: AbortSignal | undefined;
 }
 
 /**
@@ -150,8 +156,13 @@ async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number
   const leaseMs = Math.ceil(ROUND / PER_ENDPOINT) * deps.settings.timeoutMs + 5_000;
   const sliceEnds = Date.now() + RUN_SLICE_MS;
   const slots = deps.runs;
+  const stopping = () => deps.stopping?.aborted === true;
   const turnOver = () => slots !== undefined && slots.active >= slots.max && Date.now() >= sliceEnds;
   for (;;) {
+    // Stopping: a round claimed now would go on after the worker's 15 s for running jobs
+    // (64 sends to a slow receiver), be cut off unrecorded, and stay leased for minutes;
+    // the job left below lets the next worker send what is due at once.
+    if (stopping()) break;
     const endpoint = await getEndpoint(deps.sql, endpointId);
     if (!endpoint) {
       behind.delete(endpointId);
@@ -179,7 +190,7 @@ async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number
     }
     // Stopped (deleted or disabled meanwhile, or the turn over): the next turn ends its
     // waiting deliveries failed at once (not at the sweep), finds the endpoint gone, or yields.
-    sent += await sendRound(deps, endpoint, batch, turnOver);
+    sent += await sendRound(deps, endpoint, batch, () => stopping() || turnOver());
   }
   const next = await nextDue(deps.sql, endpointId);
   if (next !== null) await enqueueDelivery(deps.sql, endpointId, next);
@@ -191,16 +202,17 @@ async function deliverAll(deps: DeliverDeps, endpointId: string): Promise<number
  * send reads the endpoint again first: a PATCH or DELETE that has committed decides the
  * next send (its URL, whether it goes at all), not after a round that may last minutes
  * with a slow receiver. Once the endpoint is deleted or disabled (by a person, or by a
- * 410 it answered), or the run's turn is over, the rest of the round is not sent: it is
- * given back, for the next turn or run. How many were sent.
+ * 410 it answered), or the run must yield (its turn is over, or the worker is stopping),
+ * the rest of the round is not sent: it is given back, for the next turn or run. How many
+ * were sent.
  */
-async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readonly Claimed[], turnOver: () => boolean): Promise<number> {
+async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readonly Claimed[], yieldNow: () => boolean): Promise<number> {
   const records: AttemptRecord[] = [];
   let stopped = false;
   let next = 0;
   const lane = async () => {
     while (!stopped && next < batch.length) {
-      if (turnOver()) {
+      if (yieldNow()) {
         stopped = true;
         break;
       }
@@ -232,7 +244,7 @@ async function sendRound(deps: DeliverDeps, endpoint: EndpointRow, batch: readon
   if (stopped) {
     // What this round claimed but did not send goes back at once, for the next turn to fail
     // (disabled), or to send to the endpoint as it is now (a 410 from a URL it no longer
-    // has), or for the endpoint's next run (its turn is over).
+    // has), or for the endpoint's next run (its turn is over, or the worker is stopping).
     const sent = new Set(records.map((r) => r.deliveryId));
     await releaseClaims(deps.sql, batch.filter((d) => !sent.has(d.id)));
   }

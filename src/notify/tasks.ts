@@ -32,7 +32,7 @@ const notifyDeliver = defineTask(DELIVER_TASK, z.object({ endpoint_id: z.string(
     failures: deliveryFailureLog(deps.log.child({ task: DELIVER_TASK })),
   }),
   run: async (payload, { deps, shared, log, state: { vacuum, runs, failures } }) => {
-    const deliverDeps = { sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps), load: shared.load, runs, failures };
+    const deliverDeps = { sql: deps.sql, log, metrics: deps.metrics, settings: settingsOf(deps), load: shared.load, runs, failures, stopping: shared.stopping };
     vacuum.rowsDone(await deliverDue(deliverDeps, payload.endpoint_id));
   },
 });
