@@ -4,7 +4,7 @@
  * first starts it and owns it; later ones (and `npm run rebuild`) connect to it; a server
  * left behind by a killed owner is adopted rather than restarted.
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 import { embeddedUrl, startEmbeddedPostgres } from "../db/embedded.ts";
@@ -40,6 +40,77 @@ function runningPostmaster(dataDir: string): { pid: number; port: number } | nul
   return { pid, port };
 }
 
+/** DATA_DIR/pg-start.lock: held by the process deciding whether to start, share or adopt the server. */
+const START_LOCK = "pg-start.lock";
+/** How long a start waits for another process's (initdb, then a server's recovery: its own limit is 120 s). */
+const START_LOCK_WAIT_MS = 180_000;
+/** A lock file still empty after this long was left by a process that died as it made it. */
+const EMPTY_LOCK_STALE_MS = 5_000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Waits for, then takes, the data directory's start lock; returns what lets it go.
+ * Processes started together on one DATA_DIR (two `npm start`, a web and a worker) each
+ * found no server running: both ran initdb into the same directory, or one started the
+ * server on a cluster the other's initdb was still writing, and the other failed ("lock
+ * file postmaster.pid already exists"); one arriving while the first's server came up
+ * took it for a server left behind, adopted it, and stopped it under its owner when it
+ * stopped. With the lock, the first starts the server and records itself as its owner
+ * before the next one looks, and the next one shares it. A lock whose process is gone
+ * (killed while starting) is taken over.
+ */
+async function holdStartLock(dataDir: string, log: Logger): Promise<() => void> {
+  mkdirSync(dataDir, { recursive: true });
+  const file = join(dataDir, START_LOCK);
+  const deadline = Date.now() + START_LOCK_WAIT_MS;
+  let said = false;
+  for (;;) {
+    try {
+      const fd = openSync(file, "wx", 0o600);
+      try {
+        writeSync(fd, String(process.pid));
+      } finally {
+        closeSync(fd);
+      }
+      return () => rmSync(file, { force: true });
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== "EEXIST") throw err;
+    }
+    const holder = lockHolder(file);
+    if (holder === "stale") {
+      rmSync(file, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`another process (pid ${holder ?? "unknown"}) has been starting the embedded PostgreSQL in ${dataDir} for ${START_LOCK_WAIT_MS / 1000} s; stop it, or remove ${file} if no tracklane process is starting`);
+    }
+    if (!said) {
+      log.info({ pid: holder }, "another tracklane process is starting the embedded PostgreSQL: waiting for it, then sharing it");
+      said = true;
+    }
+    await sleep(100);
+  }
+}
+
+/** The live process holding the start lock (null: its pid is being written), or "stale". */
+function lockHolder(file: string): number | null | "stale" {
+  let text: string;
+  let age: number;
+  try {
+    text = readFileSync(file, "utf8").trim();
+    age = Date.now() - statSync(file).mtimeMs;
+  } catch (err) {
+    if ((err as { code?: unknown }).code === "ENOENT") return null; // let go meanwhile: try again
+    throw err;
+  }
+  if (text === "") return age > EMPTY_LOCK_STALE_MS ? "stale" : null;
+  const pid = Number(text);
+  // This very pid in a lock means an earlier life of it (a container restarted with the same pid).
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !alive(pid)) return "stale";
+  return pid;
+}
+
 async function ensureDatabase(serverUrl: (db: string) => string): Promise<void> {
   const admin = postgres(serverUrl("postgres"), { max: 1, onnotice: () => {} });
   try {
@@ -67,6 +138,16 @@ export async function resolveDatabase(options: {
     const where = describeTarget(options.databaseUrl);
     return { url: options.databaseUrl, release: async () => {}, description: where === null ? "DATABASE_URL" : `DATABASE_URL (${where})` };
   }
+  const letGo = await holdStartLock(options.dataDir, options.log);
+  try {
+    return await resolveEmbedded(options);
+  } finally {
+    letGo();
+  }
+}
+
+/** Under the start lock: share the server another process owns, adopt one left behind, or start one. */
+async function resolveEmbedded(options: { dataDir: string; log: Logger; avoidPorts?: readonly number[] | undefined }): Promise<ResolvedDatabase> {
   const dataDir = join(options.dataDir, "pg");
   const ownerFile = join(options.dataDir, "pg-owner.pid");
   const running = runningPostmaster(dataDir);

@@ -47,6 +47,35 @@ describe("npm start with no configuration", () => {
   });
 });
 
+describe("npm start twice at the same moment on one fresh DATA_DIR", () => {
+  it("both start: one starts the embedded PostgreSQL, the other shares it; both stop cleanly", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-twice-"));
+    chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const ports = [await freePort(), await freePort()];
+    // Started together: neither finds a server running, nor a data directory.
+    const procs = ports.map((port) => startProcess("src/main.ts", { DATA_DIR: dataDir, PORT: String(port), EMULATOR_PORT: "0", HOST: "127.0.0.1", LOG_FORMAT: "json" }));
+    for (const p of procs) cleanups.push(async () => void (await p.kill("SIGKILL")));
+    const exited = (p: (typeof procs)[number]) =>
+      new Promise<never>((_, reject) => p.child.once("exit", (code) => reject(new Error(`exited with ${code}`))));
+    const started = await Promise.allSettled(procs.map((p) => Promise.race([p.waitFor(/callback URL:\s+(\S+)/, 100_000), exited(p)])));
+    const failed = started.flatMap((r, i) => (r.status === "rejected" ? [`process ${i}: ${procs[i]!.output().slice(-1500)}`] : []));
+    assert.deepEqual(failed, [], "both started");
+    for (const port of ports) assert.equal((await fetch(`http://127.0.0.1:${port}/readyz`)).status, 200);
+    const shared = procs.map((p) => /database:\s+embedded PostgreSQL in \S+ \(shared\)/.test(p.output()));
+    assert.deepEqual([...shared].sort(), [false, true], "one started the server, the other shares it");
+    assert.ok(procs.every((p) => !/adopting an embedded PostgreSQL/.test(p.output())), "neither took the other's server for one left behind");
+    // The same secrets (the first stored wins), so a callback carrying the printed URL is taken by either.
+    const urls = procs.map((p) => p.output().match(/callback URL:\s+http:\/\/[^/]+(\/\S+)/)![1]);
+    assert.equal(urls[0], urls[1]);
+    // The one sharing stops first: the owner's server outlives it.
+    const [owner, sharer] = shared[0] ? [procs[1]!, procs[0]!] : [procs[0]!, procs[1]!];
+    assert.equal(await sharer.kill("SIGINT"), 0, sharer.output().slice(-1500));
+    assert.equal(await owner.kill("SIGINT"), 0, owner.output().slice(-1500));
+    assert.match(owner.output(), /embedded PostgreSQL stopped/);
+  });
+});
+
 describe("kill -9 right after acknowledgements", () => {
   it("loses no acknowledged event", async () => {
     const db = await createTestDatabase();
