@@ -7,6 +7,7 @@ import type { Runner, TaskList } from "graphile-worker";
 import { enqueueStartReplenish } from "../awb/jobs.ts";
 import type { RunnerShared, WorkerDeps } from "./deps.ts";
 import { createLoadMeter } from "./load.ts";
+import { fixLocalQueueRelease } from "./local-queue.ts";
 import { graphileLogger } from "./logger.ts";
 import { CRONTAB, TASKS } from "./tasks.ts";
 
@@ -21,6 +22,7 @@ export function taskList(deps: WorkerDeps, stopping: AbortSignal = new AbortCont
 }
 
 export async function startWorker(deps: WorkerDeps): Promise<Runner> {
+  if (!(await fixLocalQueueRelease())) deps.log.warn("graphile-worker's local queue is not the one tracklane fixes (local-queue.ts): a stop under load may log errors");
   const stop = new AbortController();
   const runner = await run({
     connectionString: deps.databaseUrl,
