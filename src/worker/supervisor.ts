@@ -20,6 +20,8 @@ const SWEEP_MS = 3000;
 const STOP_TIMEOUT_MS = 5000;
 /** How long a stopping worker waits for its running jobs. */
 const JOBS_STOP_MS = 15_000;
+/** Jobs that succeeded this recently may still lack their completion when a runner stops. */
+const COMPLETION_MS = 60_000;
 
 export interface SupervisedWorker {
   stop(): Promise<void>;
@@ -66,6 +68,14 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
   let replacing: Promise<void> | undefined;
   /** Runners whose promise rejected: a runner that failed while a replacement ran is replaced after it. */
   const failed = new WeakSet<Runner>();
+  /**
+   * Jobs that succeeded lately (id, when). graphile-worker 0.18 writes a completion in a
+   * promise nobody waits for, and a runner that stops closes its pool without waiting
+   * either: a job that ended as the worker stopped kept its row, was unlocked by the stop,
+   * and ran again on another worker; one allowed a single attempt (the cron's sweeps,
+   * drains and reconciliation) stayed behind as failed for good instead.
+   */
+  const succeeded = new Map<string, number>();
 
   /** Takes the locks not held yet (all of them again after a reconnect). */
   const holdLocks = async () => {
@@ -100,6 +110,14 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
   const launch = async (): Promise<Runner> => {
     const runner = await start(deps);
     // A runner's id (graphile-worker's pool id) shows on the jobs it locks.
+    runner.events.on("job:success", ({ job }) => {
+      const now = Date.now();
+      for (const [id, at] of succeeded) {
+        if (now - at < COMPLETION_MS) break; // in the order they succeeded
+        succeeded.delete(id);
+      }
+      succeeded.set(job.id, now);
+    });
     runner.events.on("job:start", ({ job }) => {
       if (job.locked_by && !ours.has(job.locked_by)) {
         ours.add(job.locked_by);
@@ -197,8 +215,18 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
       // liveness sweep of the next worker (its runner's lock goes with this process).
       await within(JOBS_STOP_MS, current?.stop() ?? Promise.resolve());
       // A completion graphile-worker had not written when stop() returned leaves its job
-      // locked by a runner that is gone: unlock now rather than at the next sweep.
-      if (ours.size > 0) await deps.sql`select graphile_worker.force_unlock_workers(${[...ours]}::text[])`.catch(() => {});
+      // locked by a runner that is gone: unlock now rather than at the next sweep, and
+      // complete the jobs that succeeded, in the same transaction (no other worker takes
+      // one in between). A job whose completion did land is gone already; one locked again
+      // meanwhile (not by this runner) is left alone by complete_jobs.
+      if (ours.size > 0) {
+        await deps.sql
+          .begin(async (tx) => {
+            await tx`select graphile_worker.force_unlock_workers(${[...ours]}::text[])`;
+            if (succeeded.size > 0) await tx`select graphile_worker.complete_jobs(${[...succeeded.keys()]}::bigint[])`;
+          })
+          .catch(() => {});
+      }
       await liveness.end({ timeout: 5 });
       process.off("unhandledRejection", onUnhandled);
       process.off("uncaughtException", onUncaught);
