@@ -36,6 +36,14 @@ export interface ReconcileDeps {
   batch?: number;
   /** ENDPOINT_RECHECK_MS, for tests. */
   recheckMs?: number;
+  /**
+   * Aborts when the worker begins to stop (a deploy's SIGTERM): the run asks about no
+   * further order and ends, as a run cut short by a provider failure does; the next tick
+   * goes on with the orders left. Otherwise it kept polling, up to a minute's worth of
+   * calls, past the 15 s a stopping worker gives its jobs, and was cut off there, its job
+   * left with its one attempt spent.
+   */
+  stopping?: AbortSignal | undefined;
 }
 
 export interface ReconcileReport {
@@ -104,12 +112,14 @@ export async function reconcileDue(deps: ReconcileDeps): Promise<ReconcileReport
   let last = 0;
   let stop = false;
   for (const order of orders) {
+    if (deps.stopping?.aborted) break;
     // Every provider id the order carries: the provider may have made a second order for
     // it (PRODUCT.md §10), whose lost callbacks only asking about that id can recover.
     const svcs = [...new Set([order.svc_order_id, ...order.svc_order_ids])];
     if (report.asked > 0 && report.asked + svcs.length > batch) break;
     try {
       for (const svc of svcs) {
+        if (deps.stopping?.aborted) break;
         const wait = last + spacing - Date.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         last = Date.now();

@@ -15,13 +15,14 @@ const RECONCILE_TASK = "order__reconcile";
 export const RECONCILE_CRONTAB = `* * * * * ${RECONCILE_TASK} ?id=order_reconcile&jobKey=order_reconcile&queue=reconcile&max=1`;
 
 /** Asks the provider for the status of active orders that fell silent (src/reconcile/). The payload is not read. */
-const orderReconcile = defineTask(RECONCILE_TASK, z.unknown(), async (_payload, { deps, log }) => {
+const orderReconcile = defineTask(RECONCILE_TASK, z.unknown(), async (_payload, { deps, shared, log }) => {
   await reconcileDue({
     sql: deps.sql,
     provider: deps.provider,
     log,
     afterMin: deps.config.provider.reconcileAfterMin,
     timeZone: deps.config.provider.timezone,
+    stopping: shared.stopping,
   });
 });
 
