@@ -26,6 +26,11 @@ export interface EmbeddedServer {
   url(database: string): string;
   port: number;
   stop(): Promise<void>;
+  /**
+   * Leaves the server running for other processes (runtime/database.ts): no longer
+   * watched or restarted by this one, which may then exit.
+   */
+  leave(): void;
 }
 
 /** Waits between attempts to restart a server that exited: doubling from 1 s, at most 30 s. */
@@ -198,6 +203,14 @@ export async function startEmbeddedPostgres(configuredDir: string, log: Logger, 
       await restarting;
       await stopServer(server);
       log.info("embedded PostgreSQL stopped");
+    },
+    leave: () => {
+      stopping = true;
+      wake?.();
+      // Its output no longer read: the server's stderr pipe closes with this process, as
+      // when its owner is killed (PostgreSQL ignores SIGPIPE).
+      server.stderr?.destroy();
+      server.unref();
     },
   };
 }

@@ -2,18 +2,23 @@
  * Where the database is: DATABASE_URL, or the embedded PostgreSQL under the data
  * directory. Several tracklane processes on one machine share one embedded server: the
  * first starts it and owns it; later ones (and `npm run rebuild`) connect to it; a server
- * left behind by a killed owner is adopted rather than restarted.
+ * left behind by a killed owner is adopted rather than restarted. The server stops with
+ * the last process using it, not under the others (DATA_DIR/pg-users/: one file per pid).
  */
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 import { embeddedUrl, startEmbeddedPostgres } from "../db/embedded.ts";
+import type { EmbeddedServer } from "../db/embedded.ts";
 import { describeTarget } from "../db/url.ts";
 import type { Logger } from "../logger.ts";
 
 export interface ResolvedDatabase {
   url: string;
-  /** Stops the embedded server when this process owns it; otherwise does nothing. */
+  /**
+   * Stops the embedded server when no other tracklane process uses it any more (this one
+   * owned it, or its owner left it running for the others); otherwise does nothing.
+   */
   release(): Promise<void>;
   description: string;
 }
@@ -146,37 +151,100 @@ export async function resolveDatabase(options: {
   }
 }
 
+/** DATA_DIR/pg-users/: a file named by the pid of each process using the embedded server. */
+const USERS = "pg-users";
+
+function addUser(dataDir: string): void {
+  mkdirSync(join(dataDir, USERS), { recursive: true });
+  writeFileSync(join(dataDir, USERS, String(process.pid)), "");
+}
+
+/** The other live processes using the server; the files of dead ones (killed) are removed. */
+function otherUsers(dataDir: string): number[] {
+  let names: string[];
+  try {
+    names = readdirSync(join(dataDir, USERS));
+  } catch {
+    return [];
+  }
+  const pids: number[] = [];
+  for (const name of names) {
+    const pid = Number(name);
+    if (pid === process.pid) continue;
+    if (Number.isInteger(pid) && pid > 0 && alive(pid)) pids.push(pid);
+    else rmSync(join(dataDir, USERS, name), { force: true });
+  }
+  return pids;
+}
+
+function ownerOf(ownerFile: string): number {
+  return existsSync(ownerFile) ? Number(readFileSync(ownerFile, "utf8")) : NaN;
+}
+
 /** Under the start lock: share the server another process owns, adopt one left behind, or start one. */
 async function resolveEmbedded(options: { dataDir: string; log: Logger; avoidPorts?: readonly number[] | undefined }): Promise<ResolvedDatabase> {
   const dataDir = join(options.dataDir, "pg");
   const ownerFile = join(options.dataDir, "pg-owner.pid");
   const running = runningPostmaster(dataDir);
-  const owner = existsSync(ownerFile) ? Number(readFileSync(ownerFile, "utf8")) : NaN;
+  const owner = ownerOf(ownerFile);
   const urlFor = (port: number) => (db: string) => embeddedUrl(port, db);
+
+  /**
+   * This process is done with the server (under the start lock, so that none starts to use
+   * it meanwhile). Others still using it keep it: its owner leaves it running (no longer
+   * restarting it should it exit), and the last of them stops it, or a process starting
+   * later adopts it. Stopped under them, they were left without a database, and a new
+   * owner would start it on another port, where they never looked.
+   */
+  const release = (server?: EmbeddedServer) => async () => {
+    const letGo = await holdStartLock(options.dataDir, options.log);
+    try {
+      rmSync(join(options.dataDir, USERS, String(process.pid)), { force: true });
+      const others = otherUsers(options.dataDir);
+      const owned = ownerOf(ownerFile) === process.pid;
+      if (others.length > 0) {
+        if (owned) {
+          server?.leave();
+          options.log.info({ processes: others }, "embedded PostgreSQL left running for the other tracklane processes using it; the last of them stops it");
+        }
+        return;
+      }
+      const ownerPid = ownerOf(ownerFile);
+      if (!owned && Number.isInteger(ownerPid) && alive(ownerPid)) return; // its owner stops it
+      if (server) {
+        await server.stop();
+        return;
+      }
+      const postmaster = runningPostmaster(dataDir);
+      if (postmaster === null) return;
+      process.kill(postmaster.pid, "SIGINT");
+      for (let i = 0; i < 100 && alive(postmaster.pid); i++) await new Promise((r) => setTimeout(r, 100));
+      options.log.info("embedded PostgreSQL stopped");
+    } finally {
+      letGo();
+    }
+  };
 
   if (running && Number.isInteger(owner) && owner !== process.pid && alive(owner)) {
     // Another tracklane process owns the server: share it.
     const url = urlFor(running.port);
     await ensureDatabase(url);
-    return { url: url(DATABASE), release: async () => {}, description: `embedded PostgreSQL in ${dataDir} (shared)` };
+    addUser(options.dataDir);
+    return { url: url(DATABASE), release: release(), description: `embedded PostgreSQL in ${dataDir} (shared)` };
   }
   if (running) {
-    // Left behind by an owner that was killed: adopt it and stop it when we stop.
+    // Left behind by an owner that was killed, or left running by one that stopped while
+    // others used it: adopt it and stop it when we stop, unless others use it then.
     options.log.warn({ pid: running.pid }, "adopting an embedded PostgreSQL left running by a stopped process");
     writeFileSync(ownerFile, String(process.pid));
     const url = urlFor(running.port);
     await ensureDatabase(url);
-    return {
-      url: url(DATABASE),
-      description: `embedded PostgreSQL in ${dataDir}`,
-      release: async () => {
-        process.kill(running.pid, "SIGINT");
-        for (let i = 0; i < 100 && alive(running.pid); i++) await new Promise((r) => setTimeout(r, 100));
-      },
-    };
+    addUser(options.dataDir);
+    return { url: url(DATABASE), description: `embedded PostgreSQL in ${dataDir}`, release: release() };
   }
   const server = await startEmbeddedPostgres(dataDir, options.log, { avoid: options.avoidPorts ?? [] });
   writeFileSync(ownerFile, String(process.pid));
   await ensureDatabase(server.url);
-  return { url: server.url(DATABASE), release: () => server.stop(), description: `embedded PostgreSQL in ${dataDir}` };
+  addUser(options.dataDir);
+  return { url: server.url(DATABASE), release: release(server), description: `embedded PostgreSQL in ${dataDir}` };
 }

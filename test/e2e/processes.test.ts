@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
@@ -73,6 +73,46 @@ describe("npm start twice at the same moment on one fresh DATA_DIR", () => {
     assert.equal(await sharer.kill("SIGINT"), 0, sharer.output().slice(-1500));
     assert.equal(await owner.kill("SIGINT"), 0, owner.output().slice(-1500));
     assert.match(owner.output(), /embedded PostgreSQL stopped/);
+  });
+});
+
+describe("processes sharing the embedded PostgreSQL, restarted one at a time (a rolling deploy)", () => {
+  it("the one that started it stops and the others keep it; a new one adopts it; the last to stop stops it", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-rolling-"));
+    chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const env = { DATA_DIR: dataDir, HOST: "127.0.0.1", LOG_FORMAT: "json" };
+    const migrate = startProcess("src/migrate.ts", env);
+    cleanups.push(async () => void (await migrate.kill("SIGKILL")));
+    assert.equal(await new Promise((r) => migrate.child.once("exit", r)), 0, migrate.output().slice(-1500));
+    const web = async () => {
+      const port = await freePort();
+      const proc = startProcess("src/web.ts", { ...env, PORT: String(port) });
+      cleanups.push(async () => void (await proc.kill("SIGKILL")));
+      await waitReady(`http://127.0.0.1:${port}/readyz`, 60_000);
+      return { proc, base: `http://127.0.0.1:${port}` };
+    };
+    const secret = () => readFileSync(join(dataDir, "callback-secret"), "utf8").trim();
+    const stores = async (base: string, coid: string) =>
+      (await fetch(`${base}/callbacks/${secret()}`, { method: "POST", body: JSON.stringify({ client_order_id: coid, order_status: "CREATED" }) })).status;
+    const postmaster = () => (existsSync(join(dataDir, "pg", "postmaster.pid")) ? Number(readFileSync(join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0]) : null);
+
+    const first = await web(); // starts the server
+    const second = await web(); // shares it
+    const server = postmaster();
+    assert.notEqual(server, null);
+    assert.equal(await first.proc.kill("SIGTERM"), 0, first.proc.output().slice(-1500));
+    assert.equal(postmaster(), server, "the server runs on");
+    assert.equal((await fetch(`${second.base}/readyz`)).status, 200, "the process sharing it is still ready");
+    assert.equal(await stores(second.base, "ROLL-1"), 200, "and stores callbacks");
+    assert.match(first.proc.output(), /left running for the other tracklane processes/);
+
+    const third = await web(); // the deploy's new process: adopts the server left running
+    assert.equal(postmaster(), server, "adopted, not started anew on another port");
+    assert.equal(await second.proc.kill("SIGTERM"), 0, second.proc.output().slice(-1500));
+    assert.equal(await stores(third.base, "ROLL-2"), 200);
+    assert.equal(await third.proc.kill("SIGTERM"), 0, third.proc.output().slice(-1500));
+    assert.equal(postmaster(), null, "the last process to stop stopped the server");
   });
 });
 
