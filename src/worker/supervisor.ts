@@ -42,8 +42,35 @@ async function within(ms: number, work: Promise<unknown>): Promise<void> {
   clearTimeout(timer);
 }
 
-/** Unlocks the jobs of runners that hold no liveness lock (and are not ours). */
-async function sweep(sql: Sql, ours: ReadonlySet<string>): Promise<string[]> {
+/** A job removed as its run was cut off (releaseRuns). */
+export interface EndedRun {
+  id: string;
+  task: string;
+}
+
+/**
+ * Unlocks the jobs that runners which are gone (killed, stopped, replaced) still hold, so
+ * that they run again, and completes those of them that `succeeded`, in one transaction (no
+ * other worker takes one in between). A job with no attempt left and no error recorded
+ * (graphile-worker leaves it at max_attempts without its key when add_job replaces a
+ * running job: a newer job with its key does its work; or a job allowed one attempt,
+ * the cron's, whose next tick is its retry) would never run again, and stayed behind as
+ * failed for good, with nothing to say why: it is removed too, and returned.
+ */
+export async function releaseRuns(sql: Sql, pools: readonly string[], succeeded: readonly string[] = []): Promise<EndedRun[]> {
+  return await sql.begin(async (tx) => {
+    const spent = await tx<EndedRun[]>`
+      select id::text, task_identifier as task from graphile_worker.jobs
+      where locked_by = any(${pools as string[]}::text[]) and key is null and attempts >= max_attempts and last_error is null`;
+    await tx`select graphile_worker.force_unlock_workers(${pools as string[]}::text[])`;
+    const done = [...succeeded, ...spent.map((r) => r.id)];
+    if (done.length > 0) await tx`select graphile_worker.complete_jobs(${done}::bigint[])`;
+    return spent;
+  });
+}
+
+/** Unlocks the jobs of runners that hold no liveness lock (and are not ours); the runners and what releaseRuns removed. */
+async function sweep(sql: Sql, ours: ReadonlySet<string>): Promise<{ dead: string[]; ended: EndedRun[] }> {
   const rows = await sql<{ pool: string }[]>`
     select pool from (
       select distinct locked_by as pool from graphile_worker.jobs
@@ -51,8 +78,8 @@ async function sweep(sql: Sql, ours: ReadonlySet<string>): Promise<string[]> {
     ) as stale
     where pg_try_advisory_xact_lock(${LIVENESS_LOCK_CLASS}, hashtext(pool))`;
   const dead = rows.map((r) => r.pool).filter((p) => !ours.has(p));
-  if (dead.length > 0) await sql`select graphile_worker.force_unlock_workers(${dead}::text[])`;
-  return dead;
+  const ended = dead.length > 0 ? await releaseRuns(sql, dead) : [];
+  return { dead, ended };
 }
 
 /** `start` makes a runner (startWorker; a test may wrap it). */
@@ -98,8 +125,8 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
     ticking = true;
     try {
       await holdLocks();
-      const dead = await sweep(deps.sql, ours);
-      if (dead.length > 0) log.warn({ runners: dead }, "unlocked the jobs of job runners that stopped without releasing them");
+      const { dead, ended } = await sweep(deps.sql, ours);
+      if (dead.length > 0) log.warn({ runners: dead, ended }, "unlocked the jobs of job runners that stopped without releasing them");
     } catch (err) {
       if (!isDatabaseUnavailable(err)) log.error({ err }, "job runner liveness check failed");
     } finally {
@@ -165,7 +192,7 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
     if (retired.length > 0) {
       await liveness`select pg_advisory_unlock(${LIVENESS_LOCK_CLASS}, hashtext(id)) from unnest(${retired}::text[]) as id`.catch(() => {});
       retired.forEach((id) => held.delete(id));
-      await deps.sql`select graphile_worker.force_unlock_workers(${retired}::text[])`.catch(() => {}); // else the sweep does it
+      await releaseRuns(deps.sql, retired).catch(() => {}); // else the sweep does it
     }
     if (current) log.info("job runner replaced");
   };
@@ -219,14 +246,7 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
       // complete the jobs that succeeded, in the same transaction (no other worker takes
       // one in between). A job whose completion did land is gone already; one locked again
       // meanwhile (not by this runner) is left alone by complete_jobs.
-      if (ours.size > 0) {
-        await deps.sql
-          .begin(async (tx) => {
-            await tx`select graphile_worker.force_unlock_workers(${[...ours]}::text[])`;
-            if (succeeded.size > 0) await tx`select graphile_worker.complete_jobs(${[...succeeded.keys()]}::bigint[])`;
-          })
-          .catch(() => {});
-      }
+      if (ours.size > 0) await releaseRuns(deps.sql, [...ours], [...succeeded.keys()]).catch(() => {});
       await liveness.end({ timeout: 5 });
       process.off("unhandledRejection", onUnhandled);
       process.off("uncaughtException", onUncaught);

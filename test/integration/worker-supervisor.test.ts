@@ -102,4 +102,52 @@ describe("worker supervisor", () => {
       await worker.stop();
     }
   });
+
+  it("the jobs of a runner that died run again; one it ran when add_job replaced it, or allowed one attempt, is removed, not left failed for good", async () => {
+    const sql = database.sql;
+    const DEAD = "pool-died-in-a-test";
+    // Not due for an hour: the live runner leaves them alone.
+    const add = async (key: string | null, maxAttempts = 25) => {
+      const [job] = await sql<{ id: string }[]>`
+        select id::text from graphile_worker.add_job('notify__sweep', '{}'::json, run_at := now() + interval '1 hour', job_key := ${key}::text, max_attempts := ${maxAttempts}::int)`;
+      return job!.id;
+    };
+    const heldByTheDead = async (id: string, attempts: number, lastError: string | null = null) => {
+      await sql`update graphile_worker._private_jobs set locked_by = ${DEAD}, locked_at = now() - interval '10 seconds', attempts = ${attempts}, last_error = ${lastError} where id = ${id}`;
+    };
+    // Running on the runner when the same key was added again: graphile-worker takes the
+    // key from it and sets it to max_attempts; the new job does the work.
+    const replaced = await add("supervisor-test-replaced");
+    await heldByTheDead(replaced, 1);
+    const replacement = await add("supervisor-test-replaced");
+    // A cron job allowed one attempt (the drain's has no key), on it.
+    const once = await add(null, 1);
+    await heldByTheDead(once, 1);
+    // An ordinary job on its third attempt, the second one failed: it runs again.
+    const ordinary = await add(null);
+    await heldByTheDead(ordinary, 3, "the second attempt failed");
+
+    const worker = await superviseWorker(deps);
+    try {
+      for (let i = 0; i < 100; i++) {
+        const [row] = await sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where locked_by = ${DEAD}`;
+        if (row!.n === 0) break;
+        await sleep(50);
+      }
+      const left = await sql<{ id: string; attempts: number; max_attempts: number; locked: boolean }[]>`
+        select id::text, attempts, max_attempts, locked_at is not null as locked from graphile_worker.jobs
+        where id = any(${[replaced, replacement, once, ordinary]}::bigint[]) order by id`;
+      assert.deepEqual(
+        [...left],
+        [
+          { id: replacement, attempts: 0, max_attempts: 25, locked: false },
+          { id: ordinary, attempts: 3, max_attempts: 25, locked: false },
+        ],
+        "the replaced job and the one-attempt job are gone; the replacement waits; the ordinary job is unlocked to run again",
+      );
+    } finally {
+      await worker.stop();
+      await sql`delete from graphile_worker._private_jobs where id = any(${[replacement, ordinary]}::bigint[])`;
+    }
+  });
 });
