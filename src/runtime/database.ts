@@ -201,7 +201,8 @@ async function resolveEmbedded(options: { dataDir: string; log: Logger; avoidPor
     try {
       rmSync(join(options.dataDir, USERS, String(process.pid)), { force: true });
       const others = otherUsers(options.dataDir);
-      const owned = ownerOf(ownerFile) === process.pid;
+      const ownerNow = ownerOf(ownerFile);
+      const owned = ownerNow === process.pid;
       if (others.length > 0) {
         if (owned) {
           server?.leave();
@@ -209,8 +210,7 @@ async function resolveEmbedded(options: { dataDir: string; log: Logger; avoidPor
         }
         return;
       }
-      const ownerPid = ownerOf(ownerFile);
-      if (!owned && Number.isInteger(ownerPid) && alive(ownerPid)) return; // its owner stops it
+      if (!owned && Number.isInteger(ownerNow) && alive(ownerNow)) return; // its owner stops it
       if (server) {
         await server.stop();
         return;
