@@ -33,6 +33,20 @@ export class MigrationsBehindError extends Error {
 }
 
 /**
+ * The database writes dates in another style than ISO (its DateStyle): both drivers
+ * (postgres.js and graphile-worker's node-postgres) read only ISO timestamps, and every
+ * request and job would fail or wait on what they misread.
+ */
+export class DateStyleError extends Error {
+  readonly dateStyle: string;
+  constructor(dateStyle: string) {
+    super(`the database's DateStyle is "${dateStyle}", not ISO`);
+    this.name = "DateStyleError";
+    this.dateStyle = dateStyle;
+  }
+}
+
+/**
  * `npm run web`, `npm run worker` and `npm run rebuild` never migrate (`npm run migrate`
  * does, once per release). Without the schema a web process would answer 503, a worker
  * fail every job for as long as it runs, and a rebuild fail on its first query: refuse to
@@ -49,6 +63,9 @@ export async function requireMigrations(url: string): Promise<void> {
     if (schema.state === "behind") throw new MigrationsBehindError();
     // The same, below newer ones: `npm run migrate` refuses such a database, naming them.
     if (schema.state === "skipped") throw new MigrationsSkippedError(schema.tags);
+    // The style the database gives a session (postgresql.conf, ALTER DATABASE or ROLE ... SET).
+    const [style] = await sql<{ datestyle: string }[]>`select current_setting('DateStyle') as datestyle`;
+    if (style !== undefined && !/^\s*ISO\b/i.test(style.datestyle)) throw new DateStyleError(style.datestyle);
   } finally {
     await sql.end({ timeout: 1 });
   }
@@ -201,6 +218,16 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
       exitCode: EX_FAILURE,
       lines: [
         `tracklane: ${databaseName(context)} lacks migration${err.tags.length > 1 ? "s" : ""} ${err.tags.join(", ")} of this release but has newer ones applied, so drizzle would never apply ${err.tags.length > 1 ? "them" : "it"}; nothing was migrated: apply ${files} by hand, record ${err.tags.length > 1 ? "each" : "it"} in drizzle.__drizzle_migrations (created_at: its "when" in migrations/meta/_journal.json), then run \`npm run migrate\` again`,
+      ],
+    };
+  }
+
+  if (err instanceof DateStyleError) {
+    const order = /\bDMY\b/i.test(err.dateStyle) ? "DMY" : "MDY";
+    return {
+      exitCode: EX_CONFIG,
+      lines: [
+        `tracklane: ${databaseName(context)} writes dates in the style "${err.dateStyle}" (its DateStyle); tracklane reads ISO dates only: run \`ALTER DATABASE <name> SET DateStyle = 'ISO, ${order}'\` (or set datestyle in postgresql.conf), then start again`,
       ],
     };
   }

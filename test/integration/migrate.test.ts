@@ -16,7 +16,7 @@ import { describeTarget } from "../../src/db/url.ts";
 import { createLogger } from "../../src/logger.ts";
 import { opsRoutes } from "../../src/http/routes/ops.ts";
 import { createMetrics } from "../../src/metrics.ts";
-import { MigrationsBehindError, describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
+import { DateStyleError, MigrationsBehindError, describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
 import { createTestDatabase, serverUrl } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
 
@@ -204,6 +204,28 @@ describe("readiness and the start check go by migrate's plan", () => {
       () => undefined,
       (e: unknown) => e,
     );
+
+  it("a database that writes dates in another style than ISO: web, worker, rebuild and npm start refuse to start (exit 78), naming the setting to change", async () => {
+    assert.equal(await startError(), undefined);
+    for (const [style, order] of [["SQL, DMY", "DMY"], ["German", "DMY"], ["Postgres, MDY", "MDY"]] as const) {
+      await sql.unsafe(`alter database ${db.name} set DateStyle = '${style}'`);
+      try {
+        const err = await startError();
+        assert.ok(err instanceof DateStyleError, `${style}: ${String(err)}`);
+        const { exitCode, lines } = describeStartupError(err, { databaseUrl: db.url });
+        assert.equal(exitCode, 78);
+        assert.match(lines[0]!, new RegExp(`writes dates in the style "${err.dateStyle}" \\(its DateStyle\\); tracklane reads ISO dates only: run \`ALTER DATABASE <name> SET DateStyle = 'ISO, ${order}'\``));
+      } finally {
+        await sql.unsafe(`alter database ${db.name} reset DateStyle`);
+      }
+    }
+    await sql.unsafe(`alter database ${db.name} set DateStyle = 'ISO, DMY'`);
+    try {
+      assert.equal(await startError(), undefined, "ISO in either order is read");
+    } finally {
+      await sql.unsafe(`alter database ${db.name} reset DateStyle`);
+    }
+  });
 
   it("a migration missing below newer applied ones: not ready, and web, worker and rebuild refuse to start naming it; a later release's schema stays ready", async () => {
     assert.deepEqual(await schemaState(sql), { state: "ready" });
