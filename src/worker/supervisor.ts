@@ -49,21 +49,50 @@ export interface EndedRun {
 }
 
 /**
+ * A run that succeeded, as graphile-worker fetched its job: the row is still that run's
+ * while the same runner holds it under the same revision and attempt count.
+ */
+export interface SucceededRun {
+  id: string;
+  lockedBy: string;
+  attempts: number;
+  revision: number;
+}
+
+/**
  * Unlocks the jobs that runners which are gone (killed, stopped, replaced) still hold, so
  * that they run again, and completes those of them that `succeeded`, in one transaction (no
- * other worker takes one in between). A job with no attempt left and no error recorded
- * (graphile-worker leaves it at max_attempts without its key when add_job replaces a
- * running job: a newer job with its key does its work; or a job allowed one attempt,
- * the cron's, whose next tick is its retry) would never run again, and stayed behind as
- * failed for good, with nothing to say why: it is removed too, and returned.
+ * other worker takes one in between). Only a row still held by the runner that ran it,
+ * under the revision and attempt it ran with, is that run's: one unlocked meanwhile (a
+ * sweep, a replaced runner's release) may have been run again, or taken over in place by
+ * an add_job with its key (new payload, run_at and attempts, same id), and is another
+ * run's work. A job with no attempt left and no error recorded (graphile-worker leaves it
+ * at max_attempts without its key when add_job replaces a running job: a newer job with
+ * its key does its work; or a job allowed one attempt, the cron's, whose next tick is its
+ * retry) would never run again, and stayed behind as failed for good, with nothing to say
+ * why: it is removed too, and returned.
  */
-export async function releaseRuns(sql: Sql, pools: readonly string[], succeeded: readonly string[] = []): Promise<EndedRun[]> {
+export async function releaseRuns(sql: Sql, pools: readonly string[], succeeded: readonly SucceededRun[] = []): Promise<EndedRun[]> {
+  const runs = succeeded.filter((r) => pools.includes(r.lockedBy));
   return await sql.begin(async (tx) => {
     const spent = await tx<EndedRun[]>`
       select id::text, task_identifier as task from graphile_worker.jobs
       where locked_by = any(${pools as string[]}::text[]) and key is null and attempts >= max_attempts and last_error is null`;
+    // graphile-worker's own table, read and row-locked only (its jobs view cannot be locked);
+    // a stripped key (add_job while it ran) sets attempts to max_attempts and is still this run.
+    const finished =
+      runs.length === 0
+        ? []
+        : await tx<{ id: string }[]>`
+            select j.id::text from graphile_worker._private_jobs j
+            join unnest(${runs.map((r) => r.id)}::bigint[], ${runs.map((r) => r.lockedBy)}::text[],
+                        ${runs.map((r) => r.attempts)}::int[], ${runs.map((r) => r.revision)}::int[])
+              as s(id, locked_by, attempts, revision) on j.id = s.id
+            where j.locked_by = s.locked_by and j.revision = s.revision
+              and (j.attempts = s.attempts or (j.key is null and j.attempts = j.max_attempts))
+            for update of j`;
     await tx`select graphile_worker.force_unlock_workers(${pools as string[]}::text[])`;
-    const done = [...succeeded, ...spent.map((r) => r.id)];
+    const done = [...new Set([...finished.map((r) => r.id), ...spent.map((r) => r.id)])];
     if (done.length > 0) await tx`select graphile_worker.complete_jobs(${done}::bigint[])`;
     return spent;
   });
@@ -102,7 +131,7 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
    * and ran again on another worker; one allowed a single attempt (the cron's sweeps,
    * drains and reconciliation) stayed behind as failed for good instead.
    */
-  const succeeded = new Map<string, number>();
+  const succeeded = new Map<string, SucceededRun & { at: number }>();
 
   /** Takes the locks not held yet (all of them again after a reconnect). */
   const holdLocks = async () => {
@@ -139,11 +168,11 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
     // A runner's id (graphile-worker's pool id) shows on the jobs it locks.
     runner.events.on("job:success", ({ job }) => {
       const now = Date.now();
-      for (const [id, at] of succeeded) {
-        if (now - at < COMPLETION_MS) break; // in the order they succeeded
+      for (const [id, run] of succeeded) {
+        if (now - run.at < COMPLETION_MS) break; // in the order they succeeded
         succeeded.delete(id);
       }
-      succeeded.set(job.id, now);
+      if (job.locked_by) succeeded.set(job.id, { id: job.id, lockedBy: job.locked_by, attempts: job.attempts, revision: job.revision, at: now });
     });
     runner.events.on("job:start", ({ job }) => {
       if (job.locked_by && !ours.has(job.locked_by)) {
@@ -192,7 +221,7 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
     if (retired.length > 0) {
       await liveness`select pg_advisory_unlock(${LIVENESS_LOCK_CLASS}, hashtext(id)) from unnest(${retired}::text[]) as id`.catch(() => {});
       retired.forEach((id) => held.delete(id));
-      await releaseRuns(deps.sql, retired).catch(() => {}); // else the sweep does it
+      await releaseRuns(deps.sql, retired, [...succeeded.values()]).catch(() => {}); // else the sweep does it
     }
     if (current) log.info("job runner replaced");
   };
@@ -244,9 +273,9 @@ export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps
       // A completion graphile-worker had not written when stop() returned leaves its job
       // locked by a runner that is gone: unlock now rather than at the next sweep, and
       // complete the jobs that succeeded, in the same transaction (no other worker takes
-      // one in between). A job whose completion did land is gone already; one locked again
-      // meanwhile (not by this runner) is left alone by complete_jobs.
-      if (ours.size > 0) await releaseRuns(deps.sql, [...ours], [...succeeded.keys()]).catch(() => {});
+      // one in between). A job whose completion did land is gone already; one no longer
+      // held by the run that succeeded is another run's, and left alone (releaseRuns).
+      if (ours.size > 0) await releaseRuns(deps.sql, [...ours], [...succeeded.values()]).catch(() => {});
       await liveness.end({ timeout: 5 });
       process.off("unhandledRejection", onUnhandled);
       process.off("uncaughtException", onUncaught);

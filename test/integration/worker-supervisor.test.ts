@@ -151,3 +151,56 @@ describe("worker supervisor", () => {
     }
   });
 });
+
+describe("worker supervisor: a stop completes the runs that succeeded", () => {
+  it("only a row still held by the run that succeeded: one that add_job took over in place meanwhile (same id, new payload) is left to run", async () => {
+    const sql = database.sql;
+    // graphile-worker's own pool id is not exposed: the runs here are on a pool of the test's,
+    // announced to the supervisor as graphile-worker does (job:start, job:success).
+    const POOL = "pool-of-a-stopping-test";
+    let runner: Runner | undefined;
+    const worker = await superviseWorker(deps, async (d) => (runner = await startWorker(d)));
+    const ids: string[] = [];
+    try {
+      // Not due for an hour: the live runner leaves them alone.
+      const add = async (key: string | null, payload: object) => {
+        const [job] = await sql<{ id: string }[]>`
+          select id::text from graphile_worker.add_job('notify__sweep', ${JSON.stringify(payload)}::text::json,
+            run_at := now() + interval '1 hour', job_key := ${key}::text)`;
+        ids.push(job!.id);
+        return job!.id;
+      };
+      // Fetched by the pool (graphile-worker's fetch counts the attempt), run, succeeded; the
+      // completion not written (graphile-worker writes it without waiting).
+      const runs = async (id: string) => {
+        const [job] = await sql<{ id: string; locked_by: string; attempts: number; revision: number }[]>`
+          update graphile_worker._private_jobs set locked_by = ${POOL}, locked_at = now(), attempts = attempts + 1
+          where id = ${id} returning id::text, locked_by, attempts, revision`;
+        runner!.events.emit("job:start", { job } as never);
+        runner!.events.emit("job:success", { job } as never);
+      };
+      const held = await add(null, { run: "held" });
+      await runs(held);
+      const takenOver = await add("supervisor-test-taken-over", { command: 1 });
+      await runs(takenOver);
+      // Unlocked meanwhile (another worker's sweep while this one's liveness lock lapsed, or
+      // the release of a replaced runner), and add_job with its key took the unlocked row
+      // over in place: same id, the new work in it.
+      await sql`update graphile_worker._private_jobs set locked_by = null, locked_at = null where id = ${takenOver}`;
+      const [again] = await sql<{ id: string }[]>`
+        select id::text from graphile_worker.add_job('notify__sweep', '{"command":2}'::json,
+          run_at := now() + interval '1 hour', job_key := 'supervisor-test-taken-over')`;
+      assert.equal(again!.id, takenOver, "add_job updated the unlocked row in place");
+    } finally {
+      await worker.stop();
+    }
+    const left = await sql<{ id: string; payload: unknown; locked: boolean }[]>`
+      select id::text, payload, locked_at is not null as locked from graphile_worker._private_jobs where id = any(${ids}::bigint[]) order by id`;
+    await sql`delete from graphile_worker._private_jobs where id = any(${ids}::bigint[])`;
+    assert.deepEqual(
+      [...left],
+      [{ id: ids[1], payload: { command: 2 }, locked: false }],
+      "the run still held is completed; the row add_job took over waits with its new work",
+    );
+  });
+});
