@@ -124,4 +124,41 @@ describe("pruning graphile-worker's empty queues", () => {
     assert.deepEqual(await pruneEmptyQueues(sql), { pruned: 1, lockNotGranted: false });
     assert.deepEqual(await queueNames(), ["order:10"]);
   });
+
+  it("an add_job that comes while a batch waits for the lock waits a moment, not for the transaction the batch waits for", async () => {
+    await addJob(sql, "order:11");
+    await sql`delete from graphile_worker._private_jobs`;
+    // A transaction that added a job (a callback's projection, say: no queue named) and
+    // stays open a while; an API request's add_job (a command's) arrives while the prune
+    // asks for the lock. A lock asked for puts every later one behind it.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let holding!: () => void;
+    const held = new Promise<void>((resolve) => (holding = resolve));
+    const holder = other.begin(async (t) => {
+      await t`select graphile_worker.add_job('order__project', '{}'::json)`;
+      holding();
+      await released;
+    });
+    await held;
+    let apiMs: number;
+    let result: Awaited<ReturnType<typeof pruneEmptyQueues>>;
+    try {
+      const pruning = pruneEmptyQueues(sql); // as the cron runs it
+      await new Promise((r) => setTimeout(r, 20));
+      const t0 = performance.now();
+      await sql.begin((t) => addJob(t, "order:api"));
+      apiMs = performance.now() - t0;
+      await new Promise((r) => setTimeout(r, 600 - apiMs));
+      release();
+      result = await pruning;
+    } finally {
+      release();
+      await holder;
+    }
+    assert.ok(apiMs < 250, `the API's add_job waited ${apiMs.toFixed(0)} ms`);
+    assert.deepEqual(result, { pruned: 1, lockNotGranted: false }, "the prune got the lock once the transaction ended");
+    assert.equal(await orphans(), 0);
+    assert.deepEqual(await queueNames(), ["order:api"]);
+  });
 });
