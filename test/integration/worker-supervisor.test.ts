@@ -17,7 +17,9 @@ import { createLogger } from "../../src/logger.ts";
 import { createMetrics } from "../../src/metrics.ts";
 import type { WorkerDeps } from "../../src/worker/deps.ts";
 import { startWorker } from "../../src/worker/runner.ts";
-import { superviseWorker } from "../../src/worker/supervisor.ts";
+import { abandonStranded } from "../../src/commands/execute.ts";
+import { insertCommand, markSending, recordRetry } from "../../src/commands/store.ts";
+import { releaseRuns, superviseWorker } from "../../src/worker/supervisor.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
 
@@ -202,5 +204,59 @@ describe("worker supervisor: a stop completes the runs that succeeded", () => {
       [{ id: ids[1], payload: { command: 2 }, locked: false }],
       "the run still held is completed; the row add_job took over waits with its new work",
     );
+  });
+});
+
+describe("worker supervisor: a command whose runner died", () => {
+  it("a run that had queued its retry goes (the retry's job carries the command); one that died during its last attempt stays for the sweep, which ends the command unconfirmed", async () => {
+    const sql = database.sql;
+    const DEAD = "pool-died-during-a-command";
+    const command = async (ref: string) =>
+      await sql.begin(async (tx) => {
+        const [order] = await tx<{ id: number }[]>`insert into orders (client_order_id, placement_state) values (${ref}, 'pending') returning id`;
+        const id = await insertCommand(tx, order!.id, "place", { client_order_id: ref });
+        // Fetched by the runner that is about to die (graphile-worker's fetch counts the attempt).
+        const [job] = await tx<{ id: string }[]>`
+          update graphile_worker._private_jobs set locked_by = ${DEAD}, locked_at = now(), attempts = ${ref.endsWith("LAST") ? 25 : 1}
+          where key = ${`command:${id}`} returning id::text`;
+        return { id, job: job!.id };
+      });
+    // Sent (its "sending" mark), answered 503, its retry recorded and queued an hour on:
+    // graphile-worker took the key from the running job (keyless, at max_attempts, no
+    // error) and the new job has it. Then the runner died before completing the run.
+    const retried = await command("SUP-CMD-RETRIED");
+    await markSending(sql, retried.id, false);
+    await sql.begin((tx) => recordRetry(tx, { id: retried.id, attempts: 1, error: "503", outcomeUnknown: false, delayMs: 3_600_000 }));
+    // Sent on graphile-worker's last attempt (keyed: nothing replaced it), the runner died
+    // during the call.
+    const last = await command("SUP-CMD-LAST");
+    await markSending(sql, last.id, false);
+
+    const ended = await releaseRuns(sql, [DEAD]);
+    assert.deepEqual([...ended], [{ id: retried.job, task: "command__execute" }], "only the replaced run is removed");
+    const jobs = await sql<{ key: string | null; locked: boolean; attempts: number }[]>`
+      select key, locked_at is not null as locked, attempts from graphile_worker.jobs
+      where key = any(${[`command:${retried.id}`, `command:${last.id}`]}::text[]) order by key`;
+    assert.deepEqual(
+      [...jobs],
+      [
+        { key: `command:${retried.id}`, locked: false, attempts: 0 },
+        { key: `command:${last.id}`, locked: false, attempts: 25 },
+      ].sort((a, b) => a.key.localeCompare(b.key)),
+    );
+    // The stranded-command sweep (grace 0): the retried command is left to its job; the
+    // other, which nothing will run again, ends where a person sees it.
+    assert.equal(await abandonStranded({ sql, log: deps.log }, 0), 1);
+    const states = await sql<{ id: number; state: string; outcome_unknown: boolean; placement_state: string }[]>`
+      select c.id, c.state, c.outcome_unknown, o.placement_state from commands c join orders o on o.id = c.order_id
+      where c.id = any(${[retried.id, last.id]}::bigint[]) order by c.id`;
+    assert.deepEqual(
+      states.map((r) => [r.id, r.state, r.outcome_unknown, r.placement_state]),
+      [
+        [retried.id, "pending", false, "pending"],
+        [last.id, "failed", true, "unconfirmed"],
+      ],
+    );
+    await sql`delete from graphile_worker._private_jobs where key = any(${[`command:${retried.id}`, `command:${last.id}`]}::text[])`;
   });
 });
