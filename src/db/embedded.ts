@@ -48,21 +48,28 @@ export function embeddedUrl(port: number, database: string): string {
 /**
  * A free TCP port on loopback, none of `avoid`: ports this process is about to listen on
  * itself (its HTTP port, say) are free until it does, and the kernel may hand one out.
+ * `prefer`, when it is free and not avoided (the port a server of the same data directory
+ * had: processes still using it look there).
  */
-export async function freePort(avoid: readonly number[] = []): Promise<number> {
+export async function freePort(avoid: readonly number[] = [], prefer?: number): Promise<number> {
+  if (prefer !== undefined && !avoid.includes(prefer)) {
+    const port = await listenablePort(prefer).catch(() => undefined);
+    if (port !== undefined) return port;
+  }
   for (let attempt = 0; attempt < 20; attempt++) {
-    const port = await anyFreePort();
+    const port = await listenablePort(0);
     if (!avoid.includes(port)) return port;
   }
   throw new Error(`no free port on 127.0.0.1 other than ${avoid.join(", ")}`);
 }
 
-async function anyFreePort(): Promise<number> {
+/** `port` (0: any) if this process could listen on it on loopback; rejects if taken. */
+async function listenablePort(port: number): Promise<number> {
   return await new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
     srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
+    srv.listen(port, "127.0.0.1", () => {
       const address = srv.address();
       srv.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
     });
@@ -132,13 +139,17 @@ function reachableDataDir(dataDir: string, log: Logger): string {
 
 /**
  * `options.port`: listen there (a restart that clients reach at the same URL); default a
- * free port, none of `options.avoid`.
+ * free port, none of `options.avoid`: `options.prefer` when that one is free.
  */
-export async function startEmbeddedPostgres(configuredDir: string, log: Logger, options: { port?: number; avoid?: readonly number[] } = {}): Promise<EmbeddedServer> {
+export async function startEmbeddedPostgres(
+  configuredDir: string,
+  log: Logger,
+  options: { port?: number; avoid?: readonly number[]; prefer?: number | undefined } = {},
+): Promise<EmbeddedServer> {
   hydrateSymlinks();
   mkdirSync(dirname(configuredDir), { recursive: true });
   const dataDir = reachableDataDir(configuredDir, log);
-  const port = options.port ?? (await freePort(options.avoid));
+  const port = options.port ?? (await freePort(options.avoid, options.prefer));
   if (!existsSync(join(dataDir, "PG_VERSION"))) {
     if (existsSync(dataDir) && readdirSync(dataDir).length > 0) {
       throw new Error(`${dataDir} exists but is not a PostgreSQL data directory`);

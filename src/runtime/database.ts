@@ -34,15 +34,21 @@ function alive(pid: number): boolean {
   }
 }
 
-/** The running postmaster of a data directory: its pid and port, if it is alive. */
-function runningPostmaster(dataDir: string): { pid: number; port: number } | null {
+/** The postmaster a data directory's postmaster.pid names (one that died unstopped leaves it), alive or not. */
+function recordedPostmaster(dataDir: string): { pid: number; port: number } | null {
   const file = join(dataDir, "postmaster.pid");
   if (!existsSync(file)) return null;
   const lines = readFileSync(file, "utf8").split("\n");
   const pid = Number(lines[0]);
   const port = Number(lines[3]);
-  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || !alive(pid)) return null;
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || port <= 0) return null;
   return { pid, port };
+}
+
+/** The running postmaster of a data directory: its pid and port, if it is alive. */
+function runningPostmaster(dataDir: string): { pid: number; port: number } | null {
+  const recorded = recordedPostmaster(dataDir);
+  return recorded !== null && alive(recorded.pid) ? recorded : null;
 }
 
 /** DATA_DIR/pg-start.lock: held by the process deciding whether to start, share or adopt the server. */
@@ -242,7 +248,9 @@ async function resolveEmbedded(options: { dataDir: string; log: Logger; avoidPor
     addUser(options.dataDir);
     return { url: url(DATABASE), description: `embedded PostgreSQL in ${dataDir}`, release: release() };
   }
-  const server = await startEmbeddedPostgres(dataDir, options.log, { avoid: options.avoidPorts ?? [] });
+  // A server that died unstopped (killed, or crashed with no owner left to restart it) comes
+  // back on its port, if free: processes still using it (a rolling deploy) look there.
+  const server = await startEmbeddedPostgres(dataDir, options.log, { avoid: options.avoidPorts ?? [], prefer: recordedPostmaster(dataDir)?.port });
   writeFileSync(ownerFile, String(process.pid));
   await ensureDatabase(server.url);
   addUser(options.dataDir);

@@ -114,6 +114,48 @@ describe("processes sharing the embedded PostgreSQL, restarted one at a time (a 
     assert.equal(await third.proc.kill("SIGTERM"), 0, third.proc.output().slice(-1500));
     assert.equal(postmaster(), null, "the last process to stop stopped the server");
   });
+
+  it("a server left running that dies is started again by the next process on its port, where the processes still using it look", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-rolling-"));
+    chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
+    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const env = { DATA_DIR: dataDir, HOST: "127.0.0.1", LOG_FORMAT: "json" };
+    const migrate = startProcess("src/migrate.ts", env);
+    cleanups.push(async () => void (await migrate.kill("SIGKILL")));
+    assert.equal(await new Promise((r) => migrate.child.once("exit", r)), 0, migrate.output().slice(-1500));
+    const web = async (avoid: number[] = []) => {
+      const port = await freePort(avoid);
+      const proc = startProcess("src/web.ts", { ...env, PORT: String(port) });
+      cleanups.push(async () => void (await proc.kill("SIGKILL")));
+      await waitReady(`http://127.0.0.1:${port}/readyz`, 60_000);
+      return { proc, base: `http://127.0.0.1:${port}` };
+    };
+    const recorded = () => readFileSync(join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n");
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+
+    const first = await web(); // starts the server
+    const second = await web(); // shares it
+    assert.equal(await first.proc.kill("SIGTERM"), 0, first.proc.output().slice(-1500));
+    const [pid, , , port] = recorded();
+    // The server left running dies; nobody watches it now.
+    process.kill(Number(pid), "SIGKILL");
+    for (let i = 0; i < 100 && alive(Number(pid)); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.equal((await fetch(`${second.base}/readyz`)).status, 503, "the process using it has no database");
+
+    const third = await web([Number(port)]); // the deploy's next process starts it again
+    assert.notEqual(recorded()[0], pid, "a new server");
+    assert.equal(recorded()[3], port, "on the port the processes using it look at");
+    await waitReady(`${second.base}/readyz`, 30_000);
+    assert.equal(await second.proc.kill("SIGTERM"), 0, second.proc.output().slice(-1500));
+    assert.equal(await third.proc.kill("SIGTERM"), 0, third.proc.output().slice(-1500));
+  });
 });
 
 describe("kill -9 right after acknowledgements", () => {
