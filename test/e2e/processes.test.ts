@@ -77,7 +77,11 @@ describe("npm start twice at the same moment on one fresh DATA_DIR", () => {
 });
 
 describe("processes sharing the embedded PostgreSQL, restarted one at a time (a rolling deploy)", () => {
-  it("the one that started it stops and the others keep it; a new one adopts it; the last to stop stops it", async () => {
+  /**
+   * A migrated DATA_DIR with no DATABASE_URL, `web` starting a web process on it (on a free
+   * port, none of `avoid`), and the lines of its server's postmaster.pid (null: none).
+   */
+  const sharedDataDir = async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-rolling-"));
     chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
@@ -85,17 +89,27 @@ describe("processes sharing the embedded PostgreSQL, restarted one at a time (a 
     const migrate = startProcess("src/migrate.ts", env);
     cleanups.push(async () => void (await migrate.kill("SIGKILL")));
     assert.equal(await new Promise((r) => migrate.child.once("exit", r)), 0, migrate.output().slice(-1500));
-    const web = async () => {
-      const port = await freePort();
+    const web = async (avoid: number[] = []) => {
+      const port = await freePort(avoid);
       const proc = startProcess("src/web.ts", { ...env, PORT: String(port) });
       cleanups.push(async () => void (await proc.kill("SIGKILL")));
       await waitReady(`http://127.0.0.1:${port}/readyz`, 60_000);
       return { proc, base: `http://127.0.0.1:${port}` };
     };
+    const pidFile = join(dataDir, "pg", "postmaster.pid");
+    const postmasterLines = () => (existsSync(pidFile) ? readFileSync(pidFile, "utf8").split("\n") : null);
+    return { dataDir, web, postmasterLines };
+  };
+
+  it("the one that started it stops and the others keep it; a new one adopts it; the last to stop stops it", async () => {
+    const { dataDir, web, postmasterLines } = await sharedDataDir();
     const secret = () => readFileSync(join(dataDir, "callback-secret"), "utf8").trim();
     const stores = async (base: string, coid: string) =>
       (await fetch(`${base}/callbacks/${secret()}`, { method: "POST", body: JSON.stringify({ client_order_id: coid, order_status: "CREATED" }) })).status;
-    const postmaster = () => (existsSync(join(dataDir, "pg", "postmaster.pid")) ? Number(readFileSync(join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0]) : null);
+    const postmaster = () => {
+      const lines = postmasterLines();
+      return lines === null ? null : Number(lines[0]);
+    };
 
     const first = await web(); // starts the server
     const second = await web(); // shares it
@@ -116,21 +130,12 @@ describe("processes sharing the embedded PostgreSQL, restarted one at a time (a 
   });
 
   it("a server left running that dies is started again by the next process on its port, where the processes still using it look", async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "tracklane-rolling-"));
-    chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
-    cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const env = { DATA_DIR: dataDir, HOST: "127.0.0.1", LOG_FORMAT: "json" };
-    const migrate = startProcess("src/migrate.ts", env);
-    cleanups.push(async () => void (await migrate.kill("SIGKILL")));
-    assert.equal(await new Promise((r) => migrate.child.once("exit", r)), 0, migrate.output().slice(-1500));
-    const web = async (avoid: number[] = []) => {
-      const port = await freePort(avoid);
-      const proc = startProcess("src/web.ts", { ...env, PORT: String(port) });
-      cleanups.push(async () => void (await proc.kill("SIGKILL")));
-      await waitReady(`http://127.0.0.1:${port}/readyz`, 60_000);
-      return { proc, base: `http://127.0.0.1:${port}` };
+    const { web, postmasterLines } = await sharedDataDir();
+    const recorded = () => {
+      const lines = postmasterLines();
+      assert.ok(lines, "a postmaster.pid");
+      return lines;
     };
-    const recorded = () => readFileSync(join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n");
     const alive = (pid: number) => {
       try {
         process.kill(pid, 0);
