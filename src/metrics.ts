@@ -42,6 +42,36 @@ export function createMetrics() {
       labelNames: ["task", "outcome"] as const,
       registers: [registry],
     }),
+    providerRequests: new Counter({
+      name: "tracklane_provider_requests_total",
+      help: "Calls to the provider, by client operation (placeOrder, cancelOrder, orderStatus, generatePoolAwbs, …) and outcome (ok, or why it failed: network, timeout, rate_limited, server, client, auth, failure, invalid_response, invalid_request)",
+      labelNames: ["operation", "outcome"] as const,
+      registers: [registry],
+    }),
+    providerDuration: new Histogram({
+      name: "tracklane_provider_request_duration_seconds",
+      help: "Time a provider call took, answered or not (an OAuth exchange it needed included), by client operation",
+      labelNames: ["operation"] as const,
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30],
+      registers: [registry],
+    }),
+    commands: new Counter({
+      name: "tracklane_commands_total",
+      help: "Order commands that ended, by kind (place, edit, cancel, dispatch_ready, stop_reattempt) and outcome (succeeded, failed, unconfirmed)",
+      labelNames: ["kind", "outcome"] as const,
+      registers: [registry],
+    }),
+    jobsQueued: new Gauge({
+      name: "tracklane_jobs_queued",
+      help: "graphile-worker jobs not yet done, by state: waiting (due now, no worker on them), scheduled (due later, or waiting for a retry), running",
+      labelNames: ["state"] as const,
+      registers: [figures],
+    }),
+    jobsOldestWaiting: new Gauge({
+      name: "tracklane_jobs_oldest_waiting_seconds",
+      help: "How long the oldest job that is due and has attempts left has waited for a worker (0 when none waits): grows while no worker runs",
+      registers: [figures],
+    }),
     placements: new Gauge({
       name: "tracklane_orders_placement",
       help: "Orders placed through tracklane that are not (yet) placed, by placement state (pending, unconfirmed, failed)",

@@ -13,6 +13,7 @@ import type { Sql, TransactionSql } from "postgres";
 import { z } from "zod";
 import { canonicalStatus } from "../domain/statuses.ts";
 import type { Logger } from "../logger.ts";
+import type { Metrics } from "../metrics.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import { ProviderError, cancelRefusalFromError, describeProviderError, existingOrderFromError } from "../provider/errors.ts";
 import {
@@ -55,6 +56,8 @@ export interface ExecuteDeps {
   retryBaseMs: number;
   /** PROVIDER_DEDUPES_ORDERS: an ambiguous place may be sent again. */
   dedupesOrders: boolean;
+  /** Counts each command that ends, once its end is committed (tracklane_commands_total). */
+  metrics?: Pick<Metrics, "commands"> | undefined;
 }
 
 type Outcome =
@@ -342,7 +345,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobId
     }
   }
   if (!deps.provider) {
-    await finish(deps.sql, command, order, { type: "failed", error: "no provider configured (PROVIDER_BASE_URL)" });
+    await finish(deps, command, order, { type: "failed", error: "no provider configured (PROVIDER_BASE_URL)" });
     return;
   }
   const unknownBefore = command.outcome_unknown;
@@ -357,7 +360,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobId
     // place (retried through an outage) has waited for the link only since then.
     if (order.placement_state === "placed" && Date.now() - (await linkWaitSince(deps.sql, command, order.id)) > LINK_WAIT_MAX_MS) {
       const error = `not sent: the order is placed but its provider id has not reached it in ${LINK_WAIT_MAX_MS / 60_000} minutes (its projection may be failing: see the worker's log); retry this command once it has`;
-      await finish(deps.sql, command, order, { type: "failed", error });
+      await finish(deps, command, order, { type: "failed", error });
       log.warn({ error }, "command failed");
       return;
     }
@@ -382,7 +385,7 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobId
   } else if (command.kind !== "place" && outcomeUnknown && final.type === "failed" && final.known !== true) {
     final = { type: "failed", error: unknownFirst(final.error) };
   }
-  await finish(deps.sql, { ...command, attempts, outcome_unknown: outcomeUnknown }, order, final);
+  await finish(deps, { ...command, attempts, outcome_unknown: outcomeUnknown }, order, final);
   if (final.type === "failed") log.warn({ attempts, error: final.error }, "command failed");
   else if (final.type === "unconfirmed") log.warn({ attempts, error: final.error }, "placement unconfirmed: the provider may have created the order");
   else log.info({ attempts }, "command succeeded");
@@ -419,7 +422,7 @@ export function unknownFirst(error: string): string {
  * tracklane, not the provider's answer): rather than stay pending with no job, the
  * command ends (`abandoned`). False when it was no longer pending.
  */
-export async function abandonCommand(deps: Pick<ExecuteDeps, "sql" | "log">, commandId: number, err: unknown, runs: number): Promise<boolean> {
+export async function abandonCommand(deps: Pick<ExecuteDeps, "sql" | "log" | "metrics">, commandId: number, err: unknown, runs: number): Promise<boolean> {
   const loaded = await commandWithOrder(deps.sql, commandId);
   if (!loaded || loaded.command.state !== "pending") return false;
   const { command, order } = loaded;
@@ -429,7 +432,7 @@ export async function abandonCommand(deps: Pick<ExecuteDeps, "sql" | "log">, com
   const code: unknown = err instanceof Error ? (err as { code?: unknown }).code : undefined;
   const kind = `${err instanceof Error ? err.name : typeof err}${typeof code === "string" ? `, ${code}` : ""}`;
   const outcome = abandoned(command, `gave up after ${runs} runs that failed inside tracklane (${kind}); the worker's log has the error`);
-  await finish(deps.sql, command, order, outcome);
+  await finish(deps, command, order, outcome);
   deps.log.error({ err, commandId, kind: command.kind, orderId: order.id, runs }, `command abandoned: ${outcome.type}`);
   return true;
 }
@@ -444,21 +447,24 @@ const STRANDED_BATCH = 100;
  * or the job was removed. Each ends as `abandoned` says, in one transaction per batch.
  * How many ended.
  */
-export async function abandonStranded(deps: Pick<ExecuteDeps, "sql" | "log">, graceS = STRANDED_GRACE_S): Promise<number> {
+export async function abandonStranded(deps: Pick<ExecuteDeps, "sql" | "log" | "metrics">, graceS = STRANDED_GRACE_S): Promise<number> {
   let total = 0;
   for (;;) {
     const ended = await deps.sql.begin(async (tx) => {
       const ids = await lockStranded(tx, graceS, STRANDED_BATCH);
+      const ends: { kind: CommandRow["kind"]; outcome: "succeeded" | "failed" | "unconfirmed" }[] = [];
       for (const id of ids) {
         const { command, order } = (await commandWithOrder(tx, id))!;
         const outcome = abandoned(command, "gave up: its job ended, or was removed, with the command still pending (the worker's log may say why)");
-        await finishIn(tx, command, order, outcome);
+        const end = await finishIn(tx, command, order, outcome);
+        if (end !== null) ends.push({ kind: command.kind, outcome: end });
         deps.log.warn({ commandId: id, kind: command.kind, orderId: order.id, outcome: outcome.type }, "stranded command ended");
       }
-      return ids.length;
+      return { n: ids.length, ends };
     });
-    total += ended;
-    if (ended < STRANDED_BATCH) return total;
+    for (const end of ended.ends) deps.metrics?.commands.inc(end);
+    total += ended.n;
+    if (ended.n < STRANDED_BATCH) return total;
   }
 }
 
@@ -474,18 +480,20 @@ async function notifyFailed(tx: TransactionSql, commandId: number): Promise<void
   });
 }
 
-async function finish(sql: Sql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<void> {
-  await sql.begin((tx) => finishIn(tx, command, order, outcome));
+async function finish(deps: Pick<ExecuteDeps, "sql" | "metrics">, command: CommandRow, order: OrderState, outcome: Outcome): Promise<void> {
+  const ended = await deps.sql.begin((tx) => finishIn(tx, command, order, outcome));
+  if (ended !== null) deps.metrics?.commands.inc({ kind: command.kind, outcome: ended });
 }
 
-async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<void> {
+/** Records the command's end; how it ended, or null when another run had ended it. */
+async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<"succeeded" | "failed" | "unconfirmed" | null> {
   // A place changes its order too: the order first, then the command, whatever the
   // outcome (as below, and as confirmPlacement and retryPlacement lock them), so that two
   // runs of one place ending at once wait for each other rather than deadlock.
   const locked = command.kind === "place" ? await lockOrder(tx, order.id) : undefined;
   // A place withdrawn while this run got no further than its OAuth token (a cancel accepted
   // before it reached the provider, service.ts) has ended: its run records nothing.
-  if (command.kind === "place" && (await lockCommand(tx, command.id))?.state !== "pending") return;
+  if (command.kind === "place" && (await lockCommand(tx, command.id))?.state !== "pending") return null;
   const placed = outcome.type === "succeeded" && command.kind === "place" ? placedData.parse(outcome.response).data : undefined;
   if (placed) {
     // An answer naming another client order's provider id (the provider's mistake, or its
@@ -517,10 +525,12 @@ async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderSta
       const message = `the provider's event named the order (this attempt: ${outcome.error})`;
       await recordSucceeded(tx, command.id, command.attempts, { message, data: { svc_order_id: named } });
       await recordPlaced(tx, order.id);
-      return;
+      return "succeeded";
     }
     await recordFailed(tx, command.id, command.attempts, outcome.error, command.outcome_unknown);
     if (command.kind === "place") await recordPlacementEnded(tx, order.id, outcome.type, outcome.error);
     if (outcome.type === "failed") await notifyFailed(tx, command.id);
+    return outcome.type;
   }
+  return outcome.type === "succeeded" ? "succeeded" : null;
 }

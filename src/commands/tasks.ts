@@ -16,6 +16,7 @@ const commandExecute = defineTask(COMMAND_TASK, payloadSchema, async (payload, {
     maxAttempts: deps.config.commands.maxAttempts,
     retryBaseMs: deps.config.commands.retryBaseMs,
     dedupesOrders: deps.config.provider.dedupesOrders,
+    metrics: deps.metrics,
   };
   try {
     await executeCommand(execute, payload.command_id, job.id);
@@ -44,7 +45,7 @@ export const COMMANDS_CRONTAB = `*/5 * * * * ${SWEEP_TASK} ?id=command_sweep&job
 
 /** Ends the pending commands that no job will run again (abandonStranded). The payload is not read. */
 const commandSweep = defineTask(SWEEP_TASK, z.unknown(), async (_payload, { deps, log }) => {
-  const ended = await abandonStranded({ sql: deps.sql, log });
+  const ended = await abandonStranded({ sql: deps.sql, log, metrics: deps.metrics });
   if (ended > 0) log.warn({ ended }, "ended stranded commands");
 });
 

@@ -14,6 +14,7 @@ import { createMetrics } from "../metrics.ts";
 import { configureOutbox } from "../notify/outbox.ts";
 import type { Metrics } from "../metrics.ts";
 import type { ProviderClient } from "../provider/client.ts";
+import { observedProvider } from "../provider/observed.ts";
 import type { SupervisedWorker } from "../worker/supervisor.ts";
 import { surviveLostConnections } from "./lifecycle.ts";
 import { ListenFailedError } from "./startup-errors.ts";
@@ -68,6 +69,8 @@ function databaseFor(config: Config, databaseUrl: string, web: boolean): Databas
 export async function startServices(options: ServiceOptions): Promise<Services> {
   const { config, log } = options;
   const metrics = createMetrics();
+  // Every provider call this process makes is counted and timed (provider/observed.ts).
+  const provider = options.provider && observedProvider(options.provider, metrics);
   configureOutbox({ locationIntervalS: config.notify.locationIntervalS, retryScheduleS: config.notify.retryScheduleS });
   const database = databaseFor(config, options.databaseUrl, options.web);
   let ingestor: Ingestor | undefined;
@@ -98,7 +101,7 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   if (options.web) {
     const [{ createApp }, { listen }] = await Promise.all([import("../http/app.ts"), import("../http/server.ts")]);
     ingestor = ingestorFor(config, database, log, metrics);
-    const app = createApp({ config, sql: database.sql, readSql: database.readSql, ingestor, log, metrics, provider: options.provider });
+    const app = createApp({ config, sql: database.sql, readSql: database.readSql, ingestor, log, metrics, provider });
     // Node's server.close() keeps a keep-alive connection open for as long as its client
     // sends on it, so under steady traffic a stopping web process never got to stop.
     // While stopping, every response asks its client to close the connection.
@@ -120,7 +123,7 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   }
   if (options.worker) {
     const { superviseWorker } = await import("../worker/supervisor.ts");
-    worker = await superviseWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, log, metrics, provider: options.provider });
+    worker = await superviseWorker({ config, databaseUrl: options.databaseUrl, sql: database.sql, log, metrics, provider });
     // A worker of its own (npm run worker) counts what no web process sees: its jobs'
     // outcomes, the projection's lag, the notifications it sent. Served on METRICS_PORT.
     if (!options.web && config.metricsPort !== undefined) {

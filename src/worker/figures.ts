@@ -28,6 +28,11 @@ export interface JobQueueDepth {
   running: number;
   /** Used up their attempts, and not running (failedJobCounts). */
   failed: number;
+  /**
+   * How long (seconds) the oldest waiting job has been due: about 0 while workers keep up,
+   * growing while none runs (or all are busy, or a job waits behind its queue's running one).
+   */
+  oldestWaitingSeconds: number;
 }
 
 /** graphile-worker's jobs by where they are (its job table holds only unfinished jobs: done ones are deleted). */
@@ -36,9 +41,11 @@ export async function jobQueueDepth(sql: Tx): Promise<JobQueueDepth> {
     select count(*) filter (where attempts < max_attempts and locked_at is null and run_at <= now())::int as waiting,
            count(*) filter (where attempts < max_attempts and locked_at is null and run_at > now())::int as scheduled,
            count(*) filter (where locked_at is not null)::int as running,
-           count(*) filter (where attempts >= max_attempts and locked_at is null)::int as failed
+           count(*) filter (where attempts >= max_attempts and locked_at is null)::int as failed,
+           coalesce(extract(epoch from now() - min(run_at) filter (where attempts < max_attempts and locked_at is null and run_at <= now())), 0)::float8
+             as "oldestWaitingSeconds"
     from graphile_worker.jobs`;
-  return row ?? { waiting: 0, scheduled: 0, running: 0, failed: 0 };
+  return row ?? { waiting: 0, scheduled: 0, running: 0, failed: 0, oldestWaitingSeconds: 0 };
 }
 
 /**

@@ -23,6 +23,7 @@ import { ingestorFor } from "../../src/runtime/services.ts";
 import { graphileLogger } from "../../src/worker/logger.ts";
 import { taskList } from "../../src/worker/runner.ts";
 import type { ProviderClient } from "../../src/provider/client.ts";
+import { observedProvider } from "../../src/provider/observed.ts";
 import { createTestDatabase } from "./db.ts";
 import type { TestDatabase } from "./db.ts";
 
@@ -76,7 +77,8 @@ export async function createTestApp(env: Record<string, string> = {}, options: T
   const read = config.databaseReadUrl === undefined ? undefined : { url: config.databaseReadUrl, max: 4, name: TEST_READ_POOL };
   const database = createDatabase(testDb.url, { max: 6, name: "tracklane-test", read });
   const ingestor = ingestorFor(config, database, log, metrics);
-  const { provider } = options;
+  // As startServices does: every provider call counted for /metrics.
+  const provider = options.provider && observedProvider(options.provider, metrics);
   const app = createApp({ config, sql: database.sql, readSql: database.readSql, ingestor, log, metrics, provider });
   const deps = { config, databaseUrl: testDb.url, sql: database.sql, log, metrics, provider };
 

@@ -11,7 +11,7 @@ import { NEWEST_MIGRATION, schemaState } from "../../db/ready.ts";
 import { notificationFigures } from "../../notify/figures.ts";
 import { placementCounts } from "../../orders/read.ts";
 import { backlogFigures } from "../../projection/backlog.ts";
-import { failedJobCounts } from "../../worker/figures.ts";
+import { failedJobCounts, jobQueueDepth } from "../../worker/figures.ts";
 import type { Logger } from "../../logger.ts";
 import type { Metrics } from "../../metrics.ts";
 import { bearerAuth } from "../auth.ts";
@@ -45,11 +45,22 @@ async function answeredWithin<T>(ms: number, work: Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * prom-client (15.1) writes a NaN as `Nan`, which the exposition format spells `NaN`: a
+ * strict reader refuses the whole scrape. The event loop's lag gauges are NaN whenever two
+ * scrapes come within the lag monitor's 10 ms resolution (no sample since the last reset).
+ * A sample's value ends its line (prom-client writes no timestamps).
+ */
+function exposition(text: string): string {
+  return text.replace(/ Nan$/gm, " NaN");
+}
+
 /** The figures /metrics reads from the database at each scrape. */
 async function readFigures(sql: Sql) {
   return {
     queue: await backlogFigures(sql),
     failed: await failedJobCounts(sql),
+    jobs: await jobQueueDepth(sql),
     // Placed and external orders are most of the table and are left out: counting them
     // would read it all at every scrape. These three states are few, and need a person.
     placements: await placementCounts(sql),
@@ -126,6 +137,8 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
       oldest.set(read.queue.oldestSeconds);
       failedJobs.reset();
       for (const row of read.failed) failedJobs.set({ task: row.task }, row.n);
+      for (const state of ["waiting", "scheduled", "running"] as const) metrics.jobsQueued.set({ state }, read.jobs[state]);
+      metrics.jobsOldestWaiting.set(Math.max(0, read.jobs.oldestWaitingSeconds));
       for (const [state, n] of Object.entries(read.placements)) metrics.placements.set({ state }, n);
       metrics.notifyEndpoints.set({ state: "enabled" }, read.notify.enabled);
       metrics.notifyEndpoints.set({ state: "disabled" }, read.notify.disabled);
@@ -135,7 +148,7 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
     }
     const own = await metrics.registry.metrics();
     c.header("content-type", metrics.registry.contentType);
-    return c.body(read === undefined ? own : `${own}\n${await metrics.figures.metrics()}`);
+    return c.body(exposition(read === undefined ? own : `${own}\n${await metrics.figures.metrics()}`));
   });
 
   return app;
