@@ -35,11 +35,14 @@ describe("job figures", () => {
     assert.equal(replaced!.attempts, replaced!.max_attempts, "graphile-worker gave the running job all its attempts");
 
     assert.deepEqual([...(await failedJobCounts(sql))], []);
-    assert.deepEqual(await jobQueueDepth(sql), { waiting: 1, scheduled: 0, running: 1, failed: 0 });
+    const { oldestWaitingSeconds, ...depth } = await jobQueueDepth(sql);
+    assert.deepEqual(depth, { waiting: 1, scheduled: 0, running: 1, failed: 0 });
+    // The replacing job is due and waits: its age, not the running one's.
+    assert.ok(oldestWaitingSeconds >= 0 && oldestWaitingSeconds < 60, String(oldestWaitingSeconds));
 
     // The run fails for good (its worker unlocks it): now it is failed.
     await sql`update graphile_worker._private_jobs set locked_at = null, locked_by = null where locked_at is not null`;
     assert.deepEqual([...(await failedJobCounts(sql))], [{ task: "notify__deliver", n: 1 }]);
-    assert.deepEqual(await jobQueueDepth(sql), { waiting: 1, scheduled: 0, running: 0, failed: 1 });
+    assert.deepEqual({ ...(await jobQueueDepth(sql)), oldestWaitingSeconds: 0 }, { waiting: 1, scheduled: 0, running: 0, failed: 1, oldestWaitingSeconds: 0 });
   });
 });
