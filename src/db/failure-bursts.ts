@@ -5,8 +5,11 @@
  * identical lines, burying the one that said why. Here the first failure of a burst is
  * logged with its cause; the rest are counted, a line a minute says how many while it
  * lasts, and once none has come for `quietMs` a last line says how many there were and
- * for how long.
+ * for how long. An outage (escalateAfterMs) makes its "still failing" lines errors.
  */
+
+/** How long the database may fail before the lines saying so are errors: an outage, not a blip. */
+export const DATABASE_OUTAGE_MS = 60_000;
 import type { Logger } from "../logger.ts";
 
 export interface FailureBurstOptions {
@@ -14,6 +17,12 @@ export interface FailureBurstOptions {
   quietMs?: number;
   /** While a burst lasts, a line this often with the count since the previous one. */
   repeatMs?: number;
+  /**
+   * Once a burst has lasted this long, its "still failing" lines are errors, not warnings:
+   * a blip (a restart, a failover) stays a warning, an outage pages whoever alerts on
+   * errors. Unset: warnings throughout.
+   */
+  escalateAfterMs?: number;
 }
 
 interface Burst {
@@ -70,7 +79,8 @@ export function failureBursts(log: Logger, what: string, options: FailureBurstOp
       burst.total++;
       burst.sinceLine++;
       if (now - burst.lastLineAt >= repeatMs) {
-        log.warn(
+        const escalated = options.escalateAfterMs !== undefined && now - burst.startedAt >= options.escalateAfterMs;
+        log[escalated ? "error" : "warn"](
           { ...fields, failure: key, count: burst.sinceLine, seconds: seconds(now - burst.startedAt) },
           `${key}: still failing after ${seconds(now - burst.startedAt)} s, ${burst.sinceLine} more ${what} since the last line`,
         );

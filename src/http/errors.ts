@@ -6,7 +6,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ZodError } from "zod";
 import { databaseBusyReason, isDatabaseUnavailable } from "../db/client.ts";
-import { failureBursts } from "../db/failure-bursts.ts";
+import { DATABASE_OUTAGE_MS, failureBursts } from "../db/failure-bursts.ts";
 import { DomainError } from "../domain/errors.ts";
 import type { DomainErrorKind } from "../domain/errors.ts";
 import type { Logger } from "../logger.ts";
@@ -165,7 +165,7 @@ function causeOf(err: ApiError): { cause?: string } {
 const BURST_CODES = new Set<ErrorCode>(["database_unavailable", "overloaded"]);
 
 export function errorHandler(log: Logger) {
-  const bursts = failureBursts(log, "requests refused");
+  const bursts = failureBursts(log, "requests refused", { escalateAfterMs: DATABASE_OUTAGE_MS });
   return (err: unknown, c: Context) => {
     // The client hung up, or was cut off for being too slow, while its body was read: the
     // stream's ECONNRESET says nothing about the database, and no one is left to answer.

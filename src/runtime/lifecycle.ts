@@ -1,5 +1,5 @@
 import { isConnectionLost } from "../db/client.ts";
-import { failureBursts } from "../db/failure-bursts.ts";
+import { DATABASE_OUTAGE_MS, failureBursts } from "../db/failure-bursts.ts";
 import type { Logger } from "../logger.ts";
 import { reportStartupError } from "./startup-errors.ts";
 import type { StartupContext } from "./startup-errors.ts";
@@ -73,7 +73,7 @@ export function fatal(log: Logger, context: StartupContext = {}) {
  * the same (worker/supervisor.ts). Returns what removes the handler.
  */
 export function surviveLostConnections(log: Logger): () => void {
-  const bursts = failureBursts(log, "lost connections");
+  const bursts = failureBursts(log, "lost connections", { escalateAfterMs: DATABASE_OUTAGE_MS });
   const onUnhandled = (reason: unknown) => {
     if (isConnectionLost(reason)) {
       bursts.failed("database connection lost", { err: reason }, "a database connection was lost outside any request; the pool reconnects");

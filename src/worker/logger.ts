@@ -1,7 +1,7 @@
 import { Logger as GraphileLogger } from "graphile-worker";
 import type { LogLevel } from "graphile-worker";
 import { isConnectionLost } from "../db/client.ts";
-import { failureBursts } from "../db/failure-bursts.ts";
+import { DATABASE_OUTAGE_MS, failureBursts } from "../db/failure-bursts.ts";
 import type { Logger } from "../logger.ts";
 
 const LEVEL: Record<LogLevel, "error" | "warn" | "info" | "debug"> = {
@@ -21,7 +21,7 @@ const LEVEL: Record<LogLevel, "error" | "warn" | "info" | "debug"> = {
  */
 export function graphileLogger(log: Logger): GraphileLogger {
   const worker = log.child({ component: "graphile-worker" });
-  const bursts = failureBursts(worker, "database errors");
+  const bursts = failureBursts(worker, "database errors", { escalateAfterMs: DATABASE_OUTAGE_MS });
   return new GraphileLogger((scope) => (level, message, meta) => {
     const routine = level === "info" && meta?.["success"] === true;
     if ((level === "error" || level === "warning") && meta?.["job"] === undefined && isConnectionLost(meta?.["error"])) {

@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
 import { describe, it } from "node:test";
-import { failureBursts } from "../../src/db/failure-bursts.ts";
+import { readFileSync } from "node:fs";
+import { DATABASE_OUTAGE_MS, failureBursts } from "../../src/db/failure-bursts.ts";
 import { createLogger } from "../../src/logger.ts";
 import { graphileLogger } from "../../src/worker/logger.ts";
 
@@ -48,6 +49,38 @@ describe("failure bursts", () => {
     bursts.failed("database unavailable", {}, "request refused");
     assert.equal(lines.length, 4);
     assert.equal(lines[3]!.msg, "request refused");
+  });
+
+  it("an outage (a burst past escalateAfterMs) says it is still failing at error level; a blip stays a warning", async () => {
+    const { lines, log } = capture();
+    const outage = failureBursts(log, "requests refused", { quietMs: 1000, repeatMs: 50, escalateAfterMs: 120 });
+    outage.failed("database unavailable", {}, "request refused");
+    await sleep(60);
+    outage.failed("database unavailable", {}, "request refused");
+    await sleep(80);
+    outage.failed("database unavailable", {}, "request refused");
+    assert.deepEqual(
+      lines.map((l) => l.level),
+      [40, 40, 50],
+      JSON.stringify(lines),
+    );
+    assert.match(lines[2]!.msg, /still failing after/);
+    // Without escalateAfterMs (a receiver's failures), warnings throughout.
+    const quiet = capture();
+    const receiver = failureBursts(quiet.log, "failed attempts", { quietMs: 1000, repeatMs: 50 });
+    for (let i = 0; i < 3; i++) {
+      receiver.failed("endpoint down", {}, "attempt failed");
+      await sleep(70);
+    }
+    assert.ok(quiet.lines.length >= 2 && quiet.lines.every((l) => l.level === 40), JSON.stringify(quiet.lines));
+  });
+
+  it("the database's bursts escalate after a minute: the web's refusals, graphile-worker's errors, lost connections", () => {
+    assert.equal(DATABASE_OUTAGE_MS, 60_000);
+    for (const file of ["../../src/http/errors.ts", "../../src/worker/logger.ts", "../../src/runtime/lifecycle.ts"]) {
+      const text = readFileSync(new URL(file, import.meta.url), "utf8");
+      assert.match(text, /failureBursts\([^)]*escalateAfterMs: DATABASE_OUTAGE_MS/, file);
+    }
   });
 
   it("graphile-worker's errors for a lost database are one burst; a failed job keeps its line", () => {
