@@ -17,8 +17,17 @@ const LEVEL: Record<LogLevel, "error" | "warn" | "info" | "debug"> = {
  * (with the whole job) per projection batch, which buried everything else. While the
  * database is away graphile-worker logs an error with its stack at every poll (each
  * second) and every reconnect of its listener: those are one burst (db/failure-bursts.ts),
- * its first line and a count. A job that failed keeps its own line.
+ * its first line and a count. A job that failed keeps its own line: a warning while it has
+ * attempts left (a provider timeout an AWB top-up retries is no error for whoever is paged
+ * on errors), an error once it failed for good.
  */
+/** graphile-worker's "Failed task" line of a job it will run again. */
+function retried(level: LogLevel, meta: Record<string, unknown> | undefined): boolean {
+  if (level !== "error" || meta?.["failure"] !== true) return false;
+  const job = meta["job"] as { attempts?: unknown; max_attempts?: unknown } | undefined;
+  return typeof job?.attempts === "number" && typeof job.max_attempts === "number" && job.attempts < job.max_attempts;
+}
+
 export function graphileLogger(log: Logger): GraphileLogger {
   const worker = log.child({ component: "graphile-worker" });
   const bursts = failureBursts(worker, "database errors", { escalateAfterMs: DATABASE_OUTAGE_MS });
@@ -28,6 +37,6 @@ export function graphileLogger(log: Logger): GraphileLogger {
       bursts.failed("database unavailable", { ...scope, ...meta }, message);
       return;
     }
-    worker[routine ? "debug" : LEVEL[level]]({ ...scope, ...meta }, message);
+    worker[routine ? "debug" : retried(level, meta) ? "warn" : LEVEL[level]]({ ...scope, ...meta }, message);
   });
 }

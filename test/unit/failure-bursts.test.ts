@@ -83,6 +83,26 @@ describe("failure bursts", () => {
     }
   });
 
+  it("graphile-worker's failed job is a warning while it will run again, an error once it failed for good", () => {
+    const { lines, log } = capture();
+    const logger = graphileLogger(log);
+    const timeout = new Error("provider timeout: POST /v3/clients/generate_marketplace_awb/: no answer within 12000 ms");
+    logger.error("Failed task 9 (awb__replenish, 12003.00ms, attempt 1 of 5) with error 'provider timeout'", {
+      failure: true,
+      job: { id: "9", attempts: 1, max_attempts: 5 },
+      error: timeout,
+    });
+    logger.error("Failed task 9 (awb__replenish, 12003.00ms, attempt 5 of 5) with error 'provider timeout'", {
+      failure: true,
+      job: { id: "9", attempts: 5, max_attempts: 5 },
+      error: timeout,
+    });
+    assert.deepEqual(
+      lines.map((l) => l.level),
+      [40, 50],
+    );
+  });
+
   it("graphile-worker's errors for a lost database are one burst; a failed job keeps its line", () => {
     const { lines, log } = capture();
     const logger = graphileLogger(log);
