@@ -16,7 +16,8 @@ import type { ProviderClient } from "../provider/client.ts";
 export function configuredProvider(config: Config, log: Logger): ProviderClient | undefined {
   const { baseUrl, gatewayUrl, auth, timeoutMs, paths } = config.provider;
   if (baseUrl === undefined || auth === undefined) return undefined;
-  return createProviderClient({ baseUrl, gatewayUrl: gatewayUrl ?? baseUrl, auth, timeoutMs, paths, logger: log.child({ component: "provider" }) });
+  // The client names itself in its lines (component: "provider"); a child here wrote the key twice.
+  return createProviderClient({ baseUrl, gatewayUrl: gatewayUrl ?? baseUrl, auth, timeoutMs, paths, logger: log });
 }
 
 /** The product the built-in emulator plays (token auth). */
@@ -48,7 +49,7 @@ export async function startBuiltInEmulator(config: Config, log: Logger): Promise
     auth: { method: "token", token },
     timeoutMs: config.provider.timeoutMs,
     paths: config.provider.paths,
-    logger: log.child({ component: "provider" }),
+    logger: log,
   });
   return {
     client,
