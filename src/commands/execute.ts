@@ -386,7 +386,10 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobId
     final = { type: "failed", error: unknownFirst(final.error) };
   }
   await finish(deps, { ...command, attempts, outcome_unknown: outcomeUnknown }, order, final);
-  if (final.type === "failed") log.warn({ attempts, error: final.error }, "command failed");
+  // Out of attempts on failures that might have passed (the provider down, 5xx, timeouts
+  // for hours): trouble for whoever is paged on errors. A refusal (4xx, "Failure") is the
+  // provider's answer about this order: a warning, shown on the command.
+  if (final.type === "failed") log[outcome.type === "retry" ? "error" : "warn"]({ attempts, error: final.error }, "command failed");
   else if (final.type === "unconfirmed") log.warn({ attempts, error: final.error }, "placement unconfirmed: the provider may have created the order");
   else log.info({ attempts }, "command succeeded");
 }

@@ -19,7 +19,7 @@ let receiver: CallbackReceiver;
 
 before(async () => {
   receiver = await startCallbackReceiver();
-  s = await startStack({ NOTIFY_ALLOW_PRIVATE_URLS: "true" });
+  s = await startStack({ NOTIFY_ALLOW_PRIVATE_URLS: "true", COMMAND_MAX_ATTEMPTS: "3" });
 });
 after(async () => {
   await s.close();
@@ -115,6 +115,28 @@ describe("/metrics for the on-call engineer", () => {
     assert.equal(valueOf(now, "tracklane_commands_total", { kind: "place", outcome: "failed" }), 1);
     assert.equal(valueOf(now, "tracklane_provider_requests_total", { operation: "placeOrder", outcome: "client" }), 1);
     assert.equal(valueOf(now, "tracklane_orders_placement", { state: "failed" }), 1);
+    // A refusal is the provider's answer about one order: a warning, not a page.
+    const line = s.t.logLines.map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.msg === "command failed");
+    assert.deepEqual(
+      line.map((l) => l.level),
+      [40],
+    );
+  });
+
+  it("a command out of attempts on a provider that keeps failing is counted failed and logged as an error", async () => {
+    const lines = s.t.logLines.length;
+    await s.pair.control.addFault({ path: "/stores/orders/", action: "status", status: 503, times: 3 });
+    assert.equal((await s.t.request("/v1/orders", { method: "POST", json: placeOrderBody() })).status, 202);
+    await settle(s.t, s.pair);
+    const now = await scrape();
+    assert.equal(valueOf(now, "tracklane_commands_total", { kind: "place", outcome: "failed" }), 2);
+    const ended = s.t.logLines
+      .slice(lines)
+      .map((l) => JSON.parse(l) as { level: number; msg: string; error?: string })
+      .filter((l) => l.msg === "command failed");
+    assert.equal(ended.length, 1);
+    assert.equal(ended[0]!.level, 50);
+    assert.match(ended[0]!.error ?? "", /^gave up after 3 attempts/);
   });
 
   it("jobs no worker takes show as waiting, with the age of the oldest, and clear once a worker runs them", async () => {
