@@ -67,6 +67,11 @@ export function createMetrics() {
       labelNames: ["state"] as const,
       registers: [figures],
     }),
+    workers: new Gauge({
+      name: "tracklane_workers",
+      help: "Worker processes connected to the database (npm run worker or npm start); 0: no job runs and nothing is projected",
+      registers: [figures],
+    }),
     jobsOldestWaiting: new Gauge({
       name: "tracklane_jobs_oldest_waiting_seconds",
       help: "How long the oldest job that is due and has attempts left has waited for a worker (0 when none waits): grows while no worker runs",

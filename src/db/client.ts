@@ -24,7 +24,13 @@ export interface Database {
  * The application_name of each role's pool: how pg_stat_activity, and the console's System
  * page, tell them apart. The read pool's connections are on the read server.
  */
-export const POOL_NAMES = { web: "tracklane-web", read: "tracklane-web-read", worker: "tracklane-worker" } as const;
+/** Application names of tracklane's pools in pg_stat_activity; each worker process holds one `workerLiveness` connection. */
+export const POOL_NAMES = {
+  web: "tracklane-web",
+  read: "tracklane-web-read",
+  worker: "tracklane-worker",
+  workerLiveness: "tracklane-worker-liveness",
+} as const;
 
 export interface ReadPoolOptions {
   url: string;

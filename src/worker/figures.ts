@@ -3,6 +3,7 @@
  * the database connections of tracklane's roles: read with tracklane's pool, so a web
  * process reports them without loading graphile-worker.
  */
+import { POOL_NAMES } from "../db/client.ts";
 import type { Tx } from "../db/client.ts";
 
 /**
@@ -46,6 +47,18 @@ export async function jobQueueDepth(sql: Tx): Promise<JobQueueDepth> {
              as "oldestWaitingSeconds"
     from graphile_worker.jobs`;
   return row ?? { waiting: 0, scheduled: 0, running: 0, failed: 0, oldestWaitingSeconds: 0 };
+}
+
+/**
+ * Worker processes connected to this database: each holds one liveness connection for its
+ * life (worker/supervisor.ts), whichever role started it (npm run worker, npm start). 0
+ * while none runs: no job runs and nothing is projected.
+ */
+export async function workerProcesses(sql: Tx): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from pg_stat_activity
+    where datname = current_database() and application_name = ${POOL_NAMES.workerLiveness}`;
+  return row?.n ?? 0;
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import type { Runner } from "graphile-worker";
 import type { Sql } from "postgres";
-import { createPool, isConnectionLost, isDatabaseUnavailable } from "../db/client.ts";
+import { createPool, isConnectionLost, isDatabaseUnavailable, POOL_NAMES } from "../db/client.ts";
 import type { WorkerDeps } from "./deps.ts";
 import { startWorker } from "./runner.ts";
 
@@ -115,7 +115,7 @@ async function sweep(sql: Sql, ours: ReadonlySet<string>): Promise<{ dead: strin
 export async function superviseWorker(deps: WorkerDeps, start: (deps: WorkerDeps) => Promise<Runner> = startWorker): Promise<SupervisedWorker> {
   const log = deps.log.child({ component: "worker-supervisor" });
   // One connection for the life of the process: it holds the liveness locks.
-  const liveness = createPool(deps.databaseUrl, 1, "tracklane-worker-liveness", { idle_timeout: 0, max_lifetime: 0 });
+  const liveness = createPool(deps.databaseUrl, 1, POOL_NAMES.workerLiveness, { idle_timeout: 0, max_lifetime: 0 });
   const ours = new Set<string>(); // pool ids of the runner in use
   let held = new Set<string>(); // ... whose lock this session holds
   let session: number | undefined;

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
+import { createPool, POOL_NAMES } from "../../src/db/client.ts";
 import { allocateAwb, insertAwbNumbers } from "../../src/awb/pool.ts";
 import { insertPlacedOrder } from "../../src/orders/store.ts";
 import type { ProviderClient } from "../../src/provider/client.ts";
@@ -524,6 +525,17 @@ describe("AWB pool", () => {
 });
 
 describe("System", () => {
+  it("says when no worker is running, and how many are", async () => {
+    assert.match(await get("/system"), /<p id="workers" class="error" role="alert">\s*No worker is running: jobs wait and callbacks are not projected/);
+    const liveness = createPool(t.testDb.url, 1, POOL_NAMES.workerLiveness);
+    try {
+      await liveness`select 1`;
+      assert.match(await get("/system"), /<p id="workers">\s*1 worker process running/);
+    } finally {
+      await liveness.end();
+    }
+  });
+
   it("shows the version, the roles connected, the queues and the configuration, never a secret", async () => {
     const saved = { API_TOKEN: process.env["API_TOKEN"], CALLBACK_SECRET: process.env["CALLBACK_SECRET"], STUCK_AFTER_MIN: process.env["STUCK_AFTER_MIN"] };
     Object.assign(process.env, { API_TOKEN, CALLBACK_SECRET, STUCK_AFTER_MIN: "45" });

@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { createPool, POOL_NAMES } from "../../src/db/client.ts";
 import { placeOrderBody, startCallbackReceiver } from "../helpers/emulator.ts";
 import type { CallbackReceiver } from "../helpers/emulator.ts";
 import { parsePrometheus, valueOf } from "../helpers/prometheus.ts";
@@ -145,6 +146,15 @@ describe("/metrics for the on-call engineer", () => {
     const stuck = await scrape();
     assert.ok((valueOf(stuck, "tracklane_jobs_queued", { state: "waiting" }) ?? 0) >= 1);
     assert.ok((valueOf(stuck, "tracklane_jobs_oldest_waiting_seconds") ?? 0) >= 1, "oldest waiting job's age");
+    // No worker process runs here (the test runs the jobs itself): the figure says so.
+    assert.equal(valueOf(stuck, "tracklane_workers"), 0);
+    const liveness = createPool(s.t.testDb.url, 1, POOL_NAMES.workerLiveness);
+    try {
+      await liveness`select 1`;
+      assert.equal(valueOf(await scrape(), "tracklane_workers"), 1);
+    } finally {
+      await liveness.end();
+    }
     await settle(s.t, s.pair);
     const clear = await scrape();
     assert.equal(valueOf(clear, "tracklane_jobs_queued", { state: "waiting" }), 0);

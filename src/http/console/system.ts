@@ -11,7 +11,7 @@ import { POOL_NAMES } from "../../db/client.ts";
 import { readServerState } from "../../db/replica.ts";
 import type { ReadServerState } from "../../db/replica.ts";
 import { backlogFigures } from "../../projection/backlog.ts";
-import { connectionsByApplication, failedJobCounts, jobQueueDepth } from "../../worker/figures.ts";
+import { connectionsByApplication, failedJobCounts, jobQueueDepth, workerProcesses } from "../../worker/figures.ts";
 import type { ConsoleEnv } from "./auth.ts";
 import { html } from "./html.ts";
 import { renderPage } from "./layout.ts";
@@ -61,13 +61,15 @@ export function systemPages(deps: SystemPagesDeps) {
     // primary's are read on the primary, the read pool's on the read server. The figures
     // are read like any page's.
     const separate = readSql !== sql;
-    const [connections, readConnections, readServer, backlog, jobs, failedJobs] = await Promise.all([
+    const [connections, readConnections, readServer, backlog, jobs, failedJobs, workers] = await Promise.all([
       connectionsByApplication(sql),
       separate ? connectionsByApplication(readSql) : null,
       separate ? readServerState(readSql) : null,
       backlogFigures(readSql),
       jobQueueDepth(readSql),
       failedJobCounts(readSql),
+      // pg_stat_activity is the primary's own: who runs jobs there.
+      workerProcesses(sql),
     ]);
     const settings = settingsShown();
     const count = (n: number) => n.toLocaleString("en-GB");
@@ -99,6 +101,11 @@ export function systemPages(deps: SystemPagesDeps) {
         </p>
 
         <h2>Job queue</h2>
+        <p id="workers" class=${workers === 0 ? "error" : undefined} role=${workers === 0 ? "alert" : undefined}>
+          ${workers === 0
+            ? "No worker is running: jobs wait and callbacks are not projected until one starts (npm run worker, or npm start)."
+            : `${count(workers)} worker process${workers === 1 ? "" : "es"} running${jobs.waiting === 0 ? "." : `; the oldest job due has waited ${seconds(jobs.oldestWaitingSeconds)}.`}`}
+        </p>
         <div class="cards">
           <div class="card" id="jobs-waiting"><div class="figure">${count(jobs.waiting)}</div>waiting (due now)</div>
           <div class="card" id="jobs-running"><div class="figure">${count(jobs.running)}</div>running</div>

@@ -11,7 +11,7 @@ import { NEWEST_MIGRATION, schemaState } from "../../db/ready.ts";
 import { notificationFigures } from "../../notify/figures.ts";
 import { placementCounts } from "../../orders/read.ts";
 import { backlogFigures } from "../../projection/backlog.ts";
-import { failedJobCounts, jobQueueDepth } from "../../worker/figures.ts";
+import { failedJobCounts, jobQueueDepth, workerProcesses } from "../../worker/figures.ts";
 import type { Logger } from "../../logger.ts";
 import type { Metrics } from "../../metrics.ts";
 import { bearerAuth } from "../auth.ts";
@@ -61,6 +61,7 @@ async function readFigures(sql: Sql) {
     queue: await backlogFigures(sql),
     failed: await failedJobCounts(sql),
     jobs: await jobQueueDepth(sql),
+    workers: await workerProcesses(sql),
     // Placed and external orders are most of the table and are left out: counting them
     // would read it all at every scrape. These three states are few, and need a person.
     placements: await placementCounts(sql),
@@ -138,6 +139,7 @@ export function opsRoutes(sql: Sql, metrics: Metrics, options: OpsOptions = {}) 
       failedJobs.reset();
       for (const row of read.failed) failedJobs.set({ task: row.task }, row.n);
       for (const state of ["waiting", "scheduled", "running"] as const) metrics.jobsQueued.set({ state }, read.jobs[state]);
+      metrics.workers.set(read.workers);
       metrics.jobsOldestWaiting.set(Math.max(0, read.jobs.oldestWaitingSeconds));
       for (const [state, n] of Object.entries(read.placements)) metrics.placements.set({ state }, n);
       metrics.notifyEndpoints.set({ state: "enabled" }, read.notify.enabled);
