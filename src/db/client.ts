@@ -22,9 +22,9 @@ export interface Database {
 
 /**
  * The application_name of each role's pool: how pg_stat_activity, and the console's System
- * page, tell them apart. The read pool's connections are on the read server.
+ * page, tell them apart. The read pool's connections are on the read server; each worker
+ * process holds one `workerLiveness` connection for its life.
  */
-/** Application names of tracklane's pools in pg_stat_activity; each worker process holds one `workerLiveness` connection. */
 export const POOL_NAMES = {
   web: "tracklane-web",
   read: "tracklane-web-read",

@@ -7,10 +7,10 @@
  * lasts, and once none has come for `quietMs` a last line says how many there were and
  * for how long. An outage (escalateAfterMs) makes its "still failing" lines errors.
  */
+import type { Logger } from "../logger.ts";
 
 /** How long the database may fail before the lines saying so are errors: an outage, not a blip. */
 export const DATABASE_OUTAGE_MS = 60_000;
-import type { Logger } from "../logger.ts";
 
 export interface FailureBurstOptions {
   /** A burst ends this long after its last failure. */
