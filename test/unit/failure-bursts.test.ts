@@ -6,8 +6,7 @@
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
 import { describe, it } from "node:test";
-import { readFileSync } from "node:fs";
-import { DATABASE_OUTAGE_MS, failureBursts } from "../../src/db/failure-bursts.ts";
+import { failureBursts } from "../../src/db/failure-bursts.ts";
 import { createLogger } from "../../src/logger.ts";
 import { graphileLogger } from "../../src/worker/logger.ts";
 
@@ -73,14 +72,6 @@ describe("failure bursts", () => {
       await sleep(70);
     }
     assert.ok(quiet.lines.length >= 2 && quiet.lines.every((l) => l.level === 40), JSON.stringify(quiet.lines));
-  });
-
-  it("the database's bursts escalate after a minute: the web's refusals, graphile-worker's errors, lost connections", () => {
-    assert.equal(DATABASE_OUTAGE_MS, 60_000);
-    for (const file of ["../../src/http/errors.ts", "../../src/worker/logger.ts", "../../src/runtime/lifecycle.ts"]) {
-      const text = readFileSync(new URL(file, import.meta.url), "utf8");
-      assert.match(text, /failureBursts\([^)]*escalateAfterMs: DATABASE_OUTAGE_MS/, file);
-    }
   });
 
   it("graphile-worker's failed job is a warning while it will run again, an error once it failed for good", () => {
