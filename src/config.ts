@@ -9,6 +9,7 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import { connectTarget, parseUrl } from "./db/url.ts";
 import { parseBlocks } from "./domain/addresses.ts";
+import { headOf } from "./domain/text.ts";
 import type { AddressBlock } from "./domain/addresses.ts";
 import { isTimeZone } from "./domain/time-zones.ts";
 import { parsePathOverrides } from "./provider/paths.ts";
@@ -590,7 +591,7 @@ function parseEnv(env: Env): { e: z.infer<typeof envSchema>; problems: ConfigPro
     // Echo what was found, so a typo shows; never a secret (nor a URL that holds a
     // password), and not a whole essay.
     const hidden = raw === undefined || ENV_DOCS[variable]?.sensitive === true || hasUserInfo(raw);
-    const shown = hidden ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw)})`;
+    const shown = hidden ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${headOf(raw, 57)}...` : raw)})`;
     return { variable, message: `${issue.message}${shown}` };
   });
   const bad = new Set(problems.map((p) => p.variable));
@@ -867,7 +868,7 @@ export function loadEmulatorConfig(env: Env = readProcessEnv()): EmulatorConfig 
       parsed.error.issues.map((i) => {
         const variable = i.path.join(".");
         const raw = env[variable];
-        const shown = raw === undefined || /SECRET|TOKEN/.test(variable) ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw)})`;
+        const shown = raw === undefined || /SECRET|TOKEN/.test(variable) ? "" : ` (found ${JSON.stringify(raw.length > 60 ? `${headOf(raw, 57)}...` : raw)})`;
         return { variable, message: `${i.message}${shown}` };
       }),
     );

@@ -2,6 +2,7 @@ import pino from "pino";
 import type { Logger } from "pino";
 import pretty from "pino-pretty";
 import { CENSOR, jsonLengthOf, scrubSecrets } from "./domain/secrets.ts";
+import { headOf } from "./domain/text.ts";
 
 export type { Logger };
 
@@ -68,7 +69,7 @@ function bounded(value: unknown, depth: number): unknown {
 }
 
 function cut(text: string): string {
-  return text.length <= ERROR_FIELD_MAX_CHARS ? text : `${text.slice(0, ERROR_FIELD_MAX_CHARS)}… (${text.length} characters in all)`;
+  return text.length <= ERROR_FIELD_MAX_CHARS ? text : `${headOf(text, ERROR_FIELD_MAX_CHARS)}… (${text.length} characters in all)`;
 }
 
 export interface LoggerOptions {

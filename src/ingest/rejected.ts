@@ -5,6 +5,7 @@
 import type { Tx } from "../db/client.ts";
 import { pageOf } from "../db/page.ts";
 import type { rejectedCallbacks } from "../db/schema/index.ts";
+import { headOf } from "../domain/text.ts";
 
 export type RejectedRow = typeof rejectedCallbacks.$inferSelect;
 
@@ -17,7 +18,7 @@ export async function recordRejected(
 ): Promise<void> {
   await sql`
     insert into rejected_callbacks (reason, content_type, body, body_bytes, truncated)
-    values (${r.reason}, ${r.contentType?.slice(0, 200) ?? null}, ${r.text.slice(0, REJECTED_BODY_MAX)}, ${r.bytes},
+    values (${r.reason}, ${r.contentType === null ? null : headOf(r.contentType, 200)}, ${headOf(r.text, REJECTED_BODY_MAX)}, ${r.bytes},
             ${r.text.length > REJECTED_BODY_MAX})`;
 }
 

@@ -8,6 +8,7 @@ import { DomainError } from "../domain/errors.ts";
 import { newEndpointId, newSecret } from "./sign.ts";
 import type { NotificationType } from "./types.ts";
 import { ForbiddenUrlError, checkEndpointUrl } from "./url-guard.ts";
+import { headOf } from "../domain/text.ts";
 
 export type EndpointRow = typeof notificationEndpoints.$inferSelect;
 
@@ -139,5 +140,5 @@ export async function enabledEndpoints(tx: Tx): Promise<Pick<EndpointRow, "id" |
 }
 
 function notFound(id: string): DomainError {
-  return new DomainError("notification_endpoint_not_found", `no notification endpoint ${id.slice(0, 64)}`);
+  return new DomainError("notification_endpoint_not_found", `no notification endpoint ${headOf(id, 64)}`);
 }

@@ -6,6 +6,7 @@
 import http from "node:http";
 import https from "node:https";
 import type { Duplex } from "node:stream";
+import { clipText } from "../domain/text.ts";
 import { ForbiddenUrlError, guardedLookup, precheckEndpointUrl } from "./url-guard.ts";
 import type { LookupAll } from "./url-guard.ts";
 
@@ -83,7 +84,7 @@ function describeError(err: unknown): string {
   }
   const message = err instanceof Error ? err.message : String(err);
   const text = typeof code === "string" ? `${code}: ${message}` : message;
-  return text.length > 200 ? `${text.slice(0, 199)}…` : text;
+  return clipText(text, 200);
 }
 
 function outcomeOf(status: number): Pick<SendResult, "outcome" | "error"> {

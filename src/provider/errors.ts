@@ -1,4 +1,5 @@
 import { rememberJsonLength, scrubSecretText, scrubSecrets } from "../domain/secrets.ts";
+import { clipText } from "../domain/text.ts";
 import { DuplicateOrderErrorSchema, NotCancellableErrorSchema } from "./schemas.ts";
 
 /**
@@ -282,7 +283,7 @@ export function excerpt(text: string): string {
     .replace(/&nbsp;/g, " ")
     .replace(/\s+/g, " ")
     .trim();
-  return plain.length > EXCERPT_LENGTH ? `${plain.slice(0, EXCERPT_LENGTH - 1)}…` : plain;
+  return clipText(plain, EXCERPT_LENGTH);
 }
 
 function describeErrors(errors: unknown): string {
@@ -302,7 +303,7 @@ function describeErrors(errors: unknown): string {
 }
 
 function truncate(text: string): string {
-  return text.length > MAX_MESSAGE_LENGTH ? `${text.slice(0, MAX_MESSAGE_LENGTH - 1)}…` : text;
+  return clipText(text, MAX_MESSAGE_LENGTH);
 }
 
 /**

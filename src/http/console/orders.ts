@@ -15,6 +15,7 @@ import type { CommandRow, CommandWithAnswer } from "../../commands/store.ts";
 import { coordinates, isJsonObject } from "../../domain/normalise.ts";
 import { REDACTED } from "../../domain/redact.ts";
 import { CANONICAL_STATUSES, canonicalStatus } from "../../domain/statuses.ts";
+import { clipText } from "../../domain/text.ts";
 import { latestOrderEvents } from "../../events/log.ts";
 import { PLACEMENT_STATES } from "../../orders/json.ts";
 import { findOrder, findOrderById, listOrders } from "../../orders/read.ts";
@@ -456,7 +457,7 @@ function answerOf(k: CommandWithAnswer): string {
   if (k.last_error) return k.last_error;
   if (k.response === null || k.response === undefined) return k.state === "pending" ? "waiting" : "–";
   const text = JSON.stringify(k.response);
-  return text.length > 300 ? `${text.slice(0, 299)}…` : text;
+  return clipText(text, 300);
 }
 
 /**

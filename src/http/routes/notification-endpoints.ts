@@ -21,6 +21,7 @@ import { NOTIFICATION_TYPES, isNotificationType } from "../../notify/types.ts";
 import { ErrorSchema } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
+import { headOf } from "../../domain/text.ts";
 
 const security = [{ Bearer: [] }];
 const tags = ["notifications"];
@@ -94,7 +95,7 @@ function endpointJson(row: EndpointRow): z.infer<typeof EndpointSchema> {
 const unique = <T>(items: readonly T[]): T[] => [...new Set(items)];
 
 function endpointId(params: { id: string }): string {
-  if (!ENDPOINT_ID.test(params.id)) throw new DomainError("notification_endpoint_not_found", `no notification endpoint ${params.id.slice(0, 64)}`);
+  if (!ENDPOINT_ID.test(params.id)) throw new DomainError("notification_endpoint_not_found", `no notification endpoint ${headOf(params.id, 64)}`);
   return params.id;
 }
 

@@ -17,6 +17,7 @@ import { instantField } from "../schemas.ts";
 import type { AppEnv } from "../types.ts";
 import { validationHook } from "../validation.ts";
 import { errors } from "./orders.ts";
+import { headOf } from "../../domain/text.ts";
 
 const security = [{ Bearer: [] }];
 
@@ -114,7 +115,7 @@ const EndpointIdParams = z.object({
   id: z.string().openapi({ param: { name: "id", in: "path" }, example: "ep_01JDX3ZK5V0A8E2W4Q6R7T9Y1B" }),
 });
 
-const messageNotFound = (id: string) => new ApiError("notification_message_not_found", `no notification message ${id.slice(0, 64)}`);
+const messageNotFound = (id: string) => new ApiError("notification_message_not_found", `no notification message ${headOf(id, 64)}`);
 
 const notFound = (what: string) => ({ description: `No such ${what}`, content: { "application/json": { schema: errors[404].content["application/json"].schema } } });
 
