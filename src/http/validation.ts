@@ -20,6 +20,13 @@ export function validationHook(result: { success: boolean; data?: unknown; error
   const target = result.target ?? "body";
   const isBody = target === "json" || target === "form";
   const where = isBody ? "body" : target === "param" ? "path" : target;
+  if (target === "param" || target === "query") {
+    const names = target === "param" ? badlyEncodedParams(c) : badlyEncodedQuery(c);
+    if (names.length > 0) {
+      const issues = names.map((path) => ({ path, message: BAD_ENCODING }));
+      throw new ApiError("invalid_parameter", `invalid ${where}: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, { issues });
+    }
+  }
   if (result.success) {
     // Valid by the schema, yet unusable: PostgreSQL refuses such text (a 500 otherwise), and
     // deep nesting overflows the stack of recursive code (hashing) further on. Nesting too
@@ -36,6 +43,43 @@ export function validationHook(result: { success: boolean; data?: unknown; error
   if (!result.error) return;
   const error = fromZodError(result.error, isBody ? "validation_failed" : "invalid_parameter", where);
   throw target === "query" ? sayingRepeated(error, c) : error;
+}
+
+const BAD_ENCODING = "not valid percent-encoded UTF-8 (encode each byte of its UTF-8 as %XX, and a % itself as %25)";
+
+const decodes = (raw: string): boolean => {
+  try {
+    decodeURIComponent(raw);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * Path parameters whose segment of the URL is not percent-encoded UTF-8 (`%ZZ`, a cut-off
+ * `%E0%A4`, an encoded lone surrogate). Hono hands such a segment on undecoded, so it was
+ * looked up as it stood (`/v1/orders/%E0%A4` answered 404 for an order "%E0%A4"); a value
+ * equal to a segment that does not decode is one of them (a value that decoded is not: its
+ * segment decodes).
+ */
+function badlyEncodedParams(c: Context): string[] {
+  const bad = new Set(new URL(c.req.url).pathname.split("/").filter((segment) => !decodes(segment)));
+  if (bad.size === 0) return [];
+  return Object.entries(c.req.param() as Record<string, string>).filter(([, value]) => bad.has(value)).map(([name]) => name);
+}
+
+/** Query parameters whose name or value is not percent-encoded UTF-8 (Hono keeps them undecoded: `?store_code=%ZZ` filtered on "%ZZ"). */
+function badlyEncodedQuery(c: Context): string[] {
+  const search = new URL(c.req.url).search.slice(1);
+  if (!search.includes("%")) return [];
+  const names = new Set<string>();
+  for (const pair of search.split("&")) {
+    const eq = pair.indexOf("=");
+    const [name, value] = (eq < 0 ? [pair, ""] : [pair.slice(0, eq), pair.slice(eq + 1)]).map((part) => part.replaceAll("+", " ")) as [string, string];
+    if (!decodes(name) || !decodes(value)) names.add(decodes(name) ? decodeURIComponent(name) : name);
+  }
+  return [...names];
 }
 
 const REPEATED = "given more than once; send it once";
