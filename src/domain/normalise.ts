@@ -409,10 +409,14 @@ export function normaliseCallback(body: unknown, options: NormaliseOptions): Nor
 
 /**
  * The provider sends no event id, so an event is identified by what it says: its kind
- * and the canonical JSON of its body (which holds the order identifiers).
+ * and the canonical JSON of its body (which holds the order identifiers). Canonical as
+ * JSON (key order, `\u0915` or a literal क, number spelling as JSON.parse reads it) and as
+ * Unicode: text in NFC, so a body sent again with a name in another normalisation form
+ * (a client or proxy that decomposes "é", or composes a Devanagari nukta) is the same event,
+ * as it reads the same. ASCII text is unchanged by NFC: keys of such bodies are as before.
  */
 export function dedupeKey(kind: EventKind, body: JsonObject): string {
-  return sha256Hex(`${kind}\n${canonicalJson(body)}`);
+  return sha256Hex(`${kind}\n${canonicalJson(body, { nfc: true })}`);
 }
 
 /** Details a payload may carry beyond identity and status, read by the projection. */
