@@ -54,10 +54,16 @@ export function redactCommandRequest(request: JsonObject): JsonObject | null {
  * out.
  */
 export interface CustomerValues {
-  /** Lower-cased text values, longest first (a longer value is replaced before a part of it). */
+  /** Lower-cased text values in NFC, longest first (a longer value is replaced before a part of it). */
   texts: string[];
   /** Numeric values (a position, a phone sent as a number), also matched as text. */
   numbers: number[];
+  /**
+   * Phone numbers as their significant digits (ASCII, the last 10 of a longer one): an echo
+   * spells a phone its own way ("+91 98765 43210" sent, "9876543210" or "+91-98765-43210"
+   * echoed; Devanagari or full-width digits either way), so it is matched digit by digit.
+   */
+  phones: string[];
 }
 
 /** A text shorter than this is replaced only where it is a whole value: as a part of one it would hit ordinary words. */
@@ -70,9 +76,63 @@ const MIN_PART_LENGTH = 3;
  */
 const identifying = (n: number) => !Number.isInteger(n) || Math.abs(n) >= 100_000;
 
+/** Fewest digits that make a value a phone number, and the most of them matched (India's 10; a country code before them varies). */
+const PHONE_MIN_DIGITS = 7;
+const PHONE_DIGITS = 10;
+/** What may stand between a phone's digits: spaces, hyphens and dashes, dots, slashes, brackets (full-width ones too). */
+const PHONE_SEPARATOR = "[\\s\\p{Pd}\\p{Ps}\\p{Pe}./／．]";
+const PHONE_LIKE = /^[+＋\s\p{Nd}\p{Pd}\p{Ps}\p{Pe}.\/／．]+$/u;
+
+/**
+ * Every decimal digit of the Basic Multilingual Plane by its value: "०" (Devanagari), "০"
+ * (Bengali), "௦" (Tamil), "０" (full width)… Unicode encodes each script's digits as a run
+ * of ten, zero first, so a digit's value is its place in its run.
+ */
+let digitsByValue: readonly string[] | null = null;
+let digitValue: ReadonlyMap<string, string> | null = null;
+/** Built on first use (a pass over 65,536 code points): only redaction needs it. */
+function digitTables(): { byValue: readonly string[]; value: ReadonlyMap<string, string> } {
+  if (digitsByValue === null || digitValue === null) {
+    digitsByValue = digitsOfTheBmp();
+    digitValue = new Map(digitsByValue.flatMap((chars, value) => [...chars].map((c) => [c, String(value)] as const)));
+  }
+  return { byValue: digitsByValue, value: digitValue };
+}
+
+function digitsOfTheBmp(): string[] {
+  const byValue: string[][] = Array.from({ length: 10 }, () => []);
+  const isDigit = /^\p{Nd}$/u;
+  let run = 0;
+  for (let cp = 0; cp <= 0xffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) {
+      run = 0;
+      continue;
+    }
+    if (!isDigit.test(String.fromCharCode(cp))) {
+      run = 0;
+      continue;
+    }
+    byValue[run % 10]!.push(String.fromCharCode(cp));
+    run++;
+  }
+  return byValue.map((chars) => chars.join(""));
+}
+
+/** A value's digits in ASCII when it reads as a phone number (enough digits, nothing but digits and separators), else null. */
+function phoneDigits(value: string): string | null {
+  if (!PHONE_LIKE.test(value)) return null;
+  const { value: digitValueOf } = digitTables();
+  const digits = [...value].map((c) => digitValueOf.get(c) ?? "").join("");
+  return digits.length >= PHONE_MIN_DIGITS ? digits.slice(-PHONE_DIGITS) : null;
+}
+
+/** A pattern matching a phone's digits in any script, with separators between them. */
+const phonePattern = (digits: string) => [...digits].map((d) => `[${digitTables().byValue[Number(d)]}]`).join(`${PHONE_SEPARATOR}*`);
+
 export function customerValues(requests: readonly unknown[]): CustomerValues {
   const texts = new Set<string>();
   const numbers = new Set<number>();
+  const phones = new Set<string>();
   for (const request of requests) {
     const customer = isJsonObject(request) ? request["customer_details"] : undefined;
     if (!isJsonObject(customer)) continue;
@@ -81,14 +141,18 @@ export function customerValues(requests: readonly unknown[]): CustomerValues {
       if (typeof v === "number" && Number.isFinite(v)) {
         if (identifying(v)) numbers.add(v);
         texts.add(String(v));
+        const phone = Number.isInteger(v) ? phoneDigits(String(Math.abs(v))) : null;
+        if (phone !== null) phones.add(phone);
       } else if (typeof v === "string" && v.trim() !== "" && v !== REDACTED) {
-        const trimmed = v.trim();
+        const trimmed = v.trim().normalize("NFC");
         texts.add(trimmed.toLowerCase());
+        const phone = phoneDigits(trimmed);
+        if (phone !== null) phones.add(phone);
         if (/^-?\d+(\.\d+)?$/.test(trimmed) && identifying(Number(trimmed))) numbers.add(Number(trimmed));
       }
     }
   }
-  return { texts: [...texts].sort((a, b) => b.length - a.length), numbers: [...numbers] };
+  return { texts: [...texts].sort((a, b) => b.length - a.length), numbers: [...numbers], phones: [...phones] };
 }
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -100,16 +164,18 @@ const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&
  */
 export function redactText(text: string, values: CustomerValues): string | null {
   if (text === REDACTED) return null;
-  if (values.texts.includes(text.trim().toLowerCase())) return REDACTED;
-  const parts = values.texts.filter((v) => v.length >= MIN_PART_LENGTH);
+  // Values are held in NFC: an echo that spells a name in another form is the same name.
+  const nfc = text.normalize("NFC");
+  if (values.texts.includes(nfc.trim().toLowerCase())) return REDACTED;
+  const parts = [...values.texts.filter((v) => v.length >= MIN_PART_LENGTH).map(escapeRegExp), ...values.phones.map(phonePattern)];
   if (parts.length === 0) return null;
-  const pattern = new RegExp(parts.map(escapeRegExp).join("|"), "gi");
+  const pattern = new RegExp(parts.join("|"), "giu");
   // What an earlier run put in stays as it is: a value is never looked for inside "[redacted]".
-  const out = text
+  const out = nfc
     .split(REDACTED)
     .map((segment) => segment.replace(pattern, REDACTED))
     .join(REDACTED);
-  return out === text ? null : out;
+  return out === nfc ? null : out;
 }
 
 /**
@@ -131,10 +197,17 @@ const KEPT_ANSWER_KEYS = new Set([
   "rts_order_id",
 ]);
 
+/** A whole number that is one of the customer's phones (sent as text, echoed as a number). */
+function isPhone(n: number, values: CustomerValues): boolean {
+  if (!Number.isSafeInteger(n) || values.phones.length === 0) return false;
+  const digits = phoneDigits(String(Math.abs(n)));
+  return digits !== null && values.phones.includes(digits);
+}
+
 /** Walks one JSON value of an answer; undefined: unchanged. */
 function redactAnswerValue(value: unknown, values: CustomerValues): unknown {
   if (typeof value === "string") return redactText(value, values) ?? undefined;
-  if (typeof value === "number") return values.numbers.includes(value) ? REDACTED : undefined;
+  if (typeof value === "number") return values.numbers.includes(value) || isPhone(value, values) ? REDACTED : undefined;
   if (Array.isArray(value)) {
     let changed = false;
     const items = value.map((item) => {
