@@ -23,7 +23,7 @@ import type { ConsoleEnv } from "./auth.ts";
 import { problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import type { JSXNode } from "./html.ts";
-import { badge, csrfField, errorBox, renderFragment, renderPage, timeOf } from "./layout.ts";
+import { badge, bidi, csrfField, errorBox, renderFragment, renderPage, timeOf } from "./layout.ts";
 import type { ConsolePools } from "./pools.ts";
 
 export interface AttentionDeps extends ConsolePools {
@@ -120,8 +120,8 @@ export function attentionPages(deps: AttentionDeps) {
         ${rows.map(
           (k) => html`<tr>
             <td class="long">
-              <a href=${`/orders/${k.order_id}`}>${k.client_order_id ?? k.svc_order_id ?? `#${k.order_id}`}</a>: command #${k.id} ${k.kind}<br />
-              ${k.last_error ?? "no error recorded"} <a href=${`/commands/${k.id}/retry`}>Retry…</a>
+              <bdi><a href=${`/orders/${k.order_id}`}>${k.client_order_id ?? k.svc_order_id ?? `#${k.order_id}`}</a></bdi>: command #${k.id} ${k.kind}<br />
+              ${bidi(k.last_error) ?? "no error recorded"} <a href=${`/commands/${k.id}/retry`}>Retry…</a>
             </td>
             <td class="wide num">${k.attempts}</td>
             <td class="wide">${at(k.completed_at)}</td>

@@ -97,6 +97,15 @@ export function breakable(text: string): Child {
   return parts.length === 1 ? text : parts.flatMap((part, i) => (i === 0 ? [part] : [html`<wbr />`, part]));
 }
 
+/**
+ * Text that comes from outside (a rider's name, an order id, the provider's words), set
+ * apart for the bidirectional algorithm: its direction is its own (<bdi> is dir="auto"),
+ * and it cannot reorder what stands beside it. Without it, an Urdu or Arabic rider name
+ * pulled the contact after it into its right-to-left run: "+91 98765 43210" showed as
+ * "43210 98765 91+".
+ */
+export const bidi = (text: string | null | undefined): Child => (text === null || text === undefined || text === "" ? (text ?? null) : html`<bdi>${text}</bdi>`);
+
 /** A status word in a coloured badge (the word itself carries the meaning). */
 export const badge = (word: string | null) => (word === null ? "–" : html`<span class=${`badge ${STATUS_TONE[word] ?? ""}`.trim()}>${breakable(word)}</span>`);
 

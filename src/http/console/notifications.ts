@@ -12,7 +12,7 @@ import type { DeliveryListRow, EndpointHealth, MessageDetail } from "../../notif
 import type { ConsoleEnv } from "./auth.ts";
 import { blankToUndefined, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
-import { badge, csrfField, errorBox, noticeBox, renderPage, timeOf } from "./layout.ts";
+import { badge, bidi, csrfField, errorBox, noticeBox, renderPage, timeOf } from "./layout.ts";
 import { pagePool } from "./pools.ts";
 import type { ConsolePools } from "./pools.ts";
 
@@ -47,14 +47,14 @@ export function notificationPages(deps: NotificationPagesDeps) {
           <tbody>
             ${endpoints.map(
               (e) => html`<tr>
-                <td class="long">${e.url}${e.description ? html`<br />${e.description}` : null}<br /><small>${e.id}</small></td>
+                <td class="long">${e.url}${e.description ? html`<br />${bidi(e.description)}` : null}<br /><small>${e.id}</small></td>
                 <td class="wide">${e.events.length === 0 ? "all" : e.events.join(", ")}</td>
                 <td>
                   ${e.enabled ? html`<span class="badge ok">enabled</span>` : html`<span class="badge bad">disabled</span> ${e.disabled_reason ?? "by hand"}`}
                   ${e.retrying > 0 ? html`<br />${e.retrying} retrying` : null}
                 </td>
                 <td>${e.success_rate === null ? "nothing sent yet" : `${Math.round(e.success_rate * 100)}%`} <span class="wide">(${e.delivered} delivered, ${e.failed} failed of ${e.recent})</span></td>
-                <td class="wide long">${e.last_error ?? "–"}${e.last_status_code !== null ? ` (last answer HTTP ${e.last_status_code})` : ""}</td>
+                <td class="wide long">${bidi(e.last_error) ?? "–"}${e.last_status_code !== null ? ` (last answer HTTP ${e.last_status_code})` : ""}</td>
               </tr>`,
             )}
           </tbody>
@@ -74,7 +74,7 @@ export function notificationPages(deps: NotificationPagesDeps) {
                 <td class="id">${order === null ? "–" : html`<a href=${`/orders?q=${encodeURIComponent(order)}`}>${order}</a>`}</td>
                 <td class="wide long">${urls.get(d.endpoint_id) ?? d.endpoint_id}</td>
                 <td class="wide">${at(d.created_at)}</td>
-                <td class="long">${d.last_error ?? "–"} <span class="wide">(${d.attempts} attempt${d.attempts === 1 ? "" : "s"})</span> <a href=${`/notifications/messages/${d.message_id}/resend`}>Resend…</a></td>
+                <td class="long">${bidi(d.last_error) ?? "–"} <span class="wide">(${d.attempts} attempt${d.attempts === 1 ? "" : "s"})</span> <a href=${`/notifications/messages/${d.message_id}/resend`}>Resend…</a></td>
               </tr>`;
             })}
           </tbody>
@@ -139,7 +139,7 @@ export function notificationPages(deps: NotificationPagesDeps) {
         <h1>Send ${m.type} again?</h1>
         ${error ? errorBox(error) : null}
         <p>
-          Message <code>${m.id}</code> for order ${m.client_order_id ?? m.svc_order_id ?? "–"}, created ${at(m.created_at)}. It goes again, with the same
+          Message <code>${m.id}</code> for order ${bidi(m.client_order_id ?? m.svc_order_id) ?? "–"}, created ${at(m.created_at)}. It goes again, with the same
           webhook-id, to each enabled endpoint it went to; each delivery starts a new round of attempts.
         </p>
         <table>

@@ -26,7 +26,7 @@ import type { ConsoleEnv } from "./auth.ts";
 import { blankToUndefined, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import type { JSXNode } from "./html.ts";
-import { badge, breakable, csrfField, errorBox, noticeBox, renderFragment, renderPage, timeOf } from "./layout.ts";
+import { badge, bidi, breakable, csrfField, errorBox, noticeBox, renderFragment, renderPage, timeOf } from "./layout.ts";
 import { pagePool } from "./pools.ts";
 import type { ConsolePools } from "./pools.ts";
 import { riderPath } from "./svg.ts";
@@ -191,12 +191,12 @@ export function orderPages(deps: OrdersDeps) {
   };
 
   const summaryOf = (o: OrderRow) => html`<dl class="facts">
-      <dt>Status</dt><dd>${badge(canonicalStatus(o.status))} ${o.provider_status && o.provider_status !== o.status ? html`(provider: ${o.provider_status})` : null} ${at(o.status_at)}</dd>
-      <dt>Placement</dt><dd>${badge(o.placement_state)} ${o.placement_error ?? ""}</dd>
-      <dt>Rider</dt><dd>${o.rider_name ?? o.rider_id ?? "none yet"}${o.rider_contact === REDACTED ? html`, contact ${REDACTED}` : o.rider_contact ? html`, <a href=${`tel:${o.rider_contact}`}>${o.rider_contact}</a>` : null}${o.rider_location_at ? html`; last seen ${at(o.rider_location_at)}` : null}</dd>
-      <dt>Client id</dt><dd>${o.client_order_id ?? "–"}</dd>
+      <dt>Status</dt><dd>${badge(canonicalStatus(o.status))} ${o.provider_status && o.provider_status !== o.status ? html`(provider: ${bidi(o.provider_status)})` : null} ${at(o.status_at)}</dd>
+      <dt>Placement</dt><dd>${badge(o.placement_state)} ${bidi(o.placement_error)}</dd>
+      <dt>Rider</dt><dd>${bidi(o.rider_name ?? o.rider_id) ?? "none yet"}${o.rider_contact === REDACTED ? html`, contact ${REDACTED}` : o.rider_contact ? html`, <bdi><a href=${`tel:${o.rider_contact}`}>${o.rider_contact}</a></bdi>` : null}${o.rider_location_at ? html`; last seen ${at(o.rider_location_at)}` : null}</dd>
+      <dt>Client id</dt><dd>${bidi(o.client_order_id) ?? "–"}</dd>
       <dt>Provider ids</dt><dd>${o.svc_order_ids.length > 0 ? o.svc_order_ids.join(", ") : (o.svc_order_id ?? "none yet")}</dd>
-      <dt>Store</dt><dd>${o.store_code ?? "–"}</dd>
+      <dt>Store</dt><dd>${bidi(o.store_code) ?? "–"}</dd>
       <dt>AWB</dt><dd>${o.awb_number ?? "–"}</dd>
       <dt>Tracking</dt><dd>${o.track_url === null ? "–" : isWebUrl(o.track_url) ? html`<a href=${o.track_url} rel="noreferrer noopener">${o.track_url}</a>` : o.track_url}</dd>
       <dt>Events</dt><dd>${o.event_count}, last ${at(o.last_event_at)}</dd>
@@ -273,7 +273,7 @@ export function orderPages(deps: OrdersDeps) {
       nav: "/orders",
       csrf,
       body: html`<p><a href="/orders">← Orders</a></p>
-        <h1>Order ${order.client_order_id ?? `#${order.id}`}</h1>
+        <h1>Order ${order.client_order_id === null ? `#${order.id}` : bidi(order.client_order_id)}</h1>
         ${done ? noticeBox(done) : null}
         <div data-live=${`/orders/${order.id}/live`}>${await liveParts(db, order)}</div>`,
     });
