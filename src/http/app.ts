@@ -16,6 +16,7 @@ import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
 import { bearerAuth } from "./auth.ts";
 import { consoleRoutes } from "./console/index.ts";
+import { decodedRequestText } from "./charset.ts";
 import { decodedRequestBody } from "./content-encoding.ts";
 import { ApiError, errorHandler } from "./errors.ts";
 import { methodsFor } from "./methods.ts";
@@ -111,6 +112,8 @@ export function createApp(deps: AppDeps) {
   );
   // A compressed body is decoded here, its limit the same once decompressed.
   app.use("/v1/*", decodedRequestBody(API_BODY_MAX_BYTES));
+  // Its text read strictly: UTF-8, or the charset it names (charset.ts), never with U+FFFD.
+  app.use("/v1/*", decodedRequestText);
   // Every GET under /v1 reads the read pool; everything else writes, on the primary. Route modules
   // that only read get the read pool as their one pool.
   // Before the order routes: there "export" would be an order's id.

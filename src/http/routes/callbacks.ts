@@ -1,7 +1,7 @@
 /**
  * The provider's callback receiver (PRODUCT.md §4). Order of work, cheapest refusal
  * first: secret (constant time) -> size -> Content-Encoding (size again, decompressed) ->
- * UTF-8 -> JSON -> normalise -> group-commit append -> 200. Nothing is acknowledged
+ * text (UTF-8, or the charset it names: charset.ts) -> JSON -> normalise -> group-commit append -> 200. Nothing is acknowledged
  * before it is committed.
  */
 import { Hono } from "hono";
@@ -16,6 +16,7 @@ import { recordRejected } from "../../ingest/rejected.ts";
 import type { Ingestor } from "../../ingest/batcher.ts";
 import type { Logger } from "../../logger.ts";
 import type { Metrics } from "../../metrics.ts";
+import { decodeBody } from "../charset.ts";
 import { decodeContent, SUPPORTED_ENCODINGS } from "../content-encoding.ts";
 import { ApiError } from "../errors.ts";
 import type { AppEnv } from "../types.ts";
@@ -59,8 +60,7 @@ async function readBounded(c: Context, max: number): Promise<Uint8Array | null> 
   return Buffer.concat(chunks);
 }
 
-// Decoding holds no state between calls (no `stream` option): one of each serves all.
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+// Decoding holds no state between calls (no `stream` option): one serves all.
 const lenientUtf8 = new TextDecoder("utf-8", { fatal: false });
 
 export function callbackRoutes(deps: CallbackDeps) {
@@ -118,12 +118,9 @@ export function callbackRoutes(deps: CallbackDeps) {
       }
     }
     const raw = decoded.body;
-    let text: string;
-    try {
-      text = strictUtf8.decode(raw);
-    } catch {
-      return reject(c, "invalid_json", "body is not valid UTF-8", raw);
-    }
+    const decodedText = decodeBody(raw, c.req.header("content-type"));
+    if (!decodedText.ok) return reject(c, "invalid_json", decodedText.message, raw);
+    const text = decodedText.text;
     let body: unknown;
     try {
       body = JSON.parse(text);
