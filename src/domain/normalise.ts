@@ -31,8 +31,21 @@ export type NormaliseResult =
   | { ok: true; event: NormalisedEvent }
   | { ok: false; reason: RejectReason; message: string };
 
-/** Longest order identifier accepted; longer values are not identifiers but garbage. */
+/**
+ * Longest order identifier accepted, in characters (code points, as the API and the
+ * provider client count the 128 of a place body: an id of 100 emoji placed through the
+ * API is 200 UTF-16 units); longer values are not identifiers but garbage.
+ */
 export const MAX_ID_LENGTH = 128;
+
+/** Code points in `text`, counting no further than just past MAX_ID_LENGTH (a long value costs no more). */
+function codePoints(text: string): number {
+  if (text.length <= MAX_ID_LENGTH) return text.length;
+  if (text.length > MAX_ID_LENGTH * 2) return MAX_ID_LENGTH + 1;
+  let n = 0;
+  for (const _ of text) if (++n > MAX_ID_LENGTH) break;
+  return n;
+}
 /** Deeper bodies are not callbacks; refusing them also bounds the work of hashing. */
 export const MAX_DEPTH = 32;
 
@@ -204,7 +217,7 @@ function identify(body: JsonObject): Identity {
       if (o.value !== svcId.value) clientId = o;
     }
   }
-  const usable = (id: IdField | null) => (id !== null && id.value.length <= MAX_ID_LENGTH ? id : null);
+  const usable = (id: IdField | null) => (id !== null && codePoints(id.value) <= MAX_ID_LENGTH ? id : null);
   const svcUsable = usable(svcId);
   const clientUsable = usable(clientId);
   if (svcUsable === null && clientUsable === null) {

@@ -64,4 +64,16 @@ describe("callbacks in other spellings of the same text", () => {
     assert.equal(b.duplicate, false);
     assert.notEqual(a.event_id, b.event_id);
   });
+
+  it("an id of 128 characters beyond the BMP (256 UTF-16 units) is an id, as the API takes it", async () => {
+    const coid = "😀".repeat(128);
+    const res = await t.callback({ client_order_id: coid, order_status: "CREATED", event_time: "2026-11-22T10:00:00Z" });
+    assert.equal(res.status, 200, await res.clone().text());
+    await t.runJobs();
+    const order = await t.request(`/v1/orders/${encodeURIComponent(coid)}`);
+    assert.equal(order.status, 200);
+    assert.equal(((await order.json()) as { event_count: number }).event_count, 1);
+    const tooLong = await t.callback({ client_order_id: "😀".repeat(129), order_status: "CREATED" });
+    assert.equal(tooLong.status, 422);
+  });
 });
