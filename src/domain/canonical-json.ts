@@ -1,7 +1,7 @@
 import { hash } from "node:crypto";
 
 /** Only text with a non-ASCII character can change under NFC; ASCII (most of it) skips the work. */
-const NON_ASCII = /[^\u0000-\u007f]/;
+const NON_ASCII = /\P{ASCII}/u;
 const nfc = (s: string): string => (NON_ASCII.test(s) ? s.normalize("NFC") : s);
 const same = (s: string): string => s;
 

@@ -81,7 +81,7 @@ const PHONE_MIN_DIGITS = 7;
 const PHONE_DIGITS = 10;
 /** What may stand between a phone's digits: spaces, hyphens and dashes, dots, slashes, brackets (full-width ones too). */
 const PHONE_SEPARATOR = "[\\s\\p{Pd}\\p{Ps}\\p{Pe}./／．]";
-const PHONE_LIKE = /^[+＋\s\p{Nd}\p{Pd}\p{Ps}\p{Pe}.\/／．]+$/u;
+const PHONE_LIKE = /^[+＋\s\p{Nd}\p{Pd}\p{Ps}\p{Pe}./／．]+$/u;
 
 /**
  * Every decimal digit of the Basic Multilingual Plane by its value: "०" (Devanagari), "০"
