@@ -59,6 +59,16 @@ describe("callbacks in other charsets", () => {
   });
 });
 
+describe("rejected callbacks in other charsets", () => {
+  it("are kept as read in their charset, not with U+FFFD for their letters", async () => {
+    const res = await t.callback(Buffer.from('{"order_status":"ALLOTTED","rider_name":"José Müller"}', "latin1"), { headers: { "content-type": `${JSON_TYPE}; charset=ISO-8859-1` } });
+    assert.equal(res.status, 422);
+    const list = (await (await t.request("/v1/callbacks/rejected")).json()) as { items: { reason: string; body: string }[] };
+    assert.equal(list.items[0]?.reason, "missing_order_id");
+    assert.equal(list.items[0]?.body, '{"order_status":"ALLOTTED","rider_name":"José Müller"}');
+  });
+});
+
 describe("API bodies", () => {
   it("a place whose customer name is not valid UTF-8 is a 400, and no order is made", async () => {
     const order = placeOrderBody();

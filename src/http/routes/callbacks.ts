@@ -73,8 +73,10 @@ export function callbackRoutes(deps: CallbackDeps) {
    * any Content-Encoding was undone (the JSON at fault is what an operator needs to see); one
    * whose coding is unknown or corrupt is kept as it arrived.
    */
-  const reject = async (c: Context, reason: RejectReason | "unsupported_media_type", message: string, raw: Uint8Array) => {
-    const text = lenientUtf8.decode(raw).replaceAll("\u0000", "\uFFFD");
+  const reject = async (c: Context, reason: RejectReason | "unsupported_media_type", message: string, raw: Uint8Array, decodedText?: string) => {
+    // As read (in the charset it named), when it could be: a body in ISO-8859-1 kept as
+    // UTF-8 would show U+FFFD for each accented letter.
+    const text = (decodedText ?? lenientUtf8.decode(raw)).replaceAll("\u0000", "\uFFFD");
     try {
       await recordRejected(deps.sql, { reason, contentType: c.req.header("content-type") ?? null, text, bytes: raw.byteLength });
     } catch (err) {
@@ -125,10 +127,10 @@ export function callbackRoutes(deps: CallbackDeps) {
     try {
       body = JSON.parse(text);
     } catch (err) {
-      return reject(c, "invalid_json", `body is not JSON: ${(err as Error).message}`, raw);
+      return reject(c, "invalid_json", `body is not JSON: ${(err as Error).message}`, raw, text);
     }
     const normalised = normaliseCallback(body, { forceLocation: location, receivedAt: new Date(), timeZone: deps.timeZone });
-    if (!normalised.ok) return reject(c, normalised.reason, normalised.message, raw);
+    if (!normalised.ok) return reject(c, normalised.reason, normalised.message, raw, text);
     try {
       const result = await deps.ingestor.submit({ event: normalised.event, payload: body as Record<string, unknown> }, raw.byteLength);
       metrics.callbacks.inc({ result: result.duplicate ? "duplicate" : "stored" });
