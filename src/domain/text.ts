@@ -18,3 +18,34 @@ export function headOf(text: string, max: number): string {
 export function clipText(text: string, max: number): string {
   return text.length > max ? `${headOf(text, max - 1)}…` : text;
 }
+
+const DECIMAL_DIGIT = /\p{Nd}/u;
+const DECIMAL_DIGITS = /\p{Nd}/gu;
+
+/**
+ * The value of a decimal digit of any script ("९" Devanagari nine, "９" full-width nine):
+ * Unicode encodes each script's digits as a run of ten, zero first (a few runs of ten
+ * follow each other), so a digit's value is its place in its run, counted from the run's start.
+ */
+function digitValue(digit: string): number {
+  const cp = digit.codePointAt(0)!;
+  let start = cp;
+  while (start > 0 && DECIMAL_DIGIT.test(String.fromCodePoint(start - 1))) start--;
+  return (cp - start) % 10;
+}
+
+/** `text` with every decimal digit of any script written as its ASCII digit. */
+export function asciiDigits(text: string): string {
+  return text.replace(DECIMAL_DIGITS, (d) => (d >= "0" && d <= "9" ? d : String(digitValue(d))));
+}
+
+/**
+ * A phone number as a `tel:` URI's number: a leading "+" and its digits in ASCII, nothing
+ * else (RFC 3966 has no room for spaces, and a dialler does not read "९८७६५४३२१०"); null
+ * when it holds no digit.
+ */
+export function telNumber(phone: string): string | null {
+  const digits = asciiDigits(phone).replace(/[^0-9]/g, "");
+  if (digits === "") return null;
+  return /^\s*[+＋]/.test(phone) ? `+${digits}` : digits;
+}

@@ -15,7 +15,7 @@ import type { CommandRow, CommandWithAnswer } from "../../commands/store.ts";
 import { coordinates, isJsonObject } from "../../domain/normalise.ts";
 import { REDACTED } from "../../domain/redact.ts";
 import { CANONICAL_STATUSES, canonicalStatus } from "../../domain/statuses.ts";
-import { clipText } from "../../domain/text.ts";
+import { clipText, telNumber } from "../../domain/text.ts";
 import { latestOrderEvents } from "../../events/log.ts";
 import { PLACEMENT_STATES } from "../../orders/json.ts";
 import { findOrder, findOrderById, listOrders } from "../../orders/read.ts";
@@ -193,7 +193,7 @@ export function orderPages(deps: OrdersDeps) {
   const summaryOf = (o: OrderRow) => html`<dl class="facts">
       <dt>Status</dt><dd>${badge(canonicalStatus(o.status))} ${o.provider_status && o.provider_status !== o.status ? html`(provider: ${bidi(o.provider_status)})` : null} ${at(o.status_at)}</dd>
       <dt>Placement</dt><dd>${badge(o.placement_state)} ${bidi(o.placement_error)}</dd>
-      <dt>Rider</dt><dd>${bidi(o.rider_name ?? o.rider_id) ?? "none yet"}${o.rider_contact === REDACTED ? html`, contact ${REDACTED}` : o.rider_contact ? html`, <bdi><a href=${`tel:${o.rider_contact}`}>${o.rider_contact}</a></bdi>` : null}${o.rider_location_at ? html`; last seen ${at(o.rider_location_at)}` : null}</dd>
+      <dt>Rider</dt><dd>${bidi(o.rider_name ?? o.rider_id) ?? "none yet"}${o.rider_contact === REDACTED ? html`, contact ${REDACTED}` : o.rider_contact ? html`, ${contactLink(o.rider_contact)}` : null}${o.rider_location_at ? html`; last seen ${at(o.rider_location_at)}` : null}</dd>
       <dt>Client id</dt><dd>${bidi(o.client_order_id) ?? "–"}</dd>
       <dt>Provider ids</dt><dd>${o.svc_order_ids.length > 0 ? o.svc_order_ids.join(", ") : (o.svc_order_id ?? "none yet")}</dd>
       <dt>Store</dt><dd>${bidi(o.store_code) ?? "–"}</dd>
@@ -450,6 +450,12 @@ function whatHappened(e: { kind: string; provider_status: string | null; payload
   if (e.provider_status !== null) return badge(canonicalStatus(e.provider_status) ?? e.provider_status);
   const note = isJsonObject(e.payload) ? e.payload["tracklane"] : undefined;
   return typeof note === "string" ? note : "–";
+}
+
+/** A rider's contact, as a link to call it when it holds a number (its digits in ASCII: a dialler reads no other). */
+function contactLink(contact: string): JSXNode {
+  const number = telNumber(contact);
+  return number === null ? html`<bdi>${contact}</bdi>` : html`<bdi><a href=${`tel:${number}`}>${contact}</a></bdi>`;
 }
 
 /** The provider's last answer to a command, or its error, shortened. */
