@@ -58,15 +58,22 @@ const decodes = (raw: string): boolean => {
 
 /**
  * Path parameters whose segment of the URL is not percent-encoded UTF-8 (`%ZZ`, a cut-off
- * `%E0%A4`, an encoded lone surrogate). Hono hands such a segment on undecoded, so it was
- * looked up as it stood (`/v1/orders/%E0%A4` answered 404 for an order "%E0%A4"); a value
- * equal to a segment that does not decode is one of them (a value that decoded is not: its
- * segment decodes).
+ * `%E0%A4`, an encoded lone surrogate). Hono hands such a segment on undecoded, or decoded
+ * in the parts that decode (`%E0%A4%95%ZZ` as "क%ZZ"), so it was looked up as such
+ * (`/v1/orders/%E0%A4` answered 404 for an order "%E0%A4"). A parameter's segment is the
+ * one at its place in the route's path.
  */
 function badlyEncodedParams(c: Context): string[] {
-  const bad = new Set(new URL(c.req.url).pathname.split("/").filter((segment) => !decodes(segment)));
-  if (bad.size === 0) return [];
-  return Object.entries(c.req.param() as Record<string, string>).filter(([, value]) => bad.has(value)).map(([name]) => name);
+  const segments = new URL(c.req.url).pathname.split("/");
+  if (segments.every(decodes)) return [];
+  const route = c.req.routePath.split("/");
+  const names: string[] = [];
+  route.forEach((part, i) => {
+    const segment = segments[i];
+    if (part.startsWith(":") && segment !== undefined && !decodes(segment)) names.push(part.slice(1).replace(/[{?].*$/, ""));
+  });
+  // A route whose path does not line up with the URL's (none such takes parameters today) names the path.
+  return names.length > 0 || route.length === segments.length ? names : ["path"];
 }
 
 /** Query parameters whose name or value is not percent-encoded UTF-8 (Hono keeps them undecoded: `?store_code=%ZZ` filtered on "%ZZ"). */

@@ -32,7 +32,7 @@ async function refused(path: string, param: string, init: RequestInit = {}) {
 }
 
 describe("badly percent-encoded path segments", () => {
-  for (const bad of ["%ZZ", "%E0%A4", "%ED%A0%80", "A-%"]) {
+  for (const bad of ["%ZZ", "%E0%A4", "%ED%A0%80", "A-%", "%E0%A4%95%ZZ", "%E0%A4%95-%E0%A4"]) {
     it(`${bad} in a path is a 400 naming its parameter`, async () => {
       await refused(`/v1/orders/${bad}`, "order");
       await refused(`/v1/orders/${bad}/events`, "order");
