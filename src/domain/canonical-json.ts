@@ -20,7 +20,16 @@ function write(value: unknown, text: (s: string) => string): string {
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
   if (Array.isArray(value)) return `[${value.map((v) => write(v, text)).join(",")}]`;
   const record = value as Record<string, unknown>;
-  const entries = Object.keys(record)
+  const keys = Object.keys(record);
+  // Keys are sorted as they will be written: in NFC when any is not ASCII (the common,
+  // ASCII case sorts the keys themselves, as before).
+  if (text === same || !keys.some((k) => NON_ASCII.test(k))) {
+    return `{${keys
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${write(record[k], text)}`)
+      .join(",")}}`;
+  }
+  const entries = keys
     .map((k) => [text(k), k] as const)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([key, k]) => `${JSON.stringify(key)}:${write(record[k], text)}`);
