@@ -172,7 +172,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     const req: HttpRequest = {
       method: spec.method,
       baseUrl: GATEWAY_PATHS.has(spec.path) ? gatewayUrl : baseUrl,
-      path: fillPath(paths[spec.path], spec.params),
+      path: filledPath(spec.method, spec.path, spec.params),
       headers: {},
       json: spec.body === undefined ? undefined : validBody(spec.method, spec.path, spec.body),
     };
@@ -190,6 +190,24 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
       }
       return interpret(http, req, res, spec.schema);
     }
+  }
+
+  /**
+   * The call's path with its parameters in place, or an invalid_request ProviderError (never
+   * sent) for a parameter of "." or "..": percent-encoding leaves dots as they are, and URL
+   * parsing reads such a segment as a step (`/api/v2/orders/../dispatch-ready/` is sent as
+   * `/api/v2/dispatch-ready/`), so the request would go to another endpoint.
+   */
+  function filledPath(method: HttpRequest["method"], path: PathName, params: Record<string, string> | undefined): string {
+    const dotted = Object.entries(params ?? {}).find(([, value]) => value === "." || value === "..");
+    if (dotted) {
+      throw new ProviderError({
+        kind: "invalid_request",
+        operation: operationOf({ method, path: PATHS[path] }),
+        providerMessage: `${dotted[0]} "${dotted[1]}" cannot go in the provider's URL path: a segment "${dotted[1]}" addresses another path`,
+      });
+    }
+    return fillPath(paths[path], params);
   }
 
   /** The parsed body, or an invalid_request ProviderError: a body that fails its schema is never sent. */

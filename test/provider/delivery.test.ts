@@ -136,6 +136,20 @@ describe("provider call outcomes: not sent, refused, ambiguous", () => {
     assert.equal(requests, before);
   });
 
+  it("not sent: an id of . or .. in the path, which URL parsing would read as a step to another endpoint", async () => {
+    next = http(200, "{}");
+    const before = requests;
+    for (const call of [() => client.dispatchReady("..", { shipment_ready_timestamp: 0 }), () => client.orderStatus("."), () => client.cancelOrder("..", { reason: "x", user: "Seller" })]) {
+      const err = await call().then(
+        () => assert.fail("sent"),
+        (e: unknown) => e as ProviderError,
+      );
+      expect(err, "invalid_request", "not_sent", false);
+      assert.match(err.providerMessage, /cannot go in the provider's URL path/);
+    }
+    assert.equal(requests, before, "nothing reached the server");
+  });
+
   it("not sent: a request fetch cannot build (a header value with a line break, a URL with a password) never leaves, and its error does not repeat the secret", async () => {
     const before = requests;
     const badToken = createProviderClient({ baseUrl: url, auth: { method: "token", token: "tok\nSECRET-IN-HEADER" }, timeoutMs: ANSWERED_TIMEOUT_MS });
