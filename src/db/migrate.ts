@@ -104,6 +104,12 @@ export async function runMigrations(url: string, log: Logger): Promise<void> {
     }
     // Set once the advisory lock is held (lock_timeout bounds that wait too), for this session.
     await sql`select set_config('lock_timeout', ${`${MIGRATION_LOCK_TIMEOUT_MS}ms`}, false)`;
+    // The migrations create their tables unqualified and name some as "public"."orders"
+    // (frozen): under a search_path that puts another schema first (a role's own, as
+    // `"$user", public` finds when a schema of the role's name exists, or one set with
+    // ALTER ROLE ... SET search_path), 0000 failed on "public.orders does not exist", and a
+    // later migration would put its tables beside the others where no query finds them.
+    await sql`select set_config('search_path', 'public', false)`;
     await migrate(drizzle(sql, { casing: "snake_case" }), { migrationsFolder: MIGRATIONS_FOLDER }).catch(async (err: unknown) => {
       throw failedMigration(err, isLockTimeout(err) ? await lockHolders(sql).catch(() => []) : []);
     });

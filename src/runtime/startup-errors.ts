@@ -47,6 +47,23 @@ export class DateStyleError extends Error {
 }
 
 /**
+ * The session's search_path does not find tracklane's tables (in the public schema, where
+ * `npm run migrate` puts them): every query, which names its tables unqualified, would
+ * fail, or read another schema's table of the same name.
+ */
+export class SearchPathError extends Error {
+  readonly searchPath: string;
+  /** What `order_events` resolves to on that path (null: nothing). */
+  readonly found: string | null;
+  constructor(searchPath: string, found: string | null) {
+    super(`the database's search_path "${searchPath}" does not find tracklane's tables in the public schema`);
+    this.name = "SearchPathError";
+    this.searchPath = searchPath;
+    this.found = found;
+  }
+}
+
+/**
  * `npm run web`, `npm run worker` and `npm run rebuild` never migrate (`npm run migrate`
  * does, once per release). Without the schema a web process would answer 503, a worker
  * fail every job for as long as it runs, and a rebuild fail on its first query: refuse to
@@ -66,6 +83,14 @@ export async function requireMigrations(url: string): Promise<void> {
     // The style the database gives a session (postgresql.conf, ALTER DATABASE or ROLE ... SET).
     const [style] = await sql<{ datestyle: string }[]>`select current_setting('DateStyle') as datestyle`;
     if (style !== undefined && !/^\s*ISO\b/i.test(style.datestyle)) throw new DateStyleError(style.datestyle);
+    // The path the server gives the session (ALTER ROLE or DATABASE ... SET search_path, a
+    // provider's default): unqualified, order_events must be public's.
+    const [path] = await sql<{ search_path: string; found: string | null; ours: boolean }[]>`
+      select current_setting('search_path') as search_path,
+             (select n.nspname || '.' || c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+              where c.oid = to_regclass('order_events')) as found,
+             to_regclass('order_events') is not distinct from to_regclass('public.order_events') as ours`;
+    if (path !== undefined && !path.ours) throw new SearchPathError(path.search_path, path.found);
   } finally {
     await sql.end({ timeout: 1 });
   }
@@ -228,6 +253,16 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
       exitCode: EX_CONFIG,
       lines: [
         `tracklane: ${databaseName(context)} writes dates in the style "${err.dateStyle}" (its DateStyle); tracklane reads ISO dates only: run \`ALTER DATABASE <name> SET DateStyle = 'ISO, ${order}'\` (or set datestyle in postgresql.conf), then start again`,
+      ],
+    };
+  }
+
+  if (err instanceof SearchPathError) {
+    const finds = err.found === null ? "finds no order_events table" : `finds ${err.found}, not public.order_events`;
+    return {
+      exitCode: EX_CONFIG,
+      lines: [
+        `tracklane: ${databaseName(context)} gives this login the search_path "${err.searchPath}", which ${finds}; tracklane's tables are in the public schema: run \`ALTER ROLE <user> IN DATABASE <name> SET search_path = public\` (or put public first), then start again`,
       ],
     };
   }

@@ -16,7 +16,7 @@ import { describeTarget } from "../../src/db/url.ts";
 import { createLogger } from "../../src/logger.ts";
 import { opsRoutes } from "../../src/http/routes/ops.ts";
 import { createMetrics } from "../../src/metrics.ts";
-import { DateStyleError, MigrationsBehindError, describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
+import { DateStyleError, MigrationsBehindError, SearchPathError, describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
 import { createTestDatabase, serverUrl } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
 
@@ -179,6 +179,33 @@ describe("npm run migrate", () => {
     await runMigrations(db.url, log);
   });
 
+  it("a search_path that puts another schema first (a role's own schema, ALTER ROLE ... SET search_path): the tables go to public all the same, where web and worker find them", async () => {
+    const name = `${db.name}_path`;
+    const admin = driverSql(serverUrl("postgres"), { max: 1 });
+    await admin.unsafe(`create database ${name}`);
+    const url = serverUrl(name);
+    try {
+      const setup = driverSql(url, { max: 1 });
+      await setup`create schema app`;
+      await setup.end();
+      await admin.unsafe(`alter database ${name} set search_path = app, public`);
+      await runMigrations(url, capturing().log); // failed: relation "public.orders" does not exist
+      const check = driverSql(url, { max: 1 });
+      try {
+        const [where] = await check<{ app: number; public: number }[]>`
+          select count(*) filter (where schemaname = 'app')::int as app, count(*) filter (where schemaname = 'public')::int as public
+          from pg_tables where tablename in ('orders', 'order_events', 'commands')`;
+        assert.deepEqual(where, { app: 0, public: 3 });
+      } finally {
+        await check.end();
+      }
+      await requireMigrations(url);
+    } finally {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    }
+  });
+
   it("a database a later release migrated: nothing applied or undone, and a warning says so", async () => {
     const later = MIGRATIONS.at(-1)!.when + 60_000;
     await sql`insert into drizzle.__drizzle_migrations (hash, created_at) values ('a later release', ${later})`;
@@ -225,6 +252,36 @@ describe("readiness and the start check go by migrate's plan", () => {
     } finally {
       await sql.unsafe(`alter database ${db.name} reset DateStyle`);
     }
+  });
+
+  it("a search_path that misses tracklane's tables: web, worker, rebuild and npm start refuse to start (exit 78), naming the setting", async () => {
+    assert.equal(await startError(), undefined);
+    await sql`create schema if not exists other`;
+    for (const [path, found] of [["other", null], ["\"$user\"", null]] as const) {
+      await sql.unsafe(`alter database ${db.name} set search_path = ${path}`);
+      try {
+        const err = await startError();
+        assert.ok(err instanceof SearchPathError, `${path}: ${String(err)}`);
+        assert.equal(err.found, found);
+        const { exitCode, lines } = describeStartupError(err, { databaseUrl: db.url });
+        assert.equal(exitCode, 78);
+        assert.match(lines[0]!, /gives this login the search_path ".*", which finds no order_events table; tracklane's tables are in the public schema: run `ALTER ROLE <user> IN DATABASE <name> SET search_path = public`/);
+      } finally {
+        await sql.unsafe(`alter database ${db.name} reset search_path`);
+      }
+    }
+    // A table of the same name earlier on the path would be read instead of tracklane's.
+    await sql`create table other.order_events (x int)`;
+    await sql.unsafe(`alter database ${db.name} set search_path = other, public`);
+    try {
+      const err = await startError();
+      assert.ok(err instanceof SearchPathError, String(err));
+      assert.equal(err.found, "other.order_events");
+    } finally {
+      await sql.unsafe(`alter database ${db.name} reset search_path`);
+      await sql`drop schema other cascade`;
+    }
+    assert.equal(await startError(), undefined);
   });
 
   it("a migration missing below newer applied ones: not ready, and web, worker and rebuild refuse to start naming it; a later release's schema stays ready", async () => {
