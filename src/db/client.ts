@@ -229,8 +229,13 @@ const UNAVAILABLE_CODES = new Set([
  * kept: its transaction was rolled back, and the same statement may succeed when sent
  * again. A request that meets one is refused like an outage (503 with Retry-After), not
  * answered 500: a callback's sender retries, and nothing of it was stored. Left out, as
- * 500s: what fails the same way on every retry (53400, a configured limit; 25006, a write
- * sent to the read-only read pool, which is a bug).
+ * 500s: what fails the same way on every retry (53400, a configured limit).
+ *
+ * 25006 is a write on a read-only server: DATABASE_URL reached a standby (a failover whose
+ * DNS has not moved yet, an old primary demoted), or the server was made read-only
+ * (default_transaction_read_only, as some managed providers set on a full disk). That
+ * passes once the writable primary is back, and was a 500 that callback senders do not
+ * retry. No write of tracklane's goes to the read pool, so it cannot come from there.
  */
 const BUSY_CODES = new Map([
   ["40P01", "a deadlock"],
@@ -239,6 +244,7 @@ const BUSY_CODES = new Map([
   ["53000", "a lack of resources"],
   ["53100", "a full disk"],
   ["53200", "a lack of memory"],
+  ["25006", "a read-only database (a standby, or default_transaction_read_only)"],
 ]);
 
 /**
@@ -247,7 +253,7 @@ const BUSY_CODES = new Map([
  * event by event. A deadlock is left out: two batches whose events touch the same orders
  * can deadlock, and each event alone may not.
  */
-const DATABASE_STATE_CODES = new Set(["55P03", "57014", "53000", "53100", "53200"]);
+const DATABASE_STATE_CODES = new Set(["55P03", "57014", "53000", "53100", "53200", "25006"]);
 
 /**
  * The error and its causes (drizzle wraps driver errors), at most 5 deep, each with its

@@ -4,7 +4,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config.ts";
-import { createDatabase } from "../../src/db/client.ts";
+import { createDatabase, driverSql } from "../../src/db/client.ts";
 import { freePort } from "../../src/db/embedded.ts";
 import { createApp } from "../../src/http/app.ts";
 import { createLogger } from "../../src/logger.ts";
@@ -12,6 +12,7 @@ import { createMetrics } from "../../src/metrics.ts";
 import { createIngestor } from "../../src/ingest/batcher.ts";
 import { API_TOKEN, CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
+import { serverUrl } from "../helpers/db.ts";
 
 // An app whose database is a port nobody listens on.
 let app: ReturnType<typeof createApp>;
@@ -89,6 +90,7 @@ describe("a statement the database could not complete", () => {
     ["55P03", "lock that was not available"],
     ["53100", "full disk"],
     ["53200", "lack of memory"],
+    ["25006", "read-only database"],
   ] as const) {
     it(`a callback that meets ${sqlstate} (${named}) gets 503 with Retry-After, and nothing is stored`, async () => {
       const body = { client_order_id: `BUSY-${sqlstate}`, order_status: "DELIVERED", test_sqlstate: sqlstate };
@@ -119,7 +121,44 @@ describe("a statement the database could not complete", () => {
     assert.equal(await stored("BUSY-MATE-1"), 1);
   });
 
-  for (const sqlstate of ["XX000", "53400", "25006"]) {
+  it("a server that turned read-only (a failover reached a standby, default_transaction_read_only): callbacks get 503 and nothing is stored; once writable, they are stored", async () => {
+    await t.database.sql`drop trigger if exists test_raise_sqlstate on order_events`;
+    // Set from outside, then every session of the pool starts again on the database as it is now.
+    const readOnly = async (on: boolean) => {
+      const admin = driverSql(serverUrl("postgres"), { max: 1 });
+      try {
+        await admin.unsafe(`alter database ${t.testDb.name} ${on ? "set default_transaction_read_only = on" : "reset default_transaction_read_only"}`);
+        await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${t.testDb.name}`;
+      } finally {
+        await admin.end();
+      }
+    };
+    await readOnly(true);
+    try {
+      // The first ones may meet a session the termination closed (503 as well).
+      const messages: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const res = await t.callback({ client_order_id: "READ-ONLY-1", order_status: "DELIVERED" });
+        assert.equal(res.status, 503);
+        assert.equal(res.headers.get("retry-after"), "1");
+        const { error } = (await res.json()) as { error: { code: string; message: string } };
+        assert.equal(error.code, "database_unavailable");
+        messages.push(error.message);
+      }
+      assert.ok(messages.some((m) => /read-only database .*SQLSTATE 25006/.test(m)), messages.join("\n"));
+      const bad = await t.callback({ order_status: "DELIVERED" }); // its rejected-callback record cannot be kept either
+      assert.equal(bad.status, 503);
+    } finally {
+      await readOnly(false);
+    }
+    // As the sender retries: sessions the termination closed answer 503 first.
+    let again = 0;
+    for (let i = 0; i < 20 && again !== 200; i++) again = (await t.callback({ client_order_id: "READ-ONLY-1", order_status: "DELIVERED" })).status;
+    assert.equal(again, 200);
+    assert.equal(await stored("READ-ONLY-1"), 1, "stored once: none of the refused ones was kept");
+  });
+
+  for (const sqlstate of ["XX000", "53400"]) {
     it(`an error that no retry can fix (${sqlstate}) stays a 500 (internal_error), and nothing is stored`, async () => {
       await t.database.sql.unsafe(`create or replace trigger test_raise_sqlstate before insert on order_events for each row execute function test_raise_sqlstate()`);
       const body = { client_order_id: `BUSY-${sqlstate}`, order_status: "DELIVERED", test_sqlstate: sqlstate };
