@@ -101,11 +101,15 @@ describe("failure bursts", () => {
       logger.error("Error occurred fetching jobs; will try again on next poll interval.", { error: refused });
       logger.error("Error with notify listener (trying again in 500ms)", { error: new Error("Connection terminated unexpectedly") });
     }
+    // A read-only server (failover to a standby): graphile-worker's every poll fails with 25006.
+    for (let i = 0; i < 30; i++) {
+      logger.error("Error occurred fetching jobs; will try again on next poll interval.", { error: Object.assign(new Error("cannot execute UPDATE in a read-only transaction"), { code: "25006" }) });
+    }
     logger.error("Failed task 7 (order__project) with error 'connect ECONNREFUSED'", { failure: true, job: { id: "7" }, error: refused });
     logger.error("something else broke", { error: new TypeError("x is undefined") });
     assert.deepEqual(
       lines.map((l) => l.msg),
-      ["Error occurred fetching jobs; will try again on next poll interval.", "Failed task 7 (order__project) with error 'connect ECONNREFUSED'", "something else broke"],
+      ["Error occurred fetching jobs; will try again on next poll interval.", "Error occurred fetching jobs; will try again on next poll interval.", "Failed task 7 (order__project) with error 'connect ECONNREFUSED'", "something else broke"],
     );
     assert.equal(lines[0]!.level, 40);
   });
