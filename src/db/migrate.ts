@@ -5,6 +5,7 @@ import { runMigrations as runWorkerMigrations } from "graphile-worker";
 import { createPool } from "./client.ts";
 import type { Logger } from "../logger.ts";
 import { graphileLogger } from "../worker/logger.ts";
+import { requireOwnSessions } from "./pooler.ts";
 import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, appliedMigrations, migrationPlan } from "./ready.ts";
 
 /** Arbitrary constant key of the advisory lock that serialises migrations. */
@@ -82,6 +83,9 @@ export async function runMigrations(url: string, log: Logger): Promise<void> {
   // while it runs, so several processes starting together apply each migration once.
   // A pool of its own, closed at the end: drizzle reconfigures the type parsers of the
   // pool it is given.
+  // Through a pooler in transaction mode the lock below could be taken in one server
+  // session and let go in another, left held for the next run to wait on for ever.
+  await requireOwnSessions(url);
   const sql = createPool(url, 1, "tracklane-migrate");
   let pending: string[];
   try {

@@ -9,6 +9,7 @@ import { ConfigError, loadConfig } from "../config.ts";
 import type { Config } from "../config.ts";
 import { createPool, isDatabaseUnavailable } from "../db/client.ts";
 import { MigrationFailedError, MigrationsSkippedError, NEWEST_MIGRATION, schemaState } from "../db/ready.ts";
+import { TransactionPoolingError, requireOwnSessions } from "../db/pooler.ts";
 import { describeTarget } from "../db/url.ts";
 import type { Logger } from "../logger.ts";
 
@@ -74,6 +75,7 @@ export async function requireMigrations(url: string): Promise<void> {
   const sql = createPool(url, 1, "tracklane-startup-check");
   try {
     const schema = await schemaState(sql);
+    await requireOwnSessions(url);
     if (schema.state === "missing") throw new MigrationsMissingError();
     // Queries of this release may need what the missing migrations add (a column, a key
     // form): a start now would answer with errors, or store what the old schema misreads.
@@ -253,6 +255,15 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
       exitCode: EX_CONFIG,
       lines: [
         `tracklane: ${databaseName(context)} writes dates in the style "${err.dateStyle}" (its DateStyle); tracklane reads ISO dates only: run \`ALTER DATABASE <name> SET DateStyle = 'ISO, ${order}'\` (or set datestyle in postgresql.conf), then start again`,
+      ],
+    };
+  }
+
+  if (err instanceof TransactionPoolingError) {
+    return {
+      exitCode: EX_CONFIG,
+      lines: [
+        `tracklane: ${databaseName(context)} is a connection pooler in transaction mode: one connection's statements ran in different server sessions, and tracklane needs each connection to stay one session (graphile-worker's prepared statements and LISTEN, advisory locks); use the pooler's session mode (PgBouncer: pool_mode = session) or connect to PostgreSQL directly, then start again`,
       ],
     };
   }

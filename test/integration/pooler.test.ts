@@ -1,0 +1,136 @@
+/**
+ * DATABASE_URL through a connection pooler (src/db/pooler.ts): a connection that is its
+ * own session passes the start check; through PgBouncer in session mode too; in
+ * transaction mode migrate, web, worker and rebuild refuse to start (exit
+ * 78), naming the mode. The PgBouncer tests need its binary (Debian: apt-get install
+ * pgbouncer) and are skipped, saying so, where it is not installed.
+ */
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { driverSql } from "../../src/db/client.ts";
+import { freePort } from "../../src/db/embedded.ts";
+import { runMigrations } from "../../src/db/migrate.ts";
+import { TransactionPoolingError, requireOwnSessions, sharesSessions } from "../../src/db/pooler.ts";
+import { connectTarget } from "../../src/db/url.ts";
+import { createLogger } from "../../src/logger.ts";
+import { describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
+import { createTestDatabase } from "../helpers/db.ts";
+import type { TestDatabase } from "../helpers/db.ts";
+
+const PGBOUNCER = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer"].find((p) => existsSync(p));
+const noPgbouncer = PGBOUNCER === undefined ? "no pgbouncer binary (apt-get install pgbouncer): the pooler tests are skipped" : false;
+
+let db: TestDatabase;
+before(async () => {
+  db = await createTestDatabase();
+});
+after(async () => db.drop());
+
+describe("a connection that is its own session", () => {
+  it("passes: the server itself", async () => {
+    assert.equal(await sharesSessions(db.url), false);
+    await requireOwnSessions(db.url);
+    await requireMigrations(db.url);
+  });
+});
+
+/** PgBouncer in `mode` on a free loopback port, in front of the test database. */
+async function pgbouncer(mode: "session" | "transaction"): Promise<{ url: string; stop(): Promise<void> }> {
+  const target = connectTarget(db.url);
+  const server = new URL(target.url);
+  const host = target.host ?? (server.hostname || "127.0.0.1");
+  const port = target.port ?? (Number(server.port) || 5432);
+  const user = target.user ?? decodeURIComponent(server.username || "postgres");
+  const password = target.pass ?? decodeURIComponent(server.password);
+  const dir = mkdtempSync(join(tmpdir(), "tracklane-pgbouncer-"));
+  chmodSync(dir, 0o755);
+  const listen = await freePort();
+  const login = `host=${host} port=${port} dbname=${db.name} user=${user}${password ? ` password=${password}` : ""}`;
+  const ini = join(dir, "pgbouncer.ini");
+  writeFileSync(
+    ini,
+    [
+      "[databases]",
+      `${db.name} = ${login}`,
+      "[pgbouncer]",
+      "listen_addr = 127.0.0.1",
+      `listen_port = ${listen}`,
+      "unix_socket_dir =",
+      "auth_type = any",
+      `pool_mode = ${mode}`,
+      "default_pool_size = 10",
+      "ignore_startup_parameters = extra_float_digits",
+      "",
+    ].join("\n"),
+  );
+  chmodSync(ini, 0o644);
+  // PgBouncer refuses to run as root: it is given a user to become.
+  const asRoot = process.getuid?.() === 0 ? ["-u", "nobody"] : [];
+  const child: ChildProcess = spawn(PGBOUNCER!, [...asRoot, ini], { stdio: "ignore" });
+  for (let i = 0; ; i++) {
+    const up = await new Promise<boolean>((resolve) => {
+      const s = connect(listen, "127.0.0.1", () => (s.end(), resolve(true)));
+      s.on("error", () => resolve(false));
+    });
+    if (up) break;
+    if (i > 100 || child.exitCode !== null) throw new Error(`pgbouncer did not start (exit ${child.exitCode})`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url: `postgres://${encodeURIComponent(user)}@127.0.0.1:${listen}/${db.name}`,
+    async stop() {
+      child.kill("SIGINT");
+      await new Promise((r) => (child.exitCode !== null ? r(null) : child.once("exit", r)));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describe("through PgBouncer", { skip: noPgbouncer }, () => {
+  it("in session mode: passes, and migrate runs", async () => {
+    const bouncer = await pgbouncer("session");
+    try {
+      assert.equal(await sharesSessions(bouncer.url), false);
+      await runMigrations(bouncer.url, createLogger({ level: "silent" }));
+      await requireMigrations(bouncer.url);
+    } finally {
+      await bouncer.stop();
+    }
+  });
+
+  // Statement mode is not tested: PgBouncer closes a connection that begins a transaction,
+  // and tracklane's first transaction fails at once.
+  for (const mode of ["transaction"] as const) {
+    it(`in ${mode} mode: migrate, web, worker and rebuild refuse to start (exit 78), naming the mode, and no advisory lock is left held`, async () => {
+      const bouncer = await pgbouncer(mode);
+      try {
+        // Busy first, as a pooler in use is: several server sessions open.
+        const warm = driverSql(bouncer.url, { max: 4 });
+        await Promise.all([1, 2, 3, 4].map(() => warm`select pg_sleep(0.05)`)).catch(() => {});
+        await warm.end();
+        for (const start of [() => runMigrations(bouncer.url, createLogger({ level: "silent" })), () => requireMigrations(bouncer.url)]) {
+          const err = await start().then(
+            () => assert.fail("started through a pooler in transaction mode"),
+            (e: unknown) => e,
+          );
+          assert.ok(err instanceof TransactionPoolingError, String(err));
+          const { exitCode, lines } = describeStartupError(err, { databaseUrl: bouncer.url });
+          assert.equal(exitCode, 78);
+          assert.match(lines[0]!, /is a connection pooler in transaction mode: .* use the pooler's session mode \(PgBouncer: pool_mode = session\) or connect to PostgreSQL directly/);
+        }
+        const direct = driverSql(db.url, { max: 1 });
+        const [locks] = await direct<{ n: number }[]>`select count(*)::int as n from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())`;
+        await direct.end();
+        assert.equal(locks!.n, 0);
+      } finally {
+        await bouncer.stop();
+      }
+    });
+  }
+});
