@@ -6,6 +6,7 @@ import { createPool } from "./client.ts";
 import type { Logger } from "../logger.ts";
 import { graphileLogger } from "../worker/logger.ts";
 import { requireOwnSessions } from "./pooler.ts";
+import { workerConnectionString } from "./tls.ts";
 import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, appliedMigrations, migrationPlan } from "./ready.ts";
 
 /** Arbitrary constant key of the advisory lock that serialises migrations. */
@@ -117,7 +118,7 @@ export async function runMigrations(url: string, log: Logger): Promise<void> {
     await migrate(drizzle(sql, { casing: "snake_case" }), { migrationsFolder: MIGRATIONS_FOLDER }).catch(async (err: unknown) => {
       throw failedMigration(err, isLockTimeout(err) ? await lockHolders(sql).catch(() => []) : []);
     });
-    await runWorkerMigrations({ connectionString: url, logger: graphileLogger(log) });
+    await runWorkerMigrations({ connectionString: await workerConnectionString(url), logger: graphileLogger(log) });
     await sql`select pg_advisory_unlock(${MIGRATION_LOCK})`;
   } finally {
     await sql.end({ timeout: 5 });

@@ -10,7 +10,7 @@ import type { Config } from "../config.ts";
 import { createPool, isDatabaseUnavailable } from "../db/client.ts";
 import { MigrationFailedError, MigrationsSkippedError, NEWEST_MIGRATION, schemaState } from "../db/ready.ts";
 import { TransactionPoolingError, requireOwnSessions } from "../db/pooler.ts";
-import { describeTarget } from "../db/url.ts";
+import { describeTarget, parseUrl } from "../db/url.ts";
 import type { Logger } from "../logger.ts";
 
 /** sysexits.h EX_CONFIG: the configuration is wrong; restarting the same way cannot help. */
@@ -145,6 +145,18 @@ function findCode(err: unknown, codes: readonly string[]): (Error & { code: stri
     e = (e as { cause?: unknown }).cause;
   }
   return undefined;
+}
+
+/**
+ * A server that answered TLS's request with no (postgres.js drops the connection before the
+ * handshake; node-postgres, graphile-worker's driver, says so).
+ */
+function refusedTls(err: unknown): boolean {
+  for (let e = err, depth = 0; typeof e === "object" && e !== null && depth < 5; depth++) {
+    if (e instanceof Error && /before secure TLS connection was established|does not support SSL connections/.test(e.message)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** `host:port/database` (or the socket's path) of a postgres URL: enough to tell which database, never the password. */
@@ -289,6 +301,16 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
   if (login) {
     const what = login.code === "3D000" ? "that database does not exist; create it or fix the name" : "the server refused the login; check the user and password";
     return { exitCode: EX_FAILURE, lines: [`tracklane: could not connect to ${databaseName(context)}: ${what}`] };
+  }
+
+  if (refusedTls(err)) {
+    const mode = context.databaseUrl === undefined ? null : parseUrl(context.databaseUrl)?.searchParams.get("sslmode");
+    return {
+      exitCode: EX_CONFIG,
+      lines: [
+        `tracklane: could not connect to ${databaseName(context)}: the server does not accept TLS, and DATABASE_URL asks for it${mode ? ` (sslmode=${mode})` : ""}; turn on ssl in the server, or connect without TLS (sslmode=disable, or prefer to use TLS where the server offers it)`,
+      ],
+    };
   }
 
   if (isDatabaseUnavailable(err)) {

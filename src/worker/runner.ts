@@ -5,6 +5,7 @@
 import { run } from "graphile-worker";
 import type { Runner, TaskList } from "graphile-worker";
 import { enqueueStartReplenish } from "../awb/jobs.ts";
+import { workerConnectionString } from "../db/tls.ts";
 import type { RunnerShared, WorkerDeps } from "./deps.ts";
 import { createLoadMeter } from "./load.ts";
 import { fixLocalQueueRelease } from "./local-queue.ts";
@@ -25,7 +26,7 @@ export async function startWorker(deps: WorkerDeps): Promise<Runner> {
   if (!(await fixLocalQueueRelease())) deps.log.warn("graphile-worker's local queue is not the one tracklane fixes (local-queue.ts): a stop under load may log errors");
   const stop = new AbortController();
   const runner = await run({
-    connectionString: deps.databaseUrl,
+    connectionString: await workerConnectionString(deps.databaseUrl),
     concurrency: deps.config.worker.concurrency,
     maxPoolSize: deps.config.worker.concurrency + 2,
     // Jobs are enqueued with NOTIFY; polling is only the fallback.
