@@ -218,6 +218,10 @@ const UNAVAILABLE_CODES = new Set([
   "57P01", // admin_shutdown
   "57P02", // crash_shutdown
   "57P03", // cannot_connect_now
+  // idle_session_timeout (a managed provider's setting): the server ended a connection that
+  // sat idle; the pool opens another. graphile-worker's LISTEN connection idles for ever and
+  // met it each time: an error with its stack every few seconds.
+  "57P05",
   "53300", // too_many_connections
   // serialization_failure: tracklane runs no serializable transaction, so this is a read
   // replica (DATABASE_READ_URL) cancelling a query that replay conflicts with: retry.

@@ -101,6 +101,10 @@ describe("failure bursts", () => {
       logger.error("Error occurred fetching jobs; will try again on next poll interval.", { error: refused });
       logger.error("Error with notify listener (trying again in 500ms)", { error: new Error("Connection terminated unexpectedly") });
     }
+    // A server with idle_session_timeout ends graphile-worker's idle connections, its LISTEN one too.
+    for (let i = 0; i < 30; i++) {
+      logger.error("Error with notify listener (trying again in 500ms)", { error: Object.assign(new Error("terminating connection due to idle-session timeout"), { code: "57P05" }) });
+    }
     // A read-only server (failover to a standby): graphile-worker's every poll fails with 25006.
     for (let i = 0; i < 30; i++) {
       logger.error("Error occurred fetching jobs; will try again on next poll interval.", { error: Object.assign(new Error("cannot execute UPDATE in a read-only transaction"), { code: "25006" }) });
