@@ -65,6 +65,23 @@ export class SearchPathError extends Error {
 }
 
 /**
+ * The login is not the owner of tracklane's tables (the role `npm run migrate` ran as) nor
+ * a member of it: graphile-worker's tables admit their owner alone (row-level security
+ * with no policy), so every enqueue and every job failed ("new row violates row-level
+ * security policy"), and the event log's partitions are made and dropped by their owner.
+ */
+export class NotOwnerError extends Error {
+  readonly login: string;
+  readonly owner: string;
+  constructor(login: string, owner: string) {
+    super(`the login ${login} is not the owner of tracklane's tables (${owner}) nor a member of it`);
+    this.name = "NotOwnerError";
+    this.login = login;
+    this.owner = owner;
+  }
+}
+
+/**
  * `npm run web`, `npm run worker` and `npm run rebuild` never migrate (`npm run migrate`
  * does, once per release). Without the schema a web process would answer 503, a worker
  * fail every job for as long as it runs, and a rebuild fail on its first query: refuse to
@@ -93,6 +110,10 @@ export async function requireMigrations(url: string): Promise<void> {
               where c.oid = to_regclass('order_events')) as found,
              to_regclass('order_events') is not distinct from to_regclass('public.order_events') as ours`;
     if (path !== undefined && !path.ours) throw new SearchPathError(path.search_path, path.found);
+    const [owner] = await sql<{ login: string; owner: string; member: boolean }[]>`
+      select current_user as login, c.relowner::regrole::text as owner, pg_has_role(c.relowner, 'USAGE') as member
+      from pg_class c where c.oid = 'graphile_worker._private_jobs'::regclass`;
+    if (owner !== undefined && !owner.member) throw new NotOwnerError(owner.login, owner.owner);
   } finally {
     await sql.end({ timeout: 1 });
   }
@@ -276,6 +297,15 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
       exitCode: EX_CONFIG,
       lines: [
         `tracklane: ${databaseName(context)} is a connection pooler in transaction mode: one connection's statements ran in different server sessions, and tracklane needs each connection to stay one session (graphile-worker's prepared statements and LISTEN, advisory locks); use the pooler's session mode (PgBouncer: pool_mode = session) or connect to PostgreSQL directly, then start again`,
+      ],
+    };
+  }
+
+  if (err instanceof NotOwnerError) {
+    return {
+      exitCode: EX_CONFIG,
+      lines: [
+        `tracklane: ${databaseName(context)} is reached as ${err.login}, which neither owns tracklane's tables nor is a member of their owner, ${err.owner} (graphile-worker's tables admit their owner only, and the event log's partitions are made and dropped by it): log in as ${err.owner}, or run \`GRANT ${err.owner} TO ${err.login}\`, then start again`,
       ],
     };
   }

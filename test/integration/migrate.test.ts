@@ -16,7 +16,7 @@ import { describeTarget } from "../../src/db/url.ts";
 import { createLogger } from "../../src/logger.ts";
 import { opsRoutes } from "../../src/http/routes/ops.ts";
 import { createMetrics } from "../../src/metrics.ts";
-import { DateStyleError, MigrationsBehindError, SearchPathError, describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
+import { DateStyleError, MigrationsBehindError, NotOwnerError, SearchPathError, describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
 import { createTestDatabase, serverUrl } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
 
@@ -282,6 +282,35 @@ describe("readiness and the start check go by migrate's plan", () => {
       await sql`drop schema other cascade`;
     }
     assert.equal(await startError(), undefined);
+  });
+
+  it("a login that neither owns the tables nor is a member of their owner: web, worker and rebuild refuse to start (exit 78), naming both roles; a member starts", async () => {
+    const role = `tracklane_test_app_${db.name.slice(-8)}`;
+    // What a second role of an application usually gets: every table's rows, no ownership.
+    await sql.unsafe(`
+      create role ${role} login password 'test-app-role';
+      grant usage on schema public, graphile_worker, drizzle to ${role};
+      grant select, insert, update, delete on all tables in schema public, graphile_worker to ${role};
+      grant select on all tables in schema drizzle to ${role};
+      grant usage, select, update on all sequences in schema public, graphile_worker to ${role};`);
+    try {
+      const url = new URL(db.url);
+      url.username = role;
+      url.password = "test-app-role";
+      const [owner] = await sql<{ owner: string }[]>`select relowner::regrole::text as owner from pg_class where oid = 'graphile_worker._private_jobs'::regclass`;
+      const err = await requireMigrations(url.toString()).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof NotOwnerError, String(err));
+      const { exitCode, lines } = describeStartupError(err, { databaseUrl: url.toString() });
+      assert.equal(exitCode, 78);
+      assert.match(lines[0]!, new RegExp(`is reached as ${role}, which neither owns tracklane's tables nor is a member of their owner, ${owner!.owner} .*: log in as ${owner!.owner}, or run \`GRANT ${owner!.owner} TO ${role}\``));
+      await sql.unsafe(`grant ${owner!.owner} to ${role}`);
+      await requireMigrations(url.toString());
+    } finally {
+      await sql.unsafe(`drop owned by ${role}; drop role ${role}`);
+    }
   });
 
   it("a migration missing below newer applied ones: not ready, and web, worker and rebuild refuse to start naming it; a later release's schema stays ready", async () => {
