@@ -10,7 +10,7 @@ import { BUILT_IN_PRODUCT, configuredProvider, startBuiltInEmulator } from "./ru
 import { fatal, stopOnSignal } from "./runtime/lifecycle.ts";
 import { startServices } from "./runtime/services.ts";
 import { commandLine } from "./runtime/cli.ts";
-import { loadConfigOrExit, requireMigrations } from "./runtime/startup-errors.ts";
+import { loadConfigOrExit, requireMigrations, requireReadPool } from "./runtime/startup-errors.ts";
 
 commandLine(`usage: npm start
   Everything in one process: migrations, the HTTP server (callbacks, API, console) and the
@@ -66,6 +66,7 @@ async function main() {
   await runMigrations(db.url, log);
   // What `npm run web` and `npm run worker` check at their start (the DateStyle, here).
   await requireMigrations(db.url);
+  if (config.databaseReadUrl !== undefined) await requireReadPool(config.databaseReadUrl);
   // The log's partitions: made once, by startServices for the worker in this process.
   const builtIn = config.provider.baseUrl === undefined ? await startBuiltInEmulator(config, log) : undefined;
   if (builtIn) undoOnFailure.push(() => builtIn.emulator.close());

@@ -183,7 +183,7 @@ export function driverSql(url: string, options: postgres.Options<Record<string, 
  * copy) then refuses a write sent to the wrong pool instead of storing it where nothing
  * reads it, or where it is lost.
  */
-const READ_ONLY: PoolOptions = { connection: { default_transaction_read_only: true } };
+export const READ_ONLY: PoolOptions = { connection: { default_transaction_read_only: true } };
 
 /**
  * The process's pool, and a web process's read pool when DATABASE_READ_URL is set

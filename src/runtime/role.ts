@@ -10,7 +10,7 @@ import { configuredProvider } from "./provider.ts";
 import { fatal, stopOnSignal } from "./lifecycle.ts";
 import { startServices } from "./services.ts";
 import type { Services } from "./services.ts";
-import { loadConfigOrExit, requireMigrations } from "./startup-errors.ts";
+import { loadConfigOrExit, requireMigrations, requireReadPool } from "./startup-errors.ts";
 
 /**
  * The ports this role will listen on, which an embedded PostgreSQL it starts must not take:
@@ -29,6 +29,7 @@ export function runRole(role: "web" | "worker"): void {
     let services: Services;
     try {
       await requireMigrations(db.url);
+      if (role === "web" && config.databaseReadUrl !== undefined) await requireReadPool(config.databaseReadUrl);
       const provider = configuredProvider(config, log);
       if (!provider) log.warn("PROVIDER_BASE_URL is not set: order commands and sandbox calls are unavailable");
       services = await startServices({ config, databaseUrl: db.url, log, web: role === "web", worker: role === "worker", provider });

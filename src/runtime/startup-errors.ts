@@ -7,7 +7,7 @@
  */
 import { ConfigError, loadConfig } from "../config.ts";
 import type { Config } from "../config.ts";
-import { createPool, isDatabaseUnavailable } from "../db/client.ts";
+import { POOL_NAMES, READ_ONLY, createPool, isDatabaseUnavailable } from "../db/client.ts";
 import { MigrationFailedError, MigrationsSkippedError, NEWEST_MIGRATION, schemaState } from "../db/ready.ts";
 import { TransactionPoolingError, requireOwnSessions } from "../db/pooler.ts";
 import { describeTarget, parseUrl } from "../db/url.ts";
@@ -82,6 +82,33 @@ export class NotOwnerError extends Error {
 }
 
 /**
+ * DATABASE_READ_URL goes through a pooler that refuses the read pool's
+ * default_transaction_read_only (PgBouncer refuses every startup parameter it does not
+ * know): the web started, and every GET answered 503 for as long as it ran.
+ */
+export class ReadPoolParameterError extends Error {
+  constructor(cause: unknown) {
+    super("DATABASE_READ_URL refuses the read pool's default_transaction_read_only", { cause });
+    this.name = "ReadPoolParameterError";
+  }
+}
+
+/**
+ * A web process's read pool connects once at start. Only a refused startup parameter ends
+ * the start: a replica that is down answers the GETs 503 until it is back, as before.
+ */
+export async function requireReadPool(url: string): Promise<void> {
+  const sql = createPool(url, 1, POOL_NAMES.read, READ_ONLY);
+  try {
+    await sql`select 1`;
+  } catch (err) {
+    if (err instanceof Error && (err as { code?: unknown }).code === "08P01" && /startup parameter/i.test(err.message)) throw new ReadPoolParameterError(err);
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+/**
  * `npm run web`, `npm run worker` and `npm run rebuild` never migrate (`npm run migrate`
  * does, once per release). Without the schema a web process would answer 503, a worker
  * fail every job for as long as it runs, and a rebuild fail on its first query: refuse to
@@ -150,7 +177,7 @@ export class ListenFailedError extends Error {
 }
 
 /** What the failing process was configured with, to name the setting to change. */
-export type StartupContext = Partial<Pick<Config, "port" | "host" | "databaseUrl" | "dataDir">>;
+export type StartupContext = Partial<Pick<Config, "port" | "host" | "databaseUrl" | "databaseReadUrl" | "dataDir">>;
 
 export interface StartupFailure {
   exitCode: number;
@@ -297,6 +324,16 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
       exitCode: EX_CONFIG,
       lines: [
         `tracklane: ${databaseName(context)} is a connection pooler in transaction mode: one connection's statements ran in different server sessions, and tracklane needs each connection to stay one session (graphile-worker's prepared statements and LISTEN, advisory locks); use the pooler's session mode (PgBouncer: pool_mode = session) or connect to PostgreSQL directly, then start again`,
+      ],
+    };
+  }
+
+  if (err instanceof ReadPoolParameterError) {
+    const where = context.databaseReadUrl === undefined ? null : describeTarget(context.databaseReadUrl);
+    return {
+      exitCode: EX_CONFIG,
+      lines: [
+        `tracklane: ${where === null ? "DATABASE_READ_URL" : `${where} (DATABASE_READ_URL)`} refuses the startup parameter default_transaction_read_only, which the read pool sets (a pooler: PgBouncer refuses those it does not know); add it to the pooler's ignore_startup_parameters, or point DATABASE_READ_URL at the replica itself, then start again`,
       ],
     };
   }

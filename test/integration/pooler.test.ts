@@ -2,7 +2,8 @@
  * DATABASE_URL through a connection pooler (src/db/pooler.ts): a connection that is its
  * own session passes the start check; through PgBouncer in session mode too; in
  * transaction mode migrate, web, worker and rebuild refuse to start (exit
- * 78), naming the mode. The PgBouncer tests need its binary (Debian: apt-get install
+ * 78), naming the mode; as DATABASE_READ_URL it refuses the read pool's startup parameter,
+ * and the web refuses to start saying so. The PgBouncer tests need its binary (Debian: apt-get install
  * pgbouncer) and are skipped, saying so, where it is not installed.
  */
 import assert from "node:assert/strict";
@@ -19,7 +20,7 @@ import { runMigrations } from "../../src/db/migrate.ts";
 import { TransactionPoolingError, requireOwnSessions, sharesSessions } from "../../src/db/pooler.ts";
 import { connectTarget } from "../../src/db/url.ts";
 import { createLogger } from "../../src/logger.ts";
-import { describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
+import { ReadPoolParameterError, describeStartupError, requireMigrations, requireReadPool } from "../../src/runtime/startup-errors.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
 
@@ -99,6 +100,23 @@ describe("through PgBouncer", { skip: noPgbouncer }, () => {
       assert.equal(await sharesSessions(bouncer.url), false);
       await runMigrations(bouncer.url, createLogger({ level: "silent" }));
       await requireMigrations(bouncer.url);
+    } finally {
+      await bouncer.stop();
+    }
+  });
+
+  it("as DATABASE_READ_URL: the read pool's default_transaction_read_only is refused, and the web refuses to start (exit 78) saying what to add; the server itself passes", async () => {
+    await requireReadPool(db.url);
+    const bouncer = await pgbouncer("session");
+    try {
+      const err = await requireReadPool(bouncer.url).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof ReadPoolParameterError, String(err));
+      const { exitCode, lines } = describeStartupError(err, { databaseUrl: db.url, databaseReadUrl: bouncer.url });
+      assert.equal(exitCode, 78);
+      assert.match(lines[0]!, /\(DATABASE_READ_URL\) refuses the startup parameter default_transaction_read_only, .* add it to the pooler's ignore_startup_parameters, or point DATABASE_READ_URL at the replica itself/);
     } finally {
       await bouncer.stop();
     }
