@@ -116,10 +116,11 @@ export async function requireReadPool(url: string): Promise<void> {
  * DATABASE_URL stops the start here rather than failing every request.
  */
 export async function requireMigrations(url: string): Promise<void> {
-  const sql = createPool(url, 1, "tracklane-startup-check");
+  // Two connections: the pooler check needs both (db/pooler.ts).
+  const sql = createPool(url, 2, "tracklane-startup-check");
   try {
     const schema = await schemaState(sql);
-    await requireOwnSessions(url);
+    await requireOwnSessions(sql);
     if (schema.state === "missing") throw new MigrationsMissingError();
     // Queries of this release may need what the missing migrations add (a column, a key
     // form): a start now would answer with errors, or store what the old schema misreads.
