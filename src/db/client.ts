@@ -78,6 +78,17 @@ function socketFactory() {
     let held: unknown[] | null = null; // the 'close' not passed on yet
     let fallback: NodeJS.Timeout | undefined;
     socket.once("connect", () => (established = true));
+    // Some connects fail at once, reported on the next tick: EMFILE (no file descriptor
+    // left) or a socket path too long. The driver awaits this factory before it listens,
+    // so that 'error' went unheard and killed the process. What comes before the driver
+    // listens is passed on once it does (it adds its listeners as the await returns,
+    // before the next turn of the event loop).
+    let early: [string | symbol, unknown[]][] | null = [];
+    setImmediate(() => {
+      const pending = early ?? [];
+      early = null;
+      for (const [event, args] of pending) socket.emit(event, ...args);
+    });
     const pass = () => {
       if (held === null) return;
       const args = held;
@@ -90,6 +101,10 @@ function socketFactory() {
       fallback = setTimeout(() => setImmediate(() => setImmediate(pass)), 250);
     };
     socket.emit = ((event: string | symbol, ...args: unknown[]) => {
+      if (early !== null && (event === "error" || event === "close")) {
+        early.push([event, args]);
+        return true;
+      }
       // Not connected yet (refused, timed out): nothing was in flight; as upstream.
       if (event !== "close" || !established) return emit(event, ...args);
       if (args[0] !== true) emit("error", closedError()); // a clean close had no 'error' first
@@ -229,8 +244,8 @@ const UNAVAILABLE_CODES = new Set([
 ]);
 
 /**
- * SQLSTATEs of a statement the database could not complete right now, with nothing of it
- * kept: its transaction was rolled back, and the same statement may succeed when sent
+ * SQLSTATEs (and two errors of the process's own) of a statement the database could not
+ * complete right now, with nothing of it kept: its transaction was rolled back, and the same statement may succeed when sent
  * again. A request that meets one is refused like an outage (503 with Retry-After), not
  * answered 500: a callback's sender retries, and nothing of it was stored. Left out, as
  * 500s: what fails the same way on every retry (53400, a configured limit).
@@ -249,6 +264,11 @@ const BUSY_CODES = new Map([
   ["53100", "a full disk"],
   ["53200", "a lack of memory"],
   ["25006", "a read-only database (a standby, or default_transaction_read_only)"],
+  // Not the database's: this process (EMFILE, its `ulimit -n`) or the machine (ENFILE) has
+  // no file descriptor left for a new connection, while clients hold many. It passes as
+  // they let go, and nothing was sent.
+  ["EMFILE", "no file descriptor left in this process"],
+  ["ENFILE", "no file descriptor left on this machine"],
 ]);
 
 /**
@@ -257,7 +277,7 @@ const BUSY_CODES = new Map([
  * event by event. A deadlock is left out: two batches whose events touch the same orders
  * can deadlock, and each event alone may not.
  */
-const DATABASE_STATE_CODES = new Set(["55P03", "57014", "53000", "53100", "53200", "25006"]);
+const DATABASE_STATE_CODES = new Set(["55P03", "57014", "53000", "53100", "53200", "25006", "EMFILE", "ENFILE"]);
 
 /**
  * The error and its causes (drizzle wraps driver errors), at most 5 deep, each with its
@@ -287,7 +307,7 @@ export function isDatabaseWideFailure(err: unknown): boolean {
 export function databaseBusyReason(err: unknown): string | null {
   for (const { code } of codedCauses(err)) {
     const reason = BUSY_CODES.get(code);
-    if (reason !== undefined) return `${reason} (SQLSTATE ${code})`;
+    if (reason !== undefined) return `${reason} (${/^[0-9A-Z]{5}$/.test(code) ? "SQLSTATE " : ""}${code})`;
   }
   return null;
 }
