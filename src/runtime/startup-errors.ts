@@ -383,6 +383,20 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
 
   if (isDatabaseUnavailable(err)) {
     const found = findCode(err, Object.keys(CONNECT_REASONS));
+    if (found?.code === "53300") {
+      // PostgreSQL is there and answered: the limit it names is what to change, not the URL.
+      const limit = /for role/.test(found.message)
+        ? "the role's CONNECTION LIMIT"
+        : /for database/.test(found.message)
+          ? "the database's CONNECTION LIMIT"
+          : "max_connections";
+      return {
+        exitCode: EX_FAILURE,
+        lines: [
+          `tracklane: could not connect to the database at ${databaseName(context)}: ${CONNECT_REASONS["53300"]} (${oneLine(found.message)}); ${limit} is reached: lower DB_POOL_MAX or WORKER_CONCURRENCY of tracklane's processes (docs/operations.md, the connection budget) or raise that limit, then start again`,
+        ],
+      };
+    }
     const reason = found ? CONNECT_REASONS[found.code]! : oneLine(err instanceof Error ? err.message : String(err));
     const hint = context.databaseUrl === undefined ? "see the log above for the embedded server" : "check that PostgreSQL runs there and that DATABASE_URL is right";
     return { exitCode: EX_FAILURE, lines: [`tracklane: could not connect to the database at ${databaseName(context)}: ${reason}; ${hint}`] };

@@ -66,6 +66,22 @@ describe("startup errors", () => {
     ]);
   });
 
+  it("no connection slot left (53300): names the limit the server gave and the settings that size tracklane's pools", () => {
+    for (const [message, limit] of [
+      ['too many connections for role "app"', "the role's CONNECTION LIMIT"],
+      ['too many connections for database "orders"', "the database's CONNECTION LIMIT"],
+      ["sorry, too many clients already", "max_connections"],
+    ] as const) {
+      const err = Object.assign(new Error(message), { code: "53300", severity: "FATAL" });
+      const failure = describeStartupError(err, context);
+      // Other clients may let go: the process manager's retry can succeed.
+      assert.equal(failure.exitCode, 1);
+      assert.deepEqual(failure.lines, [
+        `tracklane: could not connect to the database at db.internal:6543/orders (DATABASE_URL): the server has no connection slots left (${message}); ${limit} is reached: lower DB_POOL_MAX or WORKER_CONCURRENCY of tracklane's processes (docs/operations.md, the connection budget) or raise that limit, then start again`,
+      ]);
+    }
+  });
+
   it("missing migrations: says to run npm run migrate", () => {
     const failure = describeStartupError(new MigrationsMissingError(), context);
     assert.equal(failure.exitCode, 1);
