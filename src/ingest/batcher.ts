@@ -53,6 +53,14 @@ interface Pending {
 export interface Ingestor {
   /** Stores the event; `bytes`, the size of its body, counts against maxPendingBytes. */
   submit(input: EventInput, bytes?: number): Promise<Appended>;
+  /**
+   * Holds `bytes` of maxPendingBytes for a body about to be read, until the returned
+   * release is called (at once before its submit, or when it is refused): null when they
+   * are not there, and the callback is refused before its body is read. Bodies being
+   * read, decoded and parsed cost memory before they reach the buffer: unheld, hundreds
+   * of large callbacks arriving at once ran the web process out of heap.
+   */
+  hold(bytes: number): (() => void) | null;
   /** Flushes what is buffered and waits for every flush in flight. */
   close(): Promise<void>;
 }
@@ -62,6 +70,9 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
   let inFlight = 0;
   let pendingCount = 0;
   let pendingBytes = 0;
+  /** Bytes held by bodies being read (hold). */
+  let heldBytes = 0;
+  let holds = 0;
   let timer: NodeJS.Timeout | undefined;
   let scheduled = false;
   let idle: (() => void) | undefined;
@@ -136,8 +147,21 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
   };
 
   return {
+    hold(bytes) {
+      // As in submit: the first body is always taken, whatever its size.
+      if (pendingCount + holds > 0 && pendingBytes + heldBytes + bytes > options.maxPendingBytes) return null;
+      heldBytes += bytes;
+      holds++;
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        heldBytes -= bytes;
+        holds--;
+      };
+    },
     submit(input, bytes = 0) {
-      if (pendingCount >= options.maxPending || (pendingCount > 0 && pendingBytes + bytes > options.maxPendingBytes)) {
+      if (pendingCount >= options.maxPending || (pendingCount + holds > 0 && pendingBytes + heldBytes + bytes > options.maxPendingBytes)) {
         return Promise.reject(new OverloadedError());
       }
       pendingCount++;

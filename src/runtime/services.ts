@@ -2,6 +2,7 @@
  * The composition root: builds the pieces a process runs (HTTP, worker or both) from the
  * config, and stops them in the right order.
  */
+import { getHeapStatistics } from "node:v8";
 import type { Config } from "../config.ts";
 import { POOL_NAMES, createDatabase } from "../db/client.ts";
 import type { Database } from "../db/client.ts";
@@ -38,6 +39,18 @@ export interface ServiceOptions {
   provider?: ProviderClient | undefined;
 }
 
+/**
+ * The ingest buffer's bound on body bytes: 32 MiB (128 full-size callbacks of 256 KiB;
+ * thousands of real ones, a few hundred bytes each), less under a smaller heap. A body
+ * costs about three times its size in heap on its way to the database (its text, its
+ * parsed value, its share of the batch's insert), above the process's own 30 MiB or so:
+ * under --max-old-space-size=96 a fixed 32 MiB let a burst of large callbacks run the
+ * process out of memory before the buffer refused any.
+ */
+export function pendingBytesFor(heapSizeLimit: number): number {
+  return Math.min(32 * 1024 * 1024, Math.floor(heapSizeLimit / 16));
+}
+
 export function ingestorFor(config: Config, database: Database, log: Logger, metrics: Metrics): Ingestor {
   const { batchMax, batchWaitMs } = config.ingest;
   return createIngestor(
@@ -48,8 +61,7 @@ export function ingestorFor(config: Config, database: Database, log: Logger, met
       // Unbatched, every request is its own transaction: allow as many as connections.
       maxInFlight: batchMax === 1 ? config.db.poolMax : Math.max(1, Math.min(4, config.db.poolMax - 2)),
       maxPending: Math.max(1024, batchMax * 16),
-      // 128 full-size (256 KiB) callbacks; thousands of real ones (a few hundred bytes).
-      maxPendingBytes: 32 * 1024 * 1024,
+      maxPendingBytes: pendingBytesFor(getHeapStatistics().heap_size_limit),
       partitionSpan: config.events.partition,
     },
     log,

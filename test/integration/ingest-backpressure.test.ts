@@ -58,7 +58,15 @@ const callback = (coid: string, extra: Record<string, unknown> = {}) => ({ clien
 
 async function send(app: ReturnType<typeof createApp>, bodies: Record<string, unknown>[]) {
   return bodies.map((b) =>
-    Promise.resolve(app.request(`/callbacks/${CALLBACK_SECRET}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(b) })),
+    // With its Content-Length, as the provider sends it: a body without one is charged the
+    // most a callback may be (256 KiB) while it is read.
+    Promise.resolve(
+      app.request(`/callbacks/${CALLBACK_SECRET}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(JSON.stringify(b))) },
+        body: JSON.stringify(b),
+      }),
+    ),
   );
 }
 

@@ -60,6 +60,22 @@ async function readBounded(c: Context, max: number): Promise<Uint8Array | null> 
   return Buffer.concat(chunks);
 }
 
+/**
+ * What a body is charged in the ingest buffer (maxPendingBytes): its size, plus 48 bytes
+ * for each `{`, `[` and `,` (about one per JSON value, more when strings hold them). Parsed,
+ * a value costs far more than its bytes: a 256 KiB body of `[{},{},…]` is 87,000 objects,
+ * some 5 MB of heap, and twenty of them buffered at their size ran a web process under
+ * --max-old-space-size=96 out of memory.
+ */
+export function bufferWeight(raw: Uint8Array): number {
+  let values = 0;
+  for (let i = 0; i < raw.length; i++) {
+    const b = raw[i];
+    if (b === 0x2c || b === 0x7b || b === 0x5b) values++;
+  }
+  return raw.byteLength + values * 48;
+}
+
 // Decoding holds no state between calls (no `stream` option): one serves all.
 const lenientUtf8 = new TextDecoder("utf-8", { fatal: false });
 
@@ -93,16 +109,37 @@ export function callbackRoutes(deps: CallbackDeps) {
     throw new ApiError(reason, message);
   };
 
+  const tooLarge = (how: string) => {
+    metrics.callbacks.inc({ result: "too_large" });
+    return new ApiError("payload_too_large", `callback body is larger than ${CALLBACK_MAX_BYTES} bytes${how}`);
+  };
+  const overloaded = () => new ApiError("overloaded", "too many callbacks in flight; retry shortly", { headers: { "retry-after": "1" } });
+
   const receive = (location: boolean) => async (c: Context<AppEnv>) => {
     const given = c.req.param("secret") ?? c.req.header("x-callback-secret") ?? "";
     if (!secretMatches(given)) {
       metrics.callbacks.inc({ result: "unauthorized" });
       throw new ApiError("unauthorized", "wrong or missing callback secret");
     }
-    const tooLarge = (how: string) => {
-      metrics.callbacks.inc({ result: "too_large" });
-      return new ApiError("payload_too_large", `callback body is larger than ${CALLBACK_MAX_BYTES} bytes${how}`);
-    };
+    // The body's room in the ingest buffer is held before it is read (batcher.ts hold): a
+    // burst of large bodies is refused at once rather than read, decoded and parsed all
+    // together. Without a Content-Length, the most a body may be.
+    const header = c.req.header("content-length");
+    const declared = header === undefined ? NaN : Number(header);
+    if (Number.isFinite(declared) && declared > CALLBACK_MAX_BYTES) throw tooLarge("");
+    const release = deps.ingestor.hold(Number.isFinite(declared) ? declared : CALLBACK_MAX_BYTES);
+    if (release === null) {
+      metrics.callbacks.inc({ result: "unavailable" });
+      throw overloaded();
+    }
+    try {
+      return await accept(c, location, release);
+    } finally {
+      release();
+    }
+  };
+
+  const accept = async (c: Context<AppEnv>, location: boolean, release: () => void) => {
     const received = await readBounded(c, CALLBACK_MAX_BYTES);
     if (received === null) throw tooLarge("");
     // The limit holds for the body once decompressed too: a body of a few KiB can inflate
@@ -132,14 +169,13 @@ export function callbackRoutes(deps: CallbackDeps) {
     const normalised = normaliseCallback(body, { forceLocation: location, receivedAt: new Date(), timeZone: deps.timeZone });
     if (!normalised.ok) return reject(c, normalised.reason, normalised.message, raw, text);
     try {
-      const result = await deps.ingestor.submit({ event: normalised.event, payload: body as Record<string, unknown> }, raw.byteLength);
+      release(); // submit counts the body from here
+      const result = await deps.ingestor.submit({ event: normalised.event, payload: body as Record<string, unknown> }, bufferWeight(raw));
       metrics.callbacks.inc({ result: result.duplicate ? "duplicate" : "stored" });
       return c.json({ ok: true, event_id: result.eventId, duplicate: result.duplicate });
     } catch (err) {
       metrics.callbacks.inc({ result: "unavailable" });
-      if (err instanceof OverloadedError) {
-        throw new ApiError("overloaded", "too many callbacks in flight; retry shortly", { headers: { "retry-after": "1" } });
-      }
+      if (err instanceof OverloadedError) throw overloaded();
       throw err; // onError maps database outages to 503
     }
   };
