@@ -248,7 +248,8 @@ const UNAVAILABLE_CODES = new Set([
  * complete right now, with nothing of it kept: its transaction was rolled back, and the same statement may succeed when sent
  * again. A request that meets one is refused like an outage (503 with Retry-After), not
  * answered 500: a callback's sender retries, and nothing of it was stored. Left out, as
- * 500s: what fails the same way on every retry (53400, a configured limit).
+ * 500s: what fails the same way on every retry (53400, a configured limit; 54000, a
+ * statement over one of PostgreSQL's own limits).
  *
  * 25006 is a write on a read-only server: DATABASE_URL reached a standby (a failover whose
  * DNS has not moved yet, an old primary demoted), or the server was made read-only
