@@ -320,6 +320,12 @@ export function databaseBusyReason(err: unknown): string | null {
  */
 const isMissingSocket = (e: object, code: string) => code === "ENOENT" && (e as { syscall?: unknown }).syscall === "connect";
 
+/** The server refused a new connection for want of a slot (53300): max_connections or a CONNECTION LIMIT reached. */
+export function isOutOfConnections(err: unknown): boolean {
+  for (const { code } of codedCauses(err)) if (code === "53300") return true;
+  return false;
+}
+
 /** True for connection-level failures, also when wrapped (drizzle wraps driver errors). */
 export function isDatabaseUnavailable(err: unknown): boolean {
   for (const { e, code } of codedCauses(err)) {

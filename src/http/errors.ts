@@ -5,7 +5,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ZodError } from "zod";
-import { databaseBusyReason, isDatabaseUnavailable } from "../db/client.ts";
+import { databaseBusyReason, isDatabaseUnavailable, isOutOfConnections } from "../db/client.ts";
 import { DATABASE_OUTAGE_MS, failureBursts } from "../db/failure-bursts.ts";
 import { DomainError } from "../domain/errors.ts";
 import type { DomainErrorKind } from "../domain/errors.ts";
@@ -131,6 +131,11 @@ const DOMAIN_CODES: Record<DomainErrorKind, ErrorCode> = {
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof DomainError) return new ApiError(DOMAIN_CODES[err.kind], err.message, { cause: err });
+  if (isOutOfConnections(err)) {
+    // The server is up and said why: saying "unavailable" sent operators looking for an outage.
+    const message = "the database refused a new connection: too many connections (SQLSTATE 53300); retry later";
+    return new ApiError("database_unavailable", message, { cause: err, headers: { "retry-after": "1" } });
+  }
   if (isDatabaseUnavailable(err)) {
     return new ApiError("database_unavailable", "the database is unavailable; retry later", { cause: err, headers: { "retry-after": "1" } });
   }

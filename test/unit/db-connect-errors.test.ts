@@ -4,7 +4,9 @@
  * factory) listens on the socket. EMFILE is one (no file descriptor left: a web process
  * at its `ulimit -n` under many connections), and an unheard 'error' event killed the
  * process. A Unix socket path longer than the system allows fails the same way, without
- * any limit to lower: the tests use it. No database is needed: nothing is reached.
+ * any limit to lower: the tests use it. No database is needed: nothing is reached. Also
+ * how such refusals are answered: EMFILE and a server out of slots (53300) are 503s
+ * naming the shortage.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -14,7 +16,7 @@ import { toApiError, statusOf } from "../../src/http/errors.ts";
 /** Longer than any sockaddr_un holds (108 bytes on Linux, 104 elsewhere). */
 const TOO_LONG_DIR = `/tmp/${"x".repeat(200)}`;
 
-describe("a connect that fails before the driver listens", () => {
+describe("database connections refused or impossible", () => {
   it("rejects the query instead of killing the process with an unheard 'error' event", async () => {
     const uncaught: unknown[] = [];
     const onUncaught = (err: unknown) => uncaught.push(err);
@@ -34,6 +36,14 @@ describe("a connect that fails before the driver listens", () => {
       process.off("uncaughtException", onUncaught);
       await sql.end({ timeout: 1 });
     }
+  });
+
+  it("names a server out of connection slots (53300) in its 503, not as an outage", () => {
+    const err = Object.assign(new Error('too many connections for role "app"'), { code: "53300", severity: "FATAL" });
+    const apiError = toApiError(new Error("Failed query", { cause: err })); // as drizzle wraps it
+    assert.equal(statusOf(apiError.code), 503);
+    assert.equal(apiError.headers?.["retry-after"], "1");
+    assert.match(apiError.message, /too many connections \(SQLSTATE 53300\)/);
   });
 
   it("answers a callback 503 with Retry-After when the process has no file descriptor left (EMFILE, ENFILE)", () => {
