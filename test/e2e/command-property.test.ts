@@ -242,6 +242,19 @@ const ops: { weight: number; name: string; run: Op }[] = [
   },
   {
     weight: 2,
+    name: "late callback",
+    async run(w, r) {
+      // One the provider sent earlier (or dropped) arrives again, late: after later ones.
+      const sent = w.pair.emulator.callbacks.deliveries().filter((d) => d.kind === "status");
+      if (sent.length === 0) return "late callback: none";
+      const d = r.pick(sent);
+      const res = await w.t.callback(d.payload);
+      assert.equal(res.status, 200, await res.clone().text());
+      return `late callback #${d.id} ${JSON.stringify(d.payload).slice(0, 80)}`;
+    },
+  },
+  {
+    weight: 2,
     name: "restart",
     async run(w, r) {
       const signal = r.pick(["SIGTERM", "SIGKILL"] as const);
@@ -279,8 +292,11 @@ const ops: { weight: number; name: string; run: Op }[] = [
   {
     weight: 2,
     name: "person",
-    async run(w) {
-      return `person: ${(await settleUnconfirmed(w)).join(", ") || "nothing unconfirmed"}`;
+    async run(w, r) {
+      // Sometimes two people at once (the console open twice).
+      const people = r.chance(0.3) ? 2 : 1;
+      const did = await Promise.all(Array.from({ length: people }, () => settleUnconfirmed(w)));
+      return `person x${people}: ${did.flat().join(", ") || "nothing unconfirmed"}`;
     },
   },
   {
@@ -360,7 +376,7 @@ async function check(w: World): Promise<string[]> {
   const problems: string[] = [];
   const commands = await allCommands(w);
   for (const c of commands) {
-    if (c.state !== "succeeded" && c.state !== "failed") problems.push(`command ${c.id} (${c.kind}) is ${c.state}`);
+    if (c.state !== "succeeded" && c.state !== "failed") problems.push(`command ${c.id} (${c.kind} of ${c.order?.client_order_id}) is ${c.state} after ${c.attempts} attempts: ${c.last_error}`);
   }
   for (const coid of w.bodies.keys()) {
     const held = await providerOrders(w, coid);
@@ -454,8 +470,9 @@ async function runSeed(seed: number, mode: "strict" | "realistic"): Promise<void
     let problems: string[] = [];
     try {
       for (let i = 0; i < OPS; i++) w.log.push(await draw().run(w, r));
-      await quiesce(w);
-      problems = await check(w);
+      // What did not settle is reported beside what the checks find.
+      const unsettled = await quiesce(w).then(() => [], (err: unknown) => [`did not settle: ${(err as Error).message}`]);
+      problems = [...unsettled, ...(await check(w))];
     } catch (err) {
       problems = [`error: ${(err as Error).stack ?? String(err)}`];
     }
