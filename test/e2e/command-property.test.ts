@@ -62,7 +62,7 @@ function seedsFromEnv(): number[] {
   return spec.split(",").map((s) => Number(s.trim()));
 }
 const SEEDS = seedsFromEnv();
-const OPS = Number(process.env.MONEYPROP_OPS ?? "22");
+const OPS = Number(process.env.MONEYPROP_OPS ?? "35");
 const MODES = (process.env.MONEYPROP_MODES ?? "strict,realistic").split(",") as ("strict" | "realistic")[];
 
 /** mulberry32 */
@@ -145,6 +145,11 @@ const FAULTS: readonly Record<string, unknown>[] = [
   { action: "close_after" },
   { action: "malformed", process: true },
   { action: "status", status: 400, body: { message: "Failure", errors: { store_code: ["refused for the test"] } } },
+  // A 2xx that names no order: a refusal when it says so, ambiguous when it says it acted.
+  { action: "status", status: 200, body: { message: "Failure", errors: { store_code: ["refused for the test"] } } },
+  { action: "status", status: 200, body: { message: "Success" }, process: true },
+  { action: "status", status: 202, body: {}, process: true },
+  { action: "status", status: 303, body: "", headers: { location: "/elsewhere/" }, process: true },
 ];
 
 type Op = (w: World, r: Rng) => Promise<string>;
@@ -278,6 +283,35 @@ const ops: { weight: number; name: string; run: Op }[] = [
       await restartWorker(w, "SIGKILL");
       await sleep(KILL_DELAY_MS);
       return `kill mid-place ${body.order_details.client_order_id} (reached: ${reached})`;
+    },
+  },
+  {
+    weight: 1,
+    name: "kill mid-command",
+    async run(w, r) {
+      // An edit or cancel at the provider (delayed there) when the worker dies.
+      if (w.bodies.size === 0) return "kill mid-command: none";
+      const coid = r.pick(coids(w));
+      const cancel = r.chance(0.4);
+      const rule = await w.pair.control.addFault({ action: "delay", delay_ms: KILL_DELAY_MS, path: cancel ? "/cancel/" : EDIT_PATH, times: 1 });
+      const res = cancel
+        ? await api(w, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "property test", user: "Seller" } })
+        : await api(w, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 100 + r.int(900) } } });
+      const applied = async () => ((await w.pair.control.get<{ rules: { id: number; applied: number }[] }>("/faults")).body.rules.find((x) => x.id === rule["id"])?.applied ?? 0) > 0;
+      let reached = res.status === 202;
+      if (reached) await waitUntil("the command at the provider", applied, 3000, 10).catch(() => (reached = false));
+      await restartWorker(w, "SIGKILL");
+      await sleep(KILL_DELAY_MS);
+      return `kill mid-${cancel ? "cancel" : "edit"} ${coid} -> ${res.status} (reached: ${reached})`;
+    },
+  },
+  {
+    weight: 1,
+    name: "status fault",
+    async run(w, r) {
+      const fault = r.pick(FAULTS.slice(0, 10));
+      await w.pair.control.addFault({ ...fault, path: "/status/", times: 1 + r.int(3) });
+      return `status fault ${JSON.stringify(fault)}`;
     },
   },
   {
@@ -486,7 +520,8 @@ async function runSeed(seed: number, mode: "strict" | "realistic"): Promise<void
   }
 }
 
-describe("provider commands under random interleavings (model-based, seeded)", () => {
+// Two runs at once (each its own database, emulator and worker): the suite's two modes in the time of one.
+describe("provider commands under random interleavings (model-based, seeded)", { concurrency: 2 }, () => {
   for (const mode of MODES) {
     for (const seed of SEEDS) {
       it(`${mode} emulator, seed ${seed}: one provider order per client order, every command ended or person-visible, statuses match the provider's`, async () => {
