@@ -62,8 +62,11 @@ export interface ExecuteDeps {
 
 type Outcome =
   | { type: "succeeded"; response: unknown }
-  /** `known`: the provider's answer shows the command did not take effect, even after an earlier attempt whose answer was lost. */
-  | { type: "failed"; error: string; known?: boolean }
+  /**
+   * `known`: the provider's answer shows the command did not take effect, even after an earlier attempt whose answer was lost.
+   * `unknown`: this attempt may have taken effect all the same (a 303 See Other: ambiguous, and not retried).
+   */
+  | { type: "failed"; error: string; known?: boolean; unknown?: boolean }
   /** `unknown`: this attempt may have reached the provider (ProviderError.delivery ambiguous). */
   | { type: "retry"; error: string; afterMs?: number | undefined; unknown: boolean }
   /** A place that may have created an order: not re-sent; a person or evidence decides. */
@@ -99,7 +102,8 @@ export function backoffMs(attempt: number, baseMs: number): number {
 function classify(err: unknown): Outcome {
   if (!(err instanceof ProviderError)) throw err;
   const error = describeProviderError(err);
-  return err.retryable ? { type: "retry", error, afterMs: err.retryAfterMs, unknown: err.delivery === "ambiguous" } : { type: "failed", error };
+  const unknown = err.delivery === "ambiguous";
+  return err.retryable ? { type: "retry", error, afterMs: err.retryAfterMs, unknown } : { type: "failed", error, ...(unknown ? { unknown } : {}) };
 }
 
 /**
@@ -300,7 +304,12 @@ async function cancelEvery(provider: ProviderClient, ids: readonly string[], bod
     const afters = retries.flatMap((r) => (r.afterMs === undefined ? [] : [r.afterMs]));
     return { type: "retry", error, afterMs: afters.length > 0 ? Math.max(...afters) : undefined, unknown: retries.some((r) => r.unknown) };
   }
-  return { type: "failed", error, known: undone.every((r) => r.outcome.type === "failed" && r.outcome.known === true) };
+  return {
+    type: "failed",
+    error,
+    known: undone.every((r) => r.outcome.type === "failed" && r.outcome.known === true),
+    unknown: undone.some((r) => r.outcome.type === "failed" && r.outcome.unknown === true),
+  };
 }
 
 async function settle(call: Promise<unknown>): Promise<Outcome> {
@@ -368,7 +377,8 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobId
     return;
   }
   const attempts = command.attempts + 1;
-  const outcomeUnknown = unknownBefore || (outcome.type === "retry" && outcome.unknown) || outcome.type === "unconfirmed";
+  // A failed attempt that may have taken effect (a 303, not retried) counts as one whose answer was lost.
+  const outcomeUnknown = unknownBefore || ((outcome.type === "retry" || outcome.type === "failed") && outcome.unknown === true) || outcome.type === "unconfirmed";
   if (outcome.type === "retry" && attempts < deps.maxAttempts) {
     const delay = Math.max(Math.min(outcome.afterMs ?? 0, MAX_RETRY_AFTER_MS), backoffMs(attempts, deps.retryBaseMs));
     log.warn({ attempts, delayMs: delay, error: outcome.error }, "provider call failed; will retry");

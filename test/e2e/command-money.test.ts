@@ -130,6 +130,30 @@ for (const mode of ["strict", "realistic"] as const) {
       assert.equal(sent.length, 2);
     });
 
+    // A 303 See Other is the one ambiguous answer that is not retried (the provider acted and
+    // points to the result): the command ends failed, and must say the outcome is unknown.
+    for (const kind of ["edit", "cancel"] as const) {
+      it(`${kind === "edit" ? "an" : "a"} ${kind} the provider applied and answered 303 See Other ends failed saying its outcome is unknown`, async () => {
+        const order = await placed();
+        const coid = order.client_order_id!;
+        const path = kind === "edit" ? EDIT_PATH : `/api/v2/orders/${order.svc_order_id}/cancel/`;
+        await s.pair.control.addFault({ method: "PUT", path, times: 1, action: "status", status: 303, body: "", headers: { location: "/elsewhere/" }, process: true });
+        const command =
+          kind === "edit"
+            ? await accept(s, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 777 } } })
+            : await accept(s, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "customer called", user: "Seller" } });
+        await settle(s.t, s.pair);
+        const provider = s.pair.emulator.state.orders.get(order.svc_order_id!)!;
+        if (kind === "edit") assert.equal(provider.body.order_details.order_value, 777, "the provider applied the edit");
+        else assert.match(String(provider.status), /cancel/i, "the provider cancelled the order");
+        const done = (await commandsOf(s, coid)).find((c) => c.id === command.id)!;
+        assert.equal(done.state, "failed");
+        assert.match(done.last_error!, /^outcome unknown/, done.last_error!);
+        const [row] = await s.t.database.sql<{ outcome_unknown: boolean }[]>`select outcome_unknown from commands where id = ${command.id}`;
+        assert.equal(row!.outcome_unknown, true, "the console shows it as of unknown outcome");
+      });
+    }
+
     it("a cancel whose answer was lost, retried after the order was delivered, fails without claiming an unknown outcome: the refusal names the status", async () => {
       const order = await placed();
       const coid = order.client_order_id!;

@@ -154,6 +154,9 @@ const FAULTS: readonly Record<string, unknown>[] = [
 
 type Op = (w: World, r: Rng) => Promise<string>;
 
+/** Every edit asks for a value of its own, so the provider's value names the edit that set it. */
+const nextValue = (w: World) => 1000 + w.log.length * 10 + (w.bodies.size % 10);
+
 const coids = (w: World) => [...w.bodies.keys()];
 
 const ops: { weight: number; name: string; run: Op }[] = [
@@ -186,7 +189,7 @@ const ops: { weight: number; name: string; run: Op }[] = [
     async run(w, r) {
       if (w.bodies.size === 0) return "edit: none";
       const coid = r.pick(coids(w));
-      const res = await api(w, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 100 + r.int(900) } } });
+      const res = await api(w, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: nextValue(w) } } });
       return `edit ${coid} -> ${res.status}`;
     },
   },
@@ -296,7 +299,7 @@ const ops: { weight: number; name: string; run: Op }[] = [
       const rule = await w.pair.control.addFault({ action: "delay", delay_ms: KILL_DELAY_MS, path: cancel ? "/cancel/" : EDIT_PATH, times: 1 });
       const res = cancel
         ? await api(w, `/v1/orders/${coid}/cancel`, { method: "POST", json: { reason: "property test", user: "Seller" } })
-        : await api(w, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 100 + r.int(900) } } });
+        : await api(w, `/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: nextValue(w) } } });
       const applied = async () => ((await w.pair.control.get<{ rules: { id: number; applied: number }[] }>("/faults")).body.rules.find((x) => x.id === rule["id"])?.applied ?? 0) > 0;
       let reached = res.status === 202;
       if (reached) await waitUntil("the command at the provider", applied, 3000, 10).catch(() => (reached = false));
@@ -441,6 +444,20 @@ async function check(w: World): Promise<string[]> {
       const wanted = lastEdit.request.order_details?.order_value;
       const theirs = (held[0]!["body"] as { order_details: { order_value: unknown } }).order_details.order_value;
       if (wanted !== undefined && Number(theirs) !== wanted) problems.push(`${coid}: last edit ${lastEdit.id} (value ${wanted}) succeeded, the provider's value is ${String(theirs)}`);
+    }
+    // A command that failed saying nothing of an unknown outcome did not take effect.
+    const failedEdits = await w.t.database.sql<{ id: number; last_error: string; request: { order_details?: { order_value?: number } } }[]>`
+      select c.id, c.last_error, c.request from commands c join orders o on o.id = c.order_id
+      where o.client_order_id = ${coid} and c.kind = 'edit' and c.state = 'failed'`;
+    for (const e of failedEdits) {
+      const theirs = held.length === 1 ? Number((held[0]!["body"] as { order_details: { order_value: unknown } }).order_details.order_value) : NaN;
+      if (theirs === e.request.order_details?.order_value && !/outcome unknown/i.test(e.last_error)) {
+        problems.push(`${coid}: edit ${e.id} failed (${e.last_error}) but the provider holds its value ${theirs}`);
+      }
+    }
+    const cancels = mine.filter((c) => c.kind === "cancel");
+    if (held.some((h) => canonicalStatus(String(h["status"])) === "CANCELLED") && cancels.length > 0 && !cancels.some((c) => c.state === "succeeded" || /outcome unknown/i.test(c.last_error ?? ""))) {
+      problems.push(`${coid}: the provider cancelled the order, but every cancel failed without saying its outcome is unknown: ${cancels.map((c) => `${c.id}: ${c.last_error}`).join("; ")}`);
     }
     for (const c of mine) {
       if (c.kind === "cancel" && c.state === "succeeded" && held.some((h) => !/cancel/i.test(String(h["status"])))) {
