@@ -236,12 +236,25 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
         return classifyPlace(err, deps.dedupesOrders);
       }
     }
-    case "edit":
-      return await settle(provider.editOrder(EditOrderBodySchema.parse({ ...(command.request as object), svc_order_id: svc })));
-    case "cancel":
-      return await cancelEvery(provider, providerIdsOf(order), CancelOrderBodySchema.parse(command.request));
-    case "dispatch_ready":
-      return await settle(provider.dispatchReady(order.client_order_id!, DispatchReadyBodySchema.parse(command.request)));
+    // Marked before the call, as a place is: a run that dies during it (the worker killed)
+    // leaves the mark, and a later refusal ("can no longer be edited") then says the outcome
+    // is unknown rather than reading as not done: the call may have been applied. Repeating
+    // these is harmless, so the mark claims nothing.
+    case "edit": {
+      const body = EditOrderBodySchema.parse({ ...(command.request as object), svc_order_id: svc });
+      await markSending(deps.sql, command.id, true);
+      return await settle(provider.editOrder(body));
+    }
+    case "cancel": {
+      const body = CancelOrderBodySchema.parse(command.request);
+      await markSending(deps.sql, command.id, true);
+      return await cancelEvery(provider, providerIdsOf(order), body);
+    }
+    case "dispatch_ready": {
+      const body = DispatchReadyBodySchema.parse(command.request);
+      await markSending(deps.sql, command.id, true);
+      return await settle(provider.dispatchReady(order.client_order_id!, body));
+    }
     case "stop_reattempt":
       // Marked, as a place is: a run that dies during the call leaves the mark, and the next
       // one reads "no re-attempt scheduled" as its own lost success (noReattemptScheduled),

@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { HANG_TIMEOUT_MS, placeOrderBody } from "../helpers/emulator.ts";
+import { CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
+import { HANG_TIMEOUT_MS, placeOrderBody, startEmulatorPair } from "../helpers/emulator.ts";
 import { settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
 import type { Command, Order } from "../helpers/api.ts";
@@ -280,6 +281,55 @@ describe("a place withdrawn while its run fetches an OAuth token", () => {
         assert.deepEqual([o.placement.state, o.status], ["failed", "CANCELLED"]);
       } finally {
         await s.close();
+      }
+    });
+  }
+});
+
+describe("an edit whose run died during the provider call (the worker killed), retried after the rider picked the order up", () => {
+  for (const mode of ["strict", "realistic"] as const) {
+    it(`fails saying its outcome is unknown: the provider applied it (${mode})`, async () => {
+      const pair = await startEmulatorPair();
+      // The provider applies the edit; the run then dies before it learns the answer, as a
+      // worker killed during the call does (an error inside tracklane: graphile-worker runs
+      // the job again, nothing recorded).
+      let die = true;
+      const provider = new Proxy(pair.client, {
+        get(target, key, receiver) {
+          if (key !== "editOrder") return Reflect.get(target, key, receiver) as unknown;
+          return async (body: Parameters<typeof target.editOrder>[0]) => {
+            const answer = await target.editOrder(body);
+            if (!die) return answer;
+            die = false;
+            throw new Error("the worker died during the call");
+          };
+        },
+      });
+      const t = await createTestApp({ COMMAND_RETRY_BASE_MS: "5", COMMAND_MAX_ATTEMPTS: "4" }, { provider });
+      const server = await t.listen();
+      pair.emulator.state.callbackUrls = [`${server.url}/callbacks/${CALLBACK_SECRET}`];
+      try {
+        assert.equal((await pair.control.send("PUT", "/behaviour", { realistic: mode === "realistic" })).status, 200);
+        const body = placeOrderBody();
+        const coid = body.order_details.client_order_id;
+        assert.equal((await t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+        await settle(t, pair);
+        const svc = (await json<Order>(await t.request(`/v1/orders/${coid}`))).svc_order_id!;
+        const edit = await json<Command>(await t.request(`/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 901 } } }));
+        await t.runJobs(); // the run that dies
+        assert.equal(pair.emulator.state.orders.get(svc)!.body.order_details.order_value, 901, "the provider applied the edit");
+        await pair.client.allot(svc, { rider_id: 3 });
+        await pair.client.collect(svc, { status: "COLLECTED" });
+        await pair.emulator.callbacks.idle();
+        await t.database.sql`update graphile_worker._private_jobs set run_at = now() where key like 'command:%'`;
+        await settle(t, pair);
+        const done = (await json<{ items: Command[] }>(await t.request(`/v1/orders/${coid}/commands`))).items.find((c) => c.id === edit.id)!;
+        assert.equal(done.state, "failed");
+        assert.match(done.last_error!, /^outcome unknown/, done.last_error!);
+      } finally {
+        await server.close();
+        await pair.close();
+        await t.close();
       }
     });
   }
