@@ -50,17 +50,24 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
+/** Room held in the ingest buffer for a body being read (Ingestor.hold). */
+export interface Hold {
+  /** Holds `bytes` more (a body without a Content-Length, as it streams in): false when they are not there. */
+  grow(bytes: number): boolean;
+  release(): void;
+}
+
 export interface Ingestor {
   /** Stores the event; `bytes`, the size of its body, counts against maxPendingBytes. */
   submit(input: EventInput, bytes?: number): Promise<Appended>;
   /**
-   * Holds `bytes` of maxPendingBytes for a body about to be read, until the returned
-   * release is called (at once before its submit, or when it is refused): null when they
-   * are not there, and the callback is refused before its body is read. Bodies being
-   * read, decoded and parsed cost memory before they reach the buffer: unheld, hundreds
-   * of large callbacks arriving at once ran the web process out of heap.
+   * Holds `bytes` of maxPendingBytes for a body about to be read, until the hold is
+   * released (at once before its submit, or when it is refused): null when they are not
+   * there, and the callback is refused before its body is read. Bodies being read, decoded
+   * and parsed cost memory before they reach the buffer: unheld, hundreds of large
+   * callbacks arriving at once ran the web process out of heap.
    */
-  hold(bytes: number): (() => void) | null;
+  hold(bytes: number): Hold | null;
   /** Flushes what is buffered and waits for every flush in flight. */
   close(): Promise<void>;
 }
@@ -152,12 +159,22 @@ export function createIngestor(sql: Sql, options: BatcherOptions, log: Logger, m
       if (pendingCount + holds > 0 && pendingBytes + heldBytes + bytes > options.maxPendingBytes) return null;
       heldBytes += bytes;
       holds++;
+      let mine = bytes;
       let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        heldBytes -= bytes;
-        holds--;
+      return {
+        grow(more) {
+          if (released) return false;
+          if ((pendingCount > 0 || holds > 1) && pendingBytes + heldBytes + more > options.maxPendingBytes) return false;
+          heldBytes += more;
+          mine += more;
+          return true;
+        },
+        release() {
+          if (released) return;
+          released = true;
+          heldBytes -= mine;
+          holds--;
+        },
       };
     },
     submit(input, bytes = 0) {

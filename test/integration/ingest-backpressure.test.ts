@@ -58,8 +58,8 @@ const callback = (coid: string, extra: Record<string, unknown> = {}) => ({ clien
 
 async function send(app: ReturnType<typeof createApp>, bodies: Record<string, unknown>[]) {
   return bodies.map((b) =>
-    // With its Content-Length, as the provider sends it: a body without one is charged the
-    // most a callback may be (256 KiB) while it is read.
+    // With its Content-Length, as the provider sends it: a body without one is charged a
+    // first 16 KiB while it is read, and more as it streams in (sendUndeclared).
     Promise.resolve(
       app.request(`/callbacks/${CALLBACK_SECRET}`, {
         method: "POST",
@@ -67,6 +67,13 @@ async function send(app: ReturnType<typeof createApp>, bodies: Record<string, un
         body: JSON.stringify(b),
       }),
     ),
+  );
+}
+
+/** Without a Content-Length, as a chunked sender's bodies come. */
+function sendUndeclared(app: ReturnType<typeof createApp>, bodies: Record<string, unknown>[]) {
+  return bodies.map((b) =>
+    Promise.resolve(app.request(`/callbacks/${CALLBACK_SECRET}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(b) })),
   );
 }
 
@@ -131,6 +138,34 @@ describe("ingest backpressure", () => {
     // Drained, the buffer takes callbacks again.
     const [again] = await send(app, [callback("BP-B-again", { note: padding })]);
     assert.equal((await again!).status, 200);
+    await ingestor.close();
+  });
+
+  it("bodies without a Content-Length hold room as they are read, not the most a callback may be: 50 at once fit in 1 MiB", async () => {
+    const { app, ingestor } = appWith({ maxPending: 1000, maxPendingBytes: 1 << 20 });
+    const all = await Promise.all(sendUndeclared(app, Array.from({ length: 50 }, (_, i) => callback(`BP-U${i}`))));
+    assert.deepEqual(
+      all.map((r) => r.status),
+      all.map(() => 200),
+    );
+    assert.equal(await stored("BP-U"), 50);
+    await ingestor.close();
+  });
+
+  it("a body without a Content-Length that outgrows the room left is refused 503 overloaded as it is read; alone, a large one is taken", async () => {
+    const { app, ingestor } = appWith({ maxPending: 1000, maxPendingBytes: 35_000 });
+    const release = await blockInserts();
+    const first = await send(app, [callback("BP-G0", { note: "x".repeat(10_000) })]);
+    await new Promise((r) => setTimeout(r, 50));
+    const [grown] = sendUndeclared(app, [callback("BP-G1", { note: "y".repeat(30_000) })]);
+    const res = await grown!;
+    assert.equal(res.status, 503);
+    assert.equal(((await res.json()) as { error: { code: string } }).error.code, "overloaded");
+    await release();
+    assert.equal((await first[0]!).status, 200);
+    const [alone] = sendUndeclared(app, [callback("BP-G2", { note: "z".repeat(100_000) })]);
+    assert.equal((await alone!).status, 200);
+    assert.equal(await stored("BP-G"), 2);
     await ingestor.close();
   });
 });

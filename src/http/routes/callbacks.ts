@@ -13,7 +13,7 @@ import type { RejectReason } from "../../domain/normalise.ts";
 import { secretMatcher } from "../../domain/secrets.ts";
 import { OverloadedError } from "../../ingest/batcher.ts";
 import { recordRejected } from "../../ingest/rejected.ts";
-import type { Ingestor } from "../../ingest/batcher.ts";
+import type { Hold, Ingestor } from "../../ingest/batcher.ts";
 import type { Logger } from "../../logger.ts";
 import type { Metrics } from "../../metrics.ts";
 import { decodeBody } from "../charset.ts";
@@ -22,6 +22,8 @@ import { ApiError } from "../errors.ts";
 import type { AppEnv } from "../types.ts";
 
 export const CALLBACK_MAX_BYTES = 256 * 1024;
+/** Room first held for a body without a Content-Length (chunked); more is held as it streams in. */
+const UNDECLARED_HOLD = 16 * 1024;
 
 export interface CallbackDeps {
   secret: string;
@@ -39,9 +41,10 @@ export interface CallbackDeps {
  * many bytes, so the body is read in one piece straight off the socket: on
  * @hono/node-server this skips building a web Request and ReadableStream per callback,
  * which was 14% of the web process's CPU under load. Without one (chunked), the body is
- * streamed and cut off at `max`.
+ * streamed and cut off at `max`, and `claim` is told the size read so far before each
+ * chunk is kept (it throws to refuse it).
  */
-async function readBounded(c: Context, max: number): Promise<Uint8Array | null> {
+async function readBounded(c: Context, max: number, claim: (size: number) => void): Promise<Uint8Array | null> {
   const header = c.req.header("content-length");
   const declared = header === undefined ? NaN : Number(header);
   if (Number.isFinite(declared)) {
@@ -55,6 +58,7 @@ async function readBounded(c: Context, max: number): Promise<Uint8Array | null> 
   for await (const chunk of body) {
     size += chunk.byteLength;
     if (size > max) return null;
+    claim(size);
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);
@@ -123,24 +127,33 @@ export function callbackRoutes(deps: CallbackDeps) {
     }
     // The body's room in the ingest buffer is held before it is read (batcher.ts hold): a
     // burst of large bodies is refused at once rather than read, decoded and parsed all
-    // together. Without a Content-Length, the most a body may be.
+    // together. Without a Content-Length, a first slice, and more as the body streams in.
     const header = c.req.header("content-length");
     const declared = header === undefined ? NaN : Number(header);
     if (Number.isFinite(declared) && declared > CALLBACK_MAX_BYTES) throw tooLarge("");
-    const release = deps.ingestor.hold(Number.isFinite(declared) ? declared : CALLBACK_MAX_BYTES);
-    if (release === null) {
+    const held = Number.isFinite(declared) ? declared : UNDECLARED_HOLD;
+    const hold = deps.ingestor.hold(held);
+    if (hold === null) {
       metrics.callbacks.inc({ result: "unavailable" });
       throw overloaded();
     }
     try {
-      return await accept(c, location, release);
+      return await accept(c, location, hold, held);
     } finally {
-      release();
+      hold.release();
     }
   };
 
-  const accept = async (c: Context<AppEnv>, location: boolean, release: () => void) => {
-    const received = await readBounded(c, CALLBACK_MAX_BYTES);
+  const accept = async (c: Context<AppEnv>, location: boolean, hold: Hold, initiallyHeld: number) => {
+    let held = initiallyHeld;
+    const received = await readBounded(c, CALLBACK_MAX_BYTES, (size) => {
+      if (size <= held) return;
+      if (!hold.grow(size - held)) {
+        metrics.callbacks.inc({ result: "unavailable" });
+        throw overloaded();
+      }
+      held = size;
+    });
     if (received === null) throw tooLarge("");
     // The limit holds for the body once decompressed too: a body of a few KiB can inflate
     // to gigabytes, and inflating stops at the limit. Compressed, a callback is stored as it
@@ -169,7 +182,7 @@ export function callbackRoutes(deps: CallbackDeps) {
     const normalised = normaliseCallback(body, { forceLocation: location, receivedAt: new Date(), timeZone: deps.timeZone });
     if (!normalised.ok) return reject(c, normalised.reason, normalised.message, raw, text);
     try {
-      release(); // submit counts the body from here
+      hold.release(); // submit counts the body from here
       const result = await deps.ingestor.submit({ event: normalised.event, payload: body as Record<string, unknown> }, bufferWeight(raw));
       metrics.callbacks.inc({ result: result.duplicate ? "duplicate" : "stored" });
       return c.json({ ok: true, event_id: result.eventId, duplicate: result.duplicate });
