@@ -127,11 +127,15 @@ export function callbackRoutes(deps: CallbackDeps) {
     }
     // The body's room in the ingest buffer is held before it is read (batcher.ts hold): a
     // burst of large bodies is refused at once rather than read, decoded and parsed all
-    // together. Without a Content-Length, a first slice, and more as the body streams in.
+    // together. Without a Content-Length, a first slice, and more as the body streams in; a
+    // compressed one, the most a body may be, as its few bytes may inflate to that much
+    // before it is parsed.
     const header = c.req.header("content-length");
     const declared = header === undefined ? NaN : Number(header);
     if (Number.isFinite(declared) && declared > CALLBACK_MAX_BYTES) throw tooLarge("");
-    const held = Number.isFinite(declared) ? declared : UNDECLARED_HOLD;
+    const coding = c.req.header("content-encoding")?.trim().toLowerCase() ?? "";
+    const plain = coding === "" || coding === "identity";
+    const held = !plain ? CALLBACK_MAX_BYTES : Number.isFinite(declared) ? declared : UNDECLARED_HOLD;
     const hold = deps.ingestor.hold(held);
     if (hold === null) {
       metrics.callbacks.inc({ result: "unavailable" });
