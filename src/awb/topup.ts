@@ -10,6 +10,7 @@ import type { Logger } from "../logger.ts";
 import type { ProviderClient } from "../provider/client.ts";
 import type { JobInfo } from "../worker/deps.ts";
 import { ProviderError, describeProviderError } from "../provider/errors.ts";
+import { headOf } from "../domain/text.ts";
 import { MAX_AWB_COUNT, USABLE_AWB_NUMBER } from "../provider/schemas.ts";
 import { FOLLOW_UP_MS, MAX_RETRY_AFTER_RESCHEDULES, POLL_KEY_PREFIX, enqueueFollowUpReplenish, rescheduleReplenish, schedulePoll, stillLow } from "./jobs.ts";
 import type { PollPayload, ReplenishPayload } from "./jobs.ts";
@@ -157,7 +158,7 @@ export function screenAwbNumbers(raw: readonly string[]): ScreenedNumbers {
   }
   const parts: string[] = [];
   if (malformed.length > 0) {
-    const sample = malformed.slice(0, 3).map((n) => JSON.stringify(n.length > 40 ? `${n.slice(0, 40)}…` : n));
+    const sample = malformed.slice(0, 3).map((n) => JSON.stringify(n.length > 40 ? `${headOf(n, 40)}…` : n));
     parts.push(`${malformed.length} not usable as AWB numbers, 8 to 40 capital letters and digits (${sample.join(", ")}${malformed.length > 3 ? ", …" : ""})`);
   }
   if (repeated > 0) parts.push(`${repeated} repeated within the answer`);

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { screenAwbNumbers } from "../../src/awb/topup.ts";
 import { ERROR_FIELD_MAX_CHARS } from "../../src/logger.ts";
 import { excerpt, ProviderError } from "../../src/provider/errors.ts";
 import { clipText, headOf } from "../../src/domain/text.ts";
@@ -39,6 +40,15 @@ describe("cuts at the boundary of an astral character", () => {
       whole(err.providerMessage);
       whole(err.message);
     }
+  });
+
+  it("a malformed AWB number named on its top-up request", () => {
+    const { problem } = screenAwbNumbers([`${"A".repeat(39)}${EMOJI}${"B".repeat(5)}`]);
+    assert.ok(problem !== null);
+    whole(problem);
+    // JSON.stringify writes a lone surrogate as its escape.
+    assert.ok(!/\\ud8/i.test(problem), problem);
+    assert.match(problem, /"A{39}…"/);
   });
 
   it("a logged error field cut to ERROR_FIELD_MAX_CHARS", async () => {
