@@ -11,6 +11,13 @@ const LEVEL: Record<LogLevel, "error" | "warn" | "info" | "debug"> = {
   debug: "debug",
 };
 
+/** graphile-worker's "Failed task" line of a job it will run again. */
+function retried(level: LogLevel, meta: Record<string, unknown> | undefined): boolean {
+  if (level !== "error" || meta?.["failure"] !== true) return false;
+  const job = meta["job"] as { attempts?: unknown; max_attempts?: unknown } | undefined;
+  return typeof job?.attempts === "number" && typeof job.max_attempts === "number" && job.attempts < job.max_attempts;
+}
+
 /**
  * graphile-worker's logger, routed into pino so every line has one format. A job that
  * succeeded is logged at debug: graphile-worker says so at info for every job, a line
@@ -22,13 +29,6 @@ const LEVEL: Record<LogLevel, "error" | "warn" | "info" | "debug"> = {
  * warning while it has attempts left (a provider timeout an AWB top-up retries is no error
  * for whoever is paged on errors), an error once it failed for good.
  */
-/** graphile-worker's "Failed task" line of a job it will run again. */
-function retried(level: LogLevel, meta: Record<string, unknown> | undefined): boolean {
-  if (level !== "error" || meta?.["failure"] !== true) return false;
-  const job = meta["job"] as { attempts?: unknown; max_attempts?: unknown } | undefined;
-  return typeof job?.attempts === "number" && typeof job.max_attempts === "number" && job.attempts < job.max_attempts;
-}
-
 export function graphileLogger(log: Logger): GraphileLogger {
   const worker = log.child({ component: "graphile-worker" });
   const bursts = failureBursts(worker, "database errors", { escalateAfterMs: DATABASE_OUTAGE_MS });
