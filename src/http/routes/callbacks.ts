@@ -1,6 +1,6 @@
 /**
  * The provider's callback receiver (PRODUCT.md §4). Order of work, cheapest refusal
- * first: secret (constant time) -> size -> Content-Encoding (size again, decompressed) ->
+ * first: secret (constant time) -> room in the ingest buffer (hold) -> size -> Content-Encoding (size again, decompressed) ->
  * text (UTF-8, or the charset it names: charset.ts) -> JSON -> normalise -> group-commit append -> 200. Nothing is acknowledged
  * before it is committed.
  */
