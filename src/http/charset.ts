@@ -19,7 +19,7 @@ export type DecodedText = { ok: true; text: string } | { ok: false; message: str
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /** The `charset` parameter of a Content-Type, lower-cased and unquoted; null when there is none. */
-export function charsetOf(contentType: string | null | undefined): string | null {
+function charsetOf(contentType: string | null | undefined): string | null {
   const match = /;\s*charset\s*=\s*("?)([^";\s]*)\1/i.exec(contentType ?? "");
   return match?.[2] ? match[2].toLowerCase() : null;
 }

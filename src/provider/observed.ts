@@ -16,7 +16,7 @@ import { ProviderError } from "./errors.ts";
  * is left out: it calls only when an OAuth token is due, and that exchange is timed with the
  * call that needed it.
  */
-export const OBSERVED_OPERATIONS = [
+const OBSERVED_OPERATIONS = [
   "placeOrder",
   "editOrder",
   "cancelOrder",

@@ -71,7 +71,7 @@ async function readBounded(c: Context, max: number, claim: (size: number) => voi
  * some 5 MB of heap, and twenty of them buffered at their size ran a web process under
  * --max-old-space-size=96 out of memory.
  */
-export function bufferWeight(raw: Uint8Array): number {
+function bufferWeight(raw: Uint8Array): number {
   let values = 0;
   for (let i = 0; i < raw.length; i++) {
     const b = raw[i];
