@@ -44,7 +44,7 @@ export function createMetrics() {
     }),
     providerRequests: new Counter({
       name: "tracklane_provider_requests_total",
-      help: "Calls to the provider, by client operation (placeOrder, cancelOrder, orderStatus, generatePoolAwbs, …) and outcome (ok, or why it failed: network, timeout, rate_limited, server, client, auth, failure, invalid_response, invalid_request)",
+      help: "Calls to the provider, by client operation (placeOrder, cancelOrder, orderStatus, generatePoolAwbs, …) and outcome (ok, or why it failed: network, timeout, rate_limited, server, client, auth, failure, invalid_response, invalid_request; error: a fault inside tracklane)",
       labelNames: ["operation", "outcome"] as const,
       registers: [registry],
     }),
