@@ -5,9 +5,10 @@
  * what else it sends is read in that: a UTF-16 body (its byte-order mark, or a `charset`
  * of utf-16*), or a body that is not UTF-8 whose `charset` names an encoding the WHATWG
  * Encoding Standard knows (iso-8859-1, windows-1252, shift_jis…). A body that is valid
- * UTF-8 is read as UTF-8 whatever other label it has (a utf-16 one is always obeyed): servers that label everything
- * ISO-8859-1 while sending UTF-8 are common, and reading their bytes as Latin-1 would
- * store mojibake ("à¤•" for "क"). A UTF-8 byte-order mark is skipped.
+ * UTF-8 is read as UTF-8 whatever other label it has (a utf-16 one is always obeyed):
+ * servers that label everything ISO-8859-1 while sending UTF-8 are common, and reading
+ * their bytes as Latin-1 would store mojibake ("à¤•" for "क"). A UTF-8 byte-order mark
+ * is skipped.
  */
 import { TextDecoder } from "node:util";
 import type { MiddlewareHandler } from "hono";
