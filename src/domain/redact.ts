@@ -15,6 +15,13 @@ export const REDACTED = "[redacted]";
 const RIDER_KEYS = new Set(["rider_name", "rider_contact", "rider_contact_number", "virtual_contact_number", "rider_phone", "masked_rider_contact"]);
 /** Keys of the customer's personal data under a request's customer_details. */
 const CUSTOMER_KEYS = new Set(["name", "contact_number", "address_line_1", "address_line_2", "latitude", "longitude"]);
+/**
+ * The keys of CUSTOMER_KEYS that hold the customer's phone: only their values are looked for
+ * in other spellings. A value elsewhere with a phone's worth of digits (a date written
+ * "2026-11-26", a pincode pair in an address line) is no phone, and its digits are found
+ * only as its own text.
+ */
+const PHONE_KEYS = new Set(["contact_number"]);
 
 /**
  * `object` with the values of `keys` that hold something replaced; null when none did. The
@@ -59,9 +66,11 @@ export interface CustomerValues {
   /** Numeric values (a position, a phone sent as a number), also matched as text. */
   numbers: number[];
   /**
-   * Phone numbers as their significant digits (ASCII, the last 10 of a longer one): an echo
+   * Phone numbers (the values of PHONE_KEYS only) as their digits in ASCII, as sent: an echo
    * spells a phone its own way ("+91 98765 43210" sent, "9876543210" or "+91-98765-43210"
-   * echoed; Devanagari or full-width digits either way), so it is matched digit by digit.
+   * echoed; Devanagari or full-width digits either way), so it is matched digit by digit
+   * (the last 10, with or without what came before them), never inside a longer run of
+   * digits.
    */
   phones: string[];
 }
@@ -123,11 +132,32 @@ function phoneDigits(value: string): string | null {
   if (!PHONE_LIKE.test(value)) return null;
   const { value: digitValueOf } = digitTables();
   const digits = [...value].map((c) => digitValueOf.get(c) ?? "").join("");
-  return digits.length >= PHONE_MIN_DIGITS ? digits.slice(-PHONE_DIGITS) : null;
+  return digits.length >= PHONE_MIN_DIGITS ? digits : null;
 }
 
-/** A pattern matching a phone's digits in any script, with separators between them. */
-const phonePattern = (digits: string) => [...digits].map((d) => `[${digitTables().byValue[Number(d)]}]`).join(`${PHONE_SEPARATOR}*`);
+/** Digits (ASCII) as a pattern matching them in any script, with separators between them. */
+const digitsPattern = (digits: string) => [...digits].map((d) => `[${digitTables().byValue[Number(d)]}]`).join(`${PHONE_SEPARATOR}*`);
+
+/**
+ * A pattern matching a phone's last 10 digits in any script, with separators between them,
+ * where no other digit (of any script) stands right before or after them: a longer run of
+ * digits (an amount, an id, an AWB number) that holds them is not the phone. Before them
+ * may stand a country code: the digits sent before the last 10 (with or without a "+"),
+ * or a "+" and one to three digits; it is not replaced.
+ */
+function phonePattern(digits: string): string {
+  const significant = digits.slice(-PHONE_DIGITS);
+  const prefix = digits.slice(0, -PHONE_DIGITS);
+  const codes = [`[+＋]\\p{Nd}{1,3}`, ...(prefix === "" ? [] : [`[+＋]?${digitsPattern(prefix)}`])];
+  return `(?<=(?:^|\\P{Nd})(?:(?:${codes.join("|")})${PHONE_SEPARATOR}*)?)${digitsPattern(significant)}(?!\\p{Nd})`;
+}
+
+/** A text value as a pattern; one that begins or ends with a digit is not matched next to another digit (inside a longer number). */
+function textPattern(text: string): string {
+  const first = /^\p{Nd}/u.test(text) ? "(?<!\\p{Nd})" : "";
+  const last = /\p{Nd}$/u.test(text) ? "(?!\\p{Nd})" : "";
+  return `${first}${escapeRegExp(text)}${last}`;
+}
 
 export function customerValues(requests: readonly unknown[]): CustomerValues {
   const texts = new Set<string>();
@@ -141,12 +171,12 @@ export function customerValues(requests: readonly unknown[]): CustomerValues {
       if (typeof v === "number" && Number.isFinite(v)) {
         if (identifying(v)) numbers.add(v);
         texts.add(String(v));
-        const phone = Number.isInteger(v) ? phoneDigits(String(Math.abs(v))) : null;
+        const phone = PHONE_KEYS.has(k) && Number.isInteger(v) ? phoneDigits(String(Math.abs(v))) : null;
         if (phone !== null) phones.add(phone);
       } else if (typeof v === "string" && v.trim() !== "" && v !== REDACTED) {
         const trimmed = v.trim().normalize("NFC");
         texts.add(trimmed.toLowerCase());
-        const phone = phoneDigits(trimmed);
+        const phone = PHONE_KEYS.has(k) ? phoneDigits(trimmed) : null;
         if (phone !== null) phones.add(phone);
         if (/^-?\d+(\.\d+)?$/.test(trimmed) && identifying(Number(trimmed))) numbers.add(Number(trimmed));
       }
@@ -167,7 +197,7 @@ export function redactText(text: string, values: CustomerValues): string | null 
   // Values are held in NFC: an echo that spells a name in another form is the same name.
   const nfc = text.normalize("NFC");
   if (values.texts.includes(nfc.trim().toLowerCase())) return REDACTED;
-  const parts = [...values.texts.filter((v) => v.length >= MIN_PART_LENGTH).map(escapeRegExp), ...values.phones.map(phonePattern)];
+  const parts = [...values.texts.filter((v) => v.length >= MIN_PART_LENGTH).map(textPattern), ...values.phones.map(phonePattern)];
   if (parts.length === 0) return null;
   const pattern = new RegExp(parts.join("|"), "giu");
   // What an earlier run put in stays as it is: a value is never looked for inside "[redacted]".
@@ -197,11 +227,15 @@ const KEPT_ANSWER_KEYS = new Set([
   "rts_order_id",
 ]);
 
-/** A whole number that is one of the customer's phones (sent as text, echoed as a number). */
+/**
+ * A whole number that is one of the customer's phones (sent as text, echoed as a number):
+ * all its digits, as sent or without the country code (the last 10). A number that only
+ * ends with them (an amount, an id) is not the phone.
+ */
 function isPhone(n: number, values: CustomerValues): boolean {
   if (!Number.isSafeInteger(n) || values.phones.length === 0) return false;
-  const digits = phoneDigits(String(Math.abs(n)));
-  return digits !== null && values.phones.includes(digits);
+  const digits = String(Math.abs(n));
+  return values.phones.some((phone) => digits === phone || digits === phone.slice(-PHONE_DIGITS));
 }
 
 /** Walks one JSON value of an answer; undefined: unchanged. */

@@ -49,6 +49,51 @@ describe("redaction of phones spelt another way", () => {
   });
 });
 
+describe("redaction leaves a longer number and a value that is not a phone alone", () => {
+  const values = customerValues([request("+91 98765 43210")]);
+
+  it("finds the phone's digits only where no other digit (of any script) stands before or after them", () => {
+    for (const text of [
+      "awb 19876543210 allotted",
+      "id 98765432101",
+      "order value 298765432105",
+      "ref ७९८७६५४३२१०",
+      "ref ９８７６５４３２１０１",
+    ]) {
+      assert.equal(redactText(text, values), null, text);
+    }
+    // A country code before them is not another digit: the one sent, or a "+" and one to three digits.
+    assert.equal(redactText("phone 919876543210", values), `phone 91${REDACTED}`);
+    assert.equal(redactText("phone +1 9876543210.", customerValues([request("9876543210")])), `phone +1 ${REDACTED}.`);
+  });
+
+  it("finds a phone sent without a country code only as a whole run of digits too", () => {
+    const bare = customerValues([request("9876543210")]);
+    assert.equal(redactText("awb 19876543210, phone 9876543210", bare), `awb 19876543210, phone ${REDACTED}`);
+  });
+
+  it("an answer's whole number is the phone only when it is all of the phone's digits", () => {
+    const [changed] = redactCommandData(
+      [{ id: 1, request: request("+91 98765 43210"), response: { data: { phone: 9876543210, awb: 19876543210, order_id: 5919876543210, ref: 919876543210 } }, last_error: null }],
+      values,
+    );
+    assert.deepEqual(changed?.response, { data: { phone: REDACTED, awb: 19876543210, order_id: 5919876543210, ref: REDACTED } });
+  });
+
+  it("a value that begins or ends with a digit is not found inside a longer number (a position's 12.9 in an amount)", () => {
+    assert.equal(redactText("total 112.90 for 12 items", values), null);
+    assert.equal(redactText("at 12.9, 77.6", values), `at ${REDACTED}, ${REDACTED}`);
+  });
+
+  it("a value outside the phone's field with a phone's worth of digits (a date, a pincode pair) is not looked for as a phone", () => {
+    const dated = customerValues([
+      { customer_details: { name: "Asha", contact_number: "+91 98765 43210", address_line_1: "2026-11-26", address_line_2: "560 001 / 560 002" } },
+    ]);
+    assert.equal(redactText("created 20261126 at 10:00, pincodes 560001560002", dated), null);
+    assert.equal(redactText("invalid contact 98765-43210", dated), `invalid contact ${REDACTED}`);
+  });
+});
+
 describe("redaction of names in another normalisation form", () => {
   it("finds a name echoed decomposed (e + U+0301) when it was sent composed, and the other way", () => {
     const composed = customerValues([request("1", "Jos\u00e9 Kumar")]);
