@@ -517,9 +517,13 @@ async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderSta
   // outcome (as below, and as confirmPlacement and retryPlacement lock them), so that two
   // runs of one place ending at once wait for each other rather than deadlock.
   const locked = command.kind === "place" ? await lockOrder(tx, order.id) : undefined;
-  // A place withdrawn while this run got no further than its OAuth token (a cancel accepted
-  // before it reached the provider, service.ts) has ended: its run records nothing.
-  if (command.kind === "place" && (await lockCommand(tx, command.id))?.state !== "pending") return null;
+  // A command no longer pending has ended, and its end stands: this run records (and counts)
+  // nothing. Another run of the same command ended it (two runs ending at once: a job
+  // unlocked under a runner that still runs it wait here for each other's row lock), or a
+  // place was withdrawn while this run got no further than its OAuth token (a cancel
+  // accepted before it reached the provider, service.ts). A command other than a place
+  // locks only its own row here.
+  if ((await lockCommand(tx, command.id))?.state !== "pending") return null;
   const placed = outcome.type === "succeeded" && command.kind === "place" ? placedData.parse(outcome.response).data : undefined;
   if (placed) {
     // An answer naming another client order's provider id (the provider's mistake, or its
