@@ -152,10 +152,15 @@ function phonePattern(digits: string): string {
   return `(?<=(?:^|\\P{Nd})(?:(?:${codes.join("|")})${PHONE_SEPARATOR}*)?)${digitsPattern(significant)}(?!\\p{Nd})`;
 }
 
-/** A text value as a pattern; one that begins or ends with a digit is not matched next to another digit (inside a longer number). */
+/**
+ * A text value as a pattern; one that begins or ends with a digit is not matched next to
+ * another digit (inside a longer number). One that ends in a decimal fraction (a position,
+ * "12.9716") takes the digits after it along: the same value written more precisely
+ * ("12.97160") is the same position.
+ */
 function textPattern(text: string): string {
   const first = /^\p{Nd}/u.test(text) ? "(?<!\\p{Nd})" : "";
-  const last = /\p{Nd}$/u.test(text) ? "(?!\\p{Nd})" : "";
+  const last = /\.\p{Nd}+$/u.test(text) ? "\\p{Nd}*" : /\p{Nd}$/u.test(text) ? "(?!\\p{Nd})" : "";
   return `${first}${escapeRegExp(text)}${last}`;
 }
 

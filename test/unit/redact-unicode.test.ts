@@ -83,6 +83,8 @@ describe("redaction leaves a longer number and a value that is not a phone alone
   it("a value that begins or ends with a digit is not found inside a longer number (a position's 12.9 in an amount)", () => {
     assert.equal(redactText("total 112.90 for 12 items", values), null);
     assert.equal(redactText("at 12.9, 77.6", values), `at ${REDACTED}, ${REDACTED}`);
+    // A position written more precisely is the same position.
+    assert.equal(redactText("at 12.900, 77.60", values), `at ${REDACTED}, ${REDACTED}`);
   });
 
   it("a value outside the phone's field with a phone's worth of digits (a date, a pincode pair) is not looked for as a phone", () => {
