@@ -135,6 +135,12 @@ function phoneDigits(value: string): string | null {
   return digits.length >= PHONE_MIN_DIGITS ? digits : null;
 }
 
+/**
+ * What stands before a phone's 10 digits in India without a "+": the country code (91) and
+ * the trunk prefix (0). A number sent bare comes back so from systems that normalise it.
+ */
+const INDIAN_PREFIXES = ["91", "0"];
+
 /** Digits (ASCII) as a pattern matching them in any script, with separators between them. */
 const digitsPattern = (digits: string) => [...digits].map((d) => `[${digitTables().byValue[Number(d)]}]`).join(`${PHONE_SEPARATOR}*`);
 
@@ -143,12 +149,17 @@ const digitsPattern = (digits: string) => [...digits].map((d) => `[${digitTables
  * where no other digit (of any script) stands right before or after them: a longer run of
  * digits (an amount, an id, an AWB number) that holds them is not the phone. Before them
  * may stand a country code: the digits sent before the last 10 (with or without a "+"),
- * or a "+" and one to three digits; it is not replaced.
+ * a "+" and one to three digits, or India's own prefixes written without a "+" (91, and
+ * the trunk 0: "919876543210", "09876543210"); it is not replaced.
  */
 function phonePattern(digits: string): string {
   const significant = digits.slice(-PHONE_DIGITS);
   const prefix = digits.slice(0, -PHONE_DIGITS);
-  const codes = [`[+＋]\\p{Nd}{1,3}`, ...(prefix === "" ? [] : [`[+＋]?${digitsPattern(prefix)}`])];
+  const codes = [
+    `[+＋]\\p{Nd}{1,3}`,
+    ...INDIAN_PREFIXES.map(digitsPattern),
+    ...(prefix === "" ? [] : [`[+＋]?${digitsPattern(prefix)}`]),
+  ];
   return `(?<=(?:^|\\P{Nd})(?:(?:${codes.join("|")})${PHONE_SEPARATOR}*)?)${digitsPattern(significant)}(?!\\p{Nd})`;
 }
 
@@ -240,7 +251,10 @@ const KEPT_ANSWER_KEYS = new Set([
 function isPhone(n: number, values: CustomerValues): boolean {
   if (!Number.isSafeInteger(n) || values.phones.length === 0) return false;
   const digits = String(Math.abs(n));
-  return values.phones.some((phone) => digits === phone || digits === phone.slice(-PHONE_DIGITS));
+  return values.phones.some((phone) => {
+    const significant = phone.slice(-PHONE_DIGITS);
+    return digits === phone || digits === significant || INDIAN_PREFIXES.some((p) => digits === `${p}${significant}`);
+  });
 }
 
 /** Walks one JSON value of an answer; undefined: unchanged. */

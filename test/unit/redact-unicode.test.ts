@@ -72,6 +72,17 @@ describe("redaction leaves a longer number and a value that is not a phone alone
     assert.equal(redactText("awb 19876543210, phone 9876543210", bare), `awb 19876543210, phone ${REDACTED}`);
   });
 
+  it("finds a phone sent bare where it comes back with India's 91 or trunk 0 before it, as text or as a number", () => {
+    const bare = customerValues([request("98765 43210")]);
+    assert.equal(redactText("phone 919876543210 or 09876543210", bare), `phone 91${REDACTED} or 0${REDACTED}`);
+    assert.equal(redactText("awb 19876543210", bare), null);
+    const [changed] = redactCommandData(
+      [{ id: 1, request: request("98765 43210"), response: { data: { phone: 919876543210, awb: 19876543210 } }, last_error: null }],
+      bare,
+    );
+    assert.deepEqual(changed?.response, { data: { phone: REDACTED, awb: 19876543210 } });
+  });
+
   it("an answer's whole number is the phone only when it is all of the phone's digits", () => {
     const [changed] = redactCommandData(
       [{ id: 1, request: request("+91 98765 43210"), response: { data: { phone: 9876543210, awb: 19876543210, order_id: 5919876543210, ref: 919876543210 } }, last_error: null }],
