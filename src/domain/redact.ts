@@ -6,6 +6,7 @@
  * copy, or null when there is nothing (left) to redact.
  */
 import { isJsonObject } from "./normalise.ts";
+import { asciiDigits } from "./text.ts";
 import type { JsonObject } from "./normalise.ts";
 import type { FoldState, Winner } from "./projection.ts";
 
@@ -95,17 +96,14 @@ const PHONE_LIKE = /^[+＋\s\p{Nd}\p{Pd}\p{Ps}\p{Pe}./／．]+$/u;
 /**
  * Every decimal digit of the Basic Multilingual Plane by its value: "०" (Devanagari), "০"
  * (Bengali), "௦" (Tamil), "０" (full width)… Unicode encodes each script's digits as a run
- * of ten, zero first, so a digit's value is its place in its run.
+ * of ten, zero first, so a digit's value is its place in its run. Patterns match a phone's
+ * digits with these; a value's digits are read as ASCII by text.ts's asciiDigits.
  */
 let digitsByValue: readonly string[] | null = null;
-let digitValue: ReadonlyMap<string, string> | null = null;
 /** Built on first use (a pass over 65,536 code points): only redaction needs it. */
-function digitTables(): { byValue: readonly string[]; value: ReadonlyMap<string, string> } {
-  if (digitsByValue === null || digitValue === null) {
-    digitsByValue = digitsOfTheBmp();
-    digitValue = new Map(digitsByValue.flatMap((chars, value) => [...chars].map((c) => [c, String(value)] as const)));
-  }
-  return { byValue: digitsByValue, value: digitValue };
+function digitClasses(): readonly string[] {
+  digitsByValue ??= digitsOfTheBmp();
+  return digitsByValue;
 }
 
 function digitsOfTheBmp(): string[] {
@@ -130,8 +128,7 @@ function digitsOfTheBmp(): string[] {
 /** A value's digits in ASCII when it reads as a phone number (enough digits, nothing but digits and separators), else null. */
 function phoneDigits(value: string): string | null {
   if (!PHONE_LIKE.test(value)) return null;
-  const { value: digitValueOf } = digitTables();
-  const digits = [...value].map((c) => digitValueOf.get(c) ?? "").join("");
+  const digits = asciiDigits(value).replace(/[^0-9]/g, "");
   return digits.length >= PHONE_MIN_DIGITS ? digits : null;
 }
 
@@ -142,7 +139,7 @@ function phoneDigits(value: string): string | null {
 const INDIAN_PREFIXES = ["91", "0"];
 
 /** Digits (ASCII) as a pattern matching them in any script, with separators between them. */
-const digitsPattern = (digits: string) => [...digits].map((d) => `[${digitTables().byValue[Number(d)]}]`).join(`${PHONE_SEPARATOR}*`);
+const digitsPattern = (digits: string) => [...digits].map((d) => `[${digitClasses()[Number(d)]}]`).join(`${PHONE_SEPARATOR}*`);
 
 /**
  * A pattern matching a phone's last 10 digits in any script, with separators between them,

@@ -35,7 +35,7 @@ function digitValue(digit: string): number {
 }
 
 /** `text` with every decimal digit of any script written as its ASCII digit. */
-function asciiDigits(text: string): string {
+export function asciiDigits(text: string): string {
   return text.replace(DECIMAL_DIGITS, (d) => (d >= "0" && d <= "9" ? d : String(digitValue(d))));
 }
 
