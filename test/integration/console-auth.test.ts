@@ -339,7 +339,7 @@ describe("the orders pages", () => {
     const page = await (await fetch(`${base}/orders/${row!.id}`, { headers: { cookie } })).text();
     // The path ends where the rider was last: the newest location, not the 500th oldest.
     assert.match(page, /last at 12\.95200, 77\.60000\./);
-    const timeline = /<h2>Timeline<\/h2>([\s\S]*)$/.exec(page)![1]!;
+    const timeline = /<h2 id="timeline-title">Timeline<\/h2>([\s\S]*)$/.exec(page)![1]!;
     assert.match(timeline, /DELIVERED/, "the newest event is on the page");
     assert.match(timeline, /Showing the latest 500 events/);
     assert.equal((timeline.match(/<tr>/g) ?? []).length, 1 + 500, "a header row and 500 events");

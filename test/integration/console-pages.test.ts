@@ -90,14 +90,15 @@ async function dropJobs(task: string): Promise<number> {
   return rows.length;
 }
 
-/** Markup rules every page keeps: one h1 and h2s after it, tables with column headers, a label on every control, no inline style or script, nothing from elsewhere. */
+/** Markup rules every page keeps: one h1 and h2s after it, tables with column headers and a name, a label on every control, no inline style or script, nothing from elsewhere. */
 function assertMarkup(page: string, path: string): void {
   const headings = [...page.matchAll(/<h([1-6])\b/g)].map((m) => Number(m[1]));
   assert.equal(headings[0], 1, `${path}: starts with h1`);
   assert.equal(headings.filter((h) => h === 1).length, 1, `${path}: one h1`);
   headings.forEach((h, i) => assert.ok(i === 0 || h <= headings[i - 1]! + 1, `${path}: heading levels in order`));
-  for (const table of page.match(/<table>[\s\S]*?<\/table>/g) ?? []) {
+  for (const table of page.match(/<table\b[^>]*>[\s\S]*?<\/table>/g) ?? []) {
     assert.match(table, /<thead><tr><th scope="col"/, `${path}: a table with a header row`);
+    assert.match(table, /^<table aria-labelledby="[^"]+">|^<table>\s*<caption>/, `${path}: a table with a name (its caption, or the heading it is under)`);
   }
   for (const control of page.match(/<(input|select|textarea)\b[^>]*>/g) ?? []) {
     if (/type="hidden"/.test(control)) continue;

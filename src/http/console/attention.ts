@@ -100,7 +100,7 @@ export function attentionPages(deps: AttentionDeps) {
 
   const more = (shown: number, count: number) => (count > shown ? html`<p>Showing ${shown} of ${capped(count)}.</p>` : null);
 
-  const unconfirmedTable = (rows: readonly OrderRow[]) => html`<table>
+  const unconfirmedTable = (rows: readonly OrderRow[]) => html`<table aria-labelledby="unconfirmed-title">
       <thead><tr><th scope="col">Order</th><th scope="col" class="wide">Provider id</th><th scope="col">Why</th><th scope="col" class="wide">Since</th></tr></thead>
       <tbody>
         ${rows.map(
@@ -114,7 +114,7 @@ export function attentionPages(deps: AttentionDeps) {
       </tbody>
     </table>`;
 
-  const failedCommandsTable = (rows: readonly CommandListRow[], csrf: string) => html`<table>
+  const failedCommandsTable = (rows: readonly CommandListRow[], csrf: string) => html`<table aria-labelledby="failed-commands-title">
       <thead><tr><th scope="col">Order, command and error</th><th scope="col" class="wide">Attempts</th><th scope="col" class="wide">Failed</th></tr></thead>
       <tbody>
         ${rows.map(
@@ -135,7 +135,7 @@ export function attentionPages(deps: AttentionDeps) {
       <div class="actions"><button type="submit" class="secondary">Mark as seen</button></div>
     </form>`;
 
-  const silentTable = (rows: readonly SilentOrder[]) => html`<table>
+  const silentTable = (rows: readonly SilentOrder[]) => html`<table aria-labelledby="silent-title">
       <thead><tr><th scope="col">Order</th><th scope="col">Status</th><th scope="col">Silent for</th><th scope="col" class="wide">Last heard</th></tr></thead>
       <tbody>
         ${rows.map(
@@ -149,7 +149,7 @@ export function attentionPages(deps: AttentionDeps) {
       </tbody>
     </table>`;
 
-  const rejectedSection = (r: Attention["rejected"], csrf: string) => html`<table>
+  const rejectedSection = (r: Attention["rejected"], csrf: string) => html`<table aria-labelledby="rejected-title">
       <thead><tr><th scope="col">Reason</th><th scope="col" class="wide">Received</th><th scope="col">Body</th></tr></thead>
       <tbody>
         ${r.rows.map(
@@ -168,7 +168,7 @@ export function attentionPages(deps: AttentionDeps) {
       <div class="actions"><button type="submit" class="secondary">Mark as seen</button></div>
     </form>`;
 
-  const endpointsTable = (rows: readonly EndpointHealth[]) => html`<table>
+  const endpointsTable = (rows: readonly EndpointHealth[]) => html`<table aria-labelledby="endpoints-title">
       <thead><tr><th scope="col">Endpoint</th><th scope="col">State</th><th scope="col" class="wide">Delivered</th><th scope="col">Last error</th></tr></thead>
       <tbody>
         ${rows.map(

@@ -12,9 +12,9 @@ import type { AwbRequestRow } from "../../awb/pool.ts";
 import type { ProviderClient } from "../../provider/client.ts";
 import { MAX_AWB_COUNT } from "../../provider/schemas.ts";
 import type { ConsoleEnv } from "./auth.ts";
-import { blankToUndefined, problemOf } from "./forms.ts";
+import { blankToUndefined, fieldOf, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
-import { csrfField, errorBox, noticeBox, renderPage, timeOf } from "./layout.ts";
+import { csrfField, errorBox, FIELD_ERROR_ID, fieldError, noticeBox, renderPage, timeOf } from "./layout.ts";
 import { pagePool } from "./pools.ts";
 import type { ConsolePools } from "./pools.ts";
 import { levelChart } from "./svg.ts";
@@ -108,7 +108,8 @@ export function awbPages(deps: AwbPagesDeps) {
     });
   });
 
-  const confirmPage = (c: Context<ConsoleEnv>, problem?: { status: 409 | 422; error: string }) =>
+  /** `problem.field`: the field the refusal is about (marked, described by the error, focused). */
+  const confirmPage = (c: Context<ConsoleEnv>, problem?: { status: 409 | 422; error: string; field?: string | undefined }) =>
     renderPage(c, {
       title: "Replenish the AWB pool",
       nav: "/awb",
@@ -116,7 +117,7 @@ export function awbPages(deps: AwbPagesDeps) {
       status: problem?.status ?? 200,
       body: html`<p><a href="/awb">← AWB pool</a></p>
         <h1>Replenish the AWB pool?</h1>
-        ${problem ? errorBox(problem.error) : null}
+        ${problem ? errorBox(problem.error, problem.field === undefined ? undefined : FIELD_ERROR_ID) : null}
         ${deps.provider === undefined && problem === undefined ? errorBox(NO_PROVIDER) : null}
         <p>
           tracklane asks the provider for AWB numbers now, as a top-up job (top-ups run one at a time). Without a count it fills the pool up to
@@ -124,10 +125,10 @@ export function awbPages(deps: AwbPagesDeps) {
         </p>
         <form method="post" action="/awb/replenish">
           ${csrfField(c.get("session").csrfToken)}
-          <p><label>How many (empty: up to the target)<input name="count" type="number" min="1" max=${String(MAX_AWB_COUNT)} inputmode="numeric" /></label></p>
+          <p><label>How many (empty: up to the target)<input name="count" type="number" min="1" max=${String(MAX_AWB_COUNT)} inputmode="numeric" ...${fieldError(problem?.field === "count")} /></label></p>
           <p>
             <label
-              >Mode<select name="mode">
+              >Mode<select name="mode" ...${fieldError(problem?.field === "mode")}>
                 ${MODES.map((m) => html`<option value=${m} selected=${m === settings.mode}>${m === "pool" ? "pool (replenishment call)" : "fresh (asynchronous request)"}</option>`)}
               </select></label
             >
@@ -143,7 +144,7 @@ export function awbPages(deps: AwbPagesDeps) {
 
   app.post("/awb/replenish", async (c) => {
     const input = ReplenishForm.safeParse(await c.req.parseBody());
-    if (!input.success) return confirmPage(c, { status: 422, error: problemOf(input.error) });
+    if (!input.success) return confirmPage(c, { status: 422, error: problemOf(input.error), field: fieldOf(input.error) });
     if (deps.provider === undefined) return confirmPage(c, { status: 409, error: NO_PROVIDER });
     await enqueueManualReplenish(sql, { count: input.data.count, mode: input.data.mode });
     return c.redirect("/awb?done=replenish", 303);

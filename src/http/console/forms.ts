@@ -8,3 +8,9 @@ export const blankToUndefined = (v: unknown) => (typeof v === "string" && v.trim
 export function problemOf(error: z.ZodError, where = "form"): string {
   return error.issues.map((i) => `${i.path.join(".") || where}: ${i.message}`).join("; ");
 }
+
+/** The field a refusal is about first (its first issue's), for the form to mark; none for the form as a whole. */
+export function fieldOf(error: z.ZodError): string | undefined {
+  const key = error.issues[0]?.path[0];
+  return typeof key === "string" ? key : undefined;
+}

@@ -23,7 +23,7 @@ import { awbPages } from "./awb.ts";
 import { clearSessionCookie, clientAddress, createSignInLimiter, csrfRequired, sameOrigin, SESSION_COOKIE, sessionRequired, signIn } from "./auth.ts";
 import type { ConsoleEnv, SignInLimiter } from "./auth.ts";
 import { html } from "./html.ts";
-import { errorBox, noticeBox, renderPage } from "./layout.ts";
+import { errorBox, FIELD_ERROR_ID, fieldError, noticeBox, renderPage } from "./layout.ts";
 import { notificationPages } from "./notifications.ts";
 import { orderPages } from "./orders.ts";
 import { systemPages } from "./system.ts";
@@ -127,17 +127,18 @@ export function consoleRoutes(deps: ConsoleDeps) {
     app.use(path, formInput(config.publicUrl));
   }
 
-  const signInPage = (c: Context, o: { next: string; error?: string | undefined; notice?: string | undefined; status?: 200 | 403 | 429 }) =>
+  /** `tokenRefused`: the error is about the token typed (the field is marked and focused). */
+  const signInPage = (c: Context, o: { next: string; error?: string | undefined; tokenRefused?: boolean; notice?: string | undefined; status?: 200 | 403 | 429 }) =>
     renderPage(c, {
       title: "Sign in",
       status: o.status ?? 200,
       body: html`<div class="signin">
         <h1>Sign in to tracklane</h1>
-        ${o.error ? errorBox(o.error) : null}
+        ${o.error ? errorBox(o.error, o.tokenRefused ? FIELD_ERROR_ID : undefined) : null}
         ${o.notice ? noticeBox(o.notice) : null}
         <form method="post" action="/sign-in">
           <input type="hidden" name="next" value=${o.next} />
-          <label>API token<input name="token" type="password" autocomplete="current-password" required /></label>
+          <label>API token<input name="token" type="password" autocomplete="current-password" required ...${fieldError(o.tokenRefused === true)} /></label>
           <button type="submit">Sign in</button>
         </form>
         <p>The token is tracklane's API_TOKEN (printed at the first start, or in DATA_DIR/api-token).</p>
@@ -180,7 +181,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
       limiter.failed(who);
       // The address, never the token: a mistyped token is usually most of the real one.
       log.warn({ address: who }, "console sign-in failed");
-      return signInPage(c, { next, status: 403, error: "That is not the API token." });
+      return signInPage(c, { next, status: 403, error: "That is not the API token.", tokenRefused: true });
     }
     limiter.succeeded(who);
     await signIn(c, sql, cookies);

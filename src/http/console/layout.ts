@@ -35,7 +35,7 @@ export async function renderPage(c: Context, o: PageOptions): Promise<Response> 
     <head>
       <meta charset="utf-8" />
       <meta name="viewport" content="width=device-width, initial-scale=1" />
-      <title>${o.title} · tracklane</title>
+      <title>${(o.status ?? 200) >= 400 ? `Error: ${o.title}` : o.title} · tracklane</title>
       <link rel="icon" type="image/svg+xml" href=${assetUrl.icon} />
       <link rel="stylesheet" href=${assetUrl.css} />
       <script src=${assetUrl.js} defer></script>
@@ -109,6 +109,17 @@ export const bidi = (text: string | null | undefined): Child => (text === null |
 /** A status word in a coloured badge (the word itself carries the meaning). */
 export const badge = (word: string | null) => (word === null ? "–" : html`<span class=${`badge ${STATUS_TONE[word] ?? ""}`.trim()}>${breakable(word)}</span>`);
 
-/** An error box naming what went wrong. */
-export const errorBox = (message: string) => html`<p class="error" role="alert">${message}</p>`;
+/** An error box naming what went wrong; `id` when a field's aria-describedby names it (fieldError). */
+export const errorBox = (message: string, id?: string) => html`<p id=${id} class="error" role="alert">${message}</p>`;
+
+/** The id of a form's error box, for the field it is about. */
+export const FIELD_ERROR_ID = "field-error";
+
+/**
+ * The attributes of a form field a refused post was about: it is marked invalid, described
+ * by the error box (errorBox(message, FIELD_ERROR_ID)), and takes the focus as the page
+ * loads, with no script. Nothing for any other field.
+ */
+export const fieldError = (invalid: boolean): Record<string, string | boolean> =>
+  invalid ? { "aria-invalid": "true", "aria-describedby": FIELD_ERROR_ID, autofocus: true } : {};
 export const noticeBox = (message: string) => html`<p class="notice" role="status">${message}</p>`;

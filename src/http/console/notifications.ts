@@ -143,6 +143,7 @@ export function notificationPages(deps: NotificationPagesDeps) {
           webhook-id, to each enabled endpoint it went to; each delivery starts a new round of attempts.
         </p>
         <table>
+          <caption>Its deliveries, one to each endpoint it went to.</caption>
           <thead><tr><th scope="col">Endpoint</th><th scope="col">Delivery</th><th scope="col" class="wide">Attempts</th><th scope="col">Last error</th></tr></thead>
           <tbody>
             ${detail.deliveries.map((d) => {

@@ -23,10 +23,10 @@ import type { OrderRow } from "../../orders/read.ts";
 import { CANCEL_USERS, CancelOrderBodySchema, MAX_STRING_LENGTH } from "../../provider/schemas.ts";
 import { toApiError } from "../errors.ts";
 import type { ConsoleEnv } from "./auth.ts";
-import { blankToUndefined, problemOf } from "./forms.ts";
+import { blankToUndefined, fieldOf, problemOf } from "./forms.ts";
 import { html } from "./html.ts";
 import type { JSXNode } from "./html.ts";
-import { badge, bidi, breakable, csrfField, errorBox, noticeBox, renderFragment, renderPage, timeOf } from "./layout.ts";
+import { badge, bidi, breakable, csrfField, errorBox, FIELD_ERROR_ID, fieldError, noticeBox, renderFragment, renderPage, timeOf } from "./layout.ts";
 import { pagePool } from "./pools.ts";
 import type { ConsolePools } from "./pools.ts";
 import { riderPath } from "./svg.ts";
@@ -202,20 +202,23 @@ export function orderPages(deps: OrdersDeps) {
       <dt>Events</dt><dd>${o.event_count}, last ${at(o.last_event_at)}</dd>
     </dl>`;
 
+  // On a phone the action column gives way (a Retry… button beside the answer made a
+  // 320 px page scroll sideways): the link shows under the command's state instead.
+  const retryLink = (k: CommandWithAnswer) => html`<a class="button secondary" href=${`/commands/${k.id}/retry`}>Retry…</a>`;
   const commandsOf = (o: OrderRow, commands: readonly CommandWithAnswer[]) =>
     commands.length === 0
       ? html`<p>No commands sent for this order.</p>`
-      : html`<table>
-          <thead><tr><th scope="col">Command</th><th scope="col">State</th><th scope="col" class="wide num">Attempts</th><th scope="col">Provider's answer</th><th scope="col" class="wide">Sent</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead>
+      : html`<table aria-labelledby="commands-title">
+          <thead><tr><th scope="col">Command</th><th scope="col">State</th><th scope="col" class="wide num">Attempts</th><th scope="col">Provider's answer</th><th scope="col" class="wide">Sent</th><th scope="col" class="wide"><span class="visually-hidden">Action</span></th></tr></thead>
           <tbody>
             ${commands.map(
               (k) => html`<tr>
                 <td>#${k.id} ${breakable(k.kind)}</td>
-                <td>${badge(k.state)}${k.outcome_unknown ? " (outcome unknown)" : ""}</td>
+                <td>${badge(k.state)}${k.outcome_unknown ? " (outcome unknown)" : ""}${retryable(k, o) ? html`<span class="narrow"><br />${retryLink(k)}</span>` : null}</td>
                 <td class="wide num">${k.attempts}</td>
                 <td class="long">${answerOf(k)}</td>
                 <td class="wide">${at(k.created_at)}</td>
-                <td>${retryable(k, o) ? html`<a class="button secondary" href=${`/commands/${k.id}/retry`}>Retry…</a>` : null}</td>
+                <td class="wide">${retryable(k, o) ? retryLink(k) : null}</td>
               </tr>`,
             )}
           </tbody>
@@ -224,7 +227,7 @@ export function orderPages(deps: OrdersDeps) {
   const timelineOf = (events: readonly { id: number; kind: string; provider_status: string | null; occurred_at: Date; source: string; payload: unknown }[]) =>
     events.length === 0
       ? html`<p>No events yet.</p>`
-      : html`<table>
+      : html`<table aria-labelledby="timeline-title">
           <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col" class="wide">From</th></tr></thead>
           <tbody>
             ${events.map(
@@ -248,9 +251,9 @@ export function orderPages(deps: OrdersDeps) {
       ${actionsOf(o)}
       <h2>Rider's path</h2>
       ${riderPath(path, describe)}
-      <h2>Commands</h2>
+      <h2 id="commands-title">Commands</h2>
       ${commandsOf(o, commands)}
-      <h2>Timeline</h2>
+      <h2 id="timeline-title">Timeline</h2>
       ${timelineOf(timeline.rows)}
       ${timeline.older ? html`<p>Showing the latest ${TIMELINE_MAX} events; the API (GET /v1/orders/{order}/events) pages through all of them.</p>` : null}`;
   };
@@ -292,7 +295,7 @@ export function orderPages(deps: OrdersDeps) {
       if (order instanceof Response) return order;
       const form = await c.req.parseBody();
       const input = action.fields.safeParse(form);
-      if (!input.success) return confirmPage(c, order, action, { status: 422, error: problemOf(input.error) });
+      if (!input.success) return confirmPage(c, order, action, { status: 422, error: problemOf(input.error), field: fieldOf(input.error) });
       try {
         const { commandId, created } = await appending(() => action.run(sql, order, input.data, deps.resend));
         return c.redirect(`/orders/${order.id}?done=${action.path}&command=${commandId}${created ? "" : "&already=1"}`, 303);
@@ -304,7 +307,8 @@ export function orderPages(deps: OrdersDeps) {
     });
   }
 
-  const confirmPage = (c: Context<ConsoleEnv>, order: OrderRow, action: OrderAction, problem?: { status: 404 | 409 | 422; error: string }) =>
+  /** `problem.field`: the field the refusal is about (marked, described by the error, focused). */
+  const confirmPage = (c: Context<ConsoleEnv>, order: OrderRow, action: OrderAction, problem?: { status: 404 | 409 | 422; error: string; field?: string | undefined }) =>
     renderPage(c, {
       title: `${action.title} · order ${order.client_order_id ?? order.id}`,
       nav: "/orders",
@@ -312,11 +316,11 @@ export function orderPages(deps: OrdersDeps) {
       status: problem?.status ?? 200,
       body: html`<p><a href=${`/orders/${order.id}`}>← Order ${order.client_order_id ?? `#${order.id}`}</a></p>
         <h1>${action.title}?</h1>
-        ${problem ? errorBox(problem.error) : null}
+        ${problem ? errorBox(problem.error, problem.field === undefined ? undefined : FIELD_ERROR_ID) : null}
         <p>${action.explain(order)}</p>
         <form method="post" action=${`/orders/${order.id}/${action.path}`}>
           ${csrfField(c.get("session").csrfToken)}
-          ${action.inputs}
+          ${action.inputs?.(problem?.field)}
           <div class="actions">
             <button type="submit" class=${action.danger ? "danger" : undefined}>${action.title}</button>
             <a class="button secondary" href=${`/orders/${order.id}`}>Keep it as it is</a>
@@ -484,7 +488,8 @@ interface OrderAction {
   title: string;
   danger?: boolean;
   explain: (o: OrderRow) => string;
-  inputs: JSXNode | null;
+  /** The form's fields; `invalid`: the one a refused post was about. */
+  inputs: ((invalid: string | undefined) => JSXNode) | null;
   fields: z.ZodType<Record<string, string>>;
   /** Does it: the command's id, and false when that command was recorded before (a form sent twice). */
   run: (sql: Sql, o: OrderRow, input: Record<string, string>, resend: ResendOptions) => Promise<{ commandId: number; created: boolean }>;
@@ -499,8 +504,8 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
     danger: true,
     explain: () =>
       "tracklane asks the provider to cancel this order (each provider order, if it made two). A rider on the way is called off. An order whose placement has not reached the provider yet is not sent at all.",
-    inputs: html`<p><label>Reason<input name="reason" required maxlength=${String(MAX_STRING_LENGTH)} /></label></p>
-      <p><label>Asked by<select name="user">${CANCEL_USERS.map((u) => html`<option value=${u} selected=${u === "Seller"}>${u}</option>`)}</select></label></p>`,
+    inputs: (invalid) => html`<p><label>Reason<input name="reason" required maxlength=${String(MAX_STRING_LENGTH)} ...${fieldError(invalid === "reason")} /></label></p>
+      <p><label>Asked by<select name="user" ...${fieldError(invalid === "user")}>${CANCEL_USERS.map((u) => html`<option value=${u} selected=${u === "Seller"}>${u}</option>`)}</select></label></p>`,
     // The API's own check of a cancel (what the provider takes): a longer reason would be
     // recorded here and then refused at every attempt to send it.
     fields: z.object({ reason: z.string().trim().min(1, "give a reason").pipe(CancelOrderBodySchema.shape.reason), user: CancelOrderBodySchema.shape.user }),
@@ -527,7 +532,7 @@ const ORDER_ACTIONS: readonly OrderAction[] = [
     title: "Confirm the placement",
     explain: () =>
       "Nobody knows whether the provider created this order: its answer was lost. If you found it at the provider, give the provider's order id; the order becomes placed with it.",
-    inputs: html`<p><label>The provider's order id<input name="svc_order_id" required maxlength="128" inputmode="numeric" /></label></p>`,
+    inputs: (invalid) => html`<p><label>The provider's order id<input name="svc_order_id" required maxlength="128" inputmode="numeric" ...${fieldError(invalid === "svc_order_id")} /></label></p>`,
     fields: z.object({ svc_order_id: z.string().trim().min(1, "give the provider's order id").max(128) }),
     run: async (sql, o, input) => await confirmPlacement(sql, o.id, input["svc_order_id"]!),
   },
