@@ -137,6 +137,15 @@ describe("the console's accessibility", { skip: missing ? "no Chromium" : false,
     assert.deepEqual(failures, []);
   });
 
+  it("each Mark as seen on Needs attention is described by the heading of what it marks", async () => {
+    await page.goto(`${app.url}/`);
+    const descriptions = (await page.evaluate(`[...document.querySelectorAll("button")].filter((b) => b.textContent.trim() === "Mark as seen").map((b) => {
+      const described = (b.getAttribute("aria-describedby") || "").split(" ").filter(Boolean).map((id) => document.getElementById(id));
+      return described.length === 1 && described[0] && described[0].closest("section")?.contains(b) ? described[0].textContent : null;
+    })`)) as (string | null)[];
+    assert.deepEqual(descriptions, ["Failed commands (1)"], "the one listed (a failed command), described by its section's heading");
+  });
+
   it("the skip link takes the keyboard past the header to the page's content", async () => {
     await page.goto(`${app.url}/orders/${ids.plain}`);
     await page.keyboard.press("Tab");

@@ -132,7 +132,7 @@ export function attentionPages(deps: AttentionDeps) {
     <form method="post" action="/attention/failed-seen">
       ${csrfField(csrf)}
       <input type="hidden" name="upto" value=${String(Math.max(0, ...rows.map((k) => k.completed_at?.getTime() ?? 0)))} />
-      <div class="actions"><button type="submit" class="secondary">Mark as seen</button></div>
+      <div class="actions"><button type="submit" class="secondary" aria-describedby="failed-commands-title">Mark as seen</button></div>
     </form>`;
 
   const silentTable = (rows: readonly SilentOrder[]) => html`<table aria-labelledby="silent-title">
@@ -165,7 +165,7 @@ export function attentionPages(deps: AttentionDeps) {
     <form method="post" action="/attention/rejected-seen">
       ${csrfField(csrf)}
       <input type="hidden" name="upto" value=${String(r.rows[0]?.id ?? 0)} />
-      <div class="actions"><button type="submit" class="secondary">Mark as seen</button></div>
+      <div class="actions"><button type="submit" class="secondary" aria-describedby="rejected-title">Mark as seen</button></div>
     </form>`;
 
   const endpointsTable = (rows: readonly EndpointHealth[]) => html`<table aria-labelledby="endpoints-title">
