@@ -6,6 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { parseEnv as parseEnvText } from "node:util";
 import { z } from "zod";
 import { connectTarget, parseUrl } from "./db/url.ts";
 import { parseBlocks } from "./domain/addresses.ts";
@@ -539,18 +540,68 @@ export class ConfigError extends Error {
 }
 
 /**
- * Reads `.env` into process.env without overriding what is set. One that cannot be read (a
- * directory, no permission) stops the start naming it, as a bad variable does.
+ * Reads `.env` into process.env without overriding what is set, with Node's own parser
+ * (util.parseEnv, as `node --env-file` reads). One that cannot be read (a directory, no
+ * permission) stops the start naming it, as a bad variable does; so does a value the
+ * parser would read other than as written (dotEnvProblems). A byte-order mark, as Windows
+ * editors write, is skipped (Node's parser made it part of the first name, which was lost).
  */
 function loadDotEnv(): void {
   if (!existsSync(".env")) return;
+  let bytes: Buffer;
   try {
-    process.loadEnvFile(".env");
+    bytes = readFileSync(".env");
   } catch (err) {
     const code = (err as { code?: unknown }).code;
-    const why = code === "EISDIR" || code === "ERR_INVALID_ARG_TYPE" ? "is not a file" : `could not be read (${typeof code === "string" ? code : (err as Error).message})`;
+    const why = code === "EISDIR" ? "is not a file" : `could not be read (${typeof code === "string" ? code : (err as Error).message})`;
     throw new ConfigError([{ variable: ".env", message: `${resolve(".env")} ${why}; remove it, or make it a file of NAME=value lines` }]);
   }
+  if ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff)) {
+    throw new ConfigError([{ variable: ".env", message: `${resolve(".env")} is saved as UTF-16; save it as UTF-8` }]);
+  }
+  const text = bytes.toString("utf8").replace(/^\uFEFF/, "");
+  const taken = Object.entries(parseEnvText(text)).filter((entry): entry is [string, string] => entry[1] !== undefined && process.env[entry[0]] === undefined);
+  const problems = dotEnvProblems(text, new Map(taken));
+  if (problems.length > 0) throw new ConfigError(problems);
+  for (const [name, value] of taken) process.env[name] = value;
+}
+
+/** `NAME=` at the start of a line (after `export `), as the parser reads a name. */
+const DOTENV_ASSIGNMENT = /^\s*(?:export\s+)?([\w.-]+)\s*=(\s*)(.*)$/;
+
+/**
+ * Values of `.env` (those the environment does not override) that the parser reads other
+ * than a person means, each a silent misreading otherwise (a secret cut short: every call
+ * refused with 401): a `#` inside an unquoted value, which starts a comment there
+ * (`CALLBACK_SECRET=abc#def` is `abc`), and a value over several lines, which no setting
+ * takes: a quote opened and never closed swallows the lines after it. Never the value.
+ */
+function dotEnvProblems(text: string, values: ReadonlyMap<string, string>): ConfigProblem[] {
+  const problems = new Map<string, ConfigProblem>();
+  for (const line of text.split(/\r?\n/)) {
+    const match = DOTENV_ASSIGNMENT.exec(line);
+    if (!match || /^["'`]/.test(match[3]!)) continue;
+    const [, name = "", space, raw = ""] = match;
+    // Where the comment starts: right after `=` (`NAME=#x` is empty), or after a character (`ab#x` is `ab`).
+    const cut = space === "" && raw.startsWith("#") ? 0 : raw.search(/\S#/) + 1 || -1;
+    if (cut < 0 || values.get(name) !== raw.slice(0, cut).trim()) continue; // a line inside a quoted value, or overridden
+    problems.set(name, {
+      variable: name,
+      message: "in .env, a # inside the value starts a comment there, so the value would be cut short: put the value in single quotes ('...'), or in a URL write # as %23",
+    });
+  }
+  for (const [name, value] of values) {
+    if (problems.has(name) || !/[\r\n]/.test(value)) continue;
+    const swallowed = value.split(/\r?\n/).slice(1).some((l) => DOTENV_ASSIGNMENT.test(l));
+    if (!(name in ENV_DOCS) && !swallowed) continue; // another program's multi-line value
+    problems.set(name, {
+      variable: name,
+      message: swallowed
+        ? "in .env, its value opens a quote that is not closed on its line, so the lines after it were read into it: close the quote"
+        : "in .env, its value runs over several lines; every setting is one line",
+    });
+  }
+  return [...problems.values()];
 }
 
 /**
