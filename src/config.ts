@@ -22,7 +22,6 @@ import type { AuthMethod, Product } from "./provider/products.ts";
 type Env = Record<string, string | undefined>;
 
 const emptyToUndefined = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
-const optionalString = z.preprocess(emptyToUndefined, z.string().optional());
 const url = z.preprocess(
   emptyToUndefined,
   z
@@ -64,6 +63,18 @@ const flag = (fallback: boolean) =>
       .default(fallback ? "true" : "false")
       .transform((v) => v === "true"),
   );
+/**
+ * PROVIDER_CLIENT_ID and PROVIDER_CLIENT_SECRET, sent as Basic credentials: a line break
+ * (a `\r` from a file with Windows line endings) or a space at either end (pasted) would
+ * be sent too, and every token exchange refused with 401.
+ */
+const oauthCredential = z.preprocess(
+  emptyToUndefined,
+  z
+    .string()
+    .regex(/^[^\s\p{Cc}](?:[^\p{Cc}]*[^\s\p{Cc}])?$/u, "must not hold a line break or other control character, nor spaces at either end")
+    .optional(),
+);
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 const LOG_FORMATS = ["pretty", "json"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
@@ -145,8 +156,10 @@ const envSchema = z.object({
   PROVIDER_GATEWAY_URL: providerUrl,
   /** Sent as `Authorization: Token <token>`: a space, line break or character beyond ASCII (pasted from an e-mail) could not be. */
   PROVIDER_TOKEN: z.preprocess(emptyToUndefined, z.string().regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces (it is sent in a header)").optional()),
-  PROVIDER_CLIENT_ID: optionalString,
-  PROVIDER_CLIENT_SECRET: optionalString,
+  PROVIDER_CLIENT_ID: oauthCredential.refine((v) => v === undefined || !v.includes(":"), {
+    error: "must not hold a colon (it is sent as the user name of Basic credentials, which ends at the first colon)",
+  }),
+  PROVIDER_CLIENT_SECRET: oauthCredential,
   /** 12 s: see DEFAULT_TIMEOUT_MS in src/provider/client.ts (above fetch's 10 s connect timeout). */
   PROVIDER_TIMEOUT_MS: positiveInt(12_000, 120_000),
   AWB_POOL_LOW_WATERMARK: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(100_000).default(100)),

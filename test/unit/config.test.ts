@@ -253,6 +253,18 @@ describe("config", () => {
         assert.deepEqual(found, ["PROVIDER_TOKEN: must be printable ASCII without spaces (it is sent in a header)"], JSON.stringify(token));
       }
     });
+    it("OAuth credentials with a line break (a \\r from a Windows file) or spaces at either end are an error, the secret never echoed, instead of a 401 at every token exchange", () => {
+      const oauth = { ...base, PROVIDER_PRODUCT: "quick_commerce" };
+      const bad = "must not hold a line break or other control character, nor spaces at either end";
+      for (const secret of ["sec-zq9x\r", " sec-zq9x", "sec-zq9x ", "sec\nzq9x", "sec\tzq9x"]) {
+        assert.deepEqual(problems({ ...oauth, PROVIDER_CLIENT_ID: "id", PROVIDER_CLIENT_SECRET: secret }), [`PROVIDER_CLIENT_SECRET: ${bad}`], JSON.stringify(secret));
+      }
+      assert.deepEqual(problems({ ...oauth, PROVIDER_CLIENT_ID: "id\r", PROVIDER_CLIENT_SECRET: "s" }), [`PROVIDER_CLIENT_ID: ${bad} (found "id\\r")`]);
+      assert.match(problems({ ...oauth, PROVIDER_CLIENT_ID: "i:d", PROVIDER_CLIENT_SECRET: "s" })[0]!, /^PROVIDER_CLIENT_ID: must not hold a colon/);
+      // Inside, a space is the provider's business: taken as given.
+      const auth = loadConfig({ DATA_DIR: dataDir(), ...oauth, PROVIDER_CLIENT_ID: "my id", PROVIDER_CLIENT_SECRET: "s3 cr=t/é" }).provider.auth;
+      assert.deepEqual(auth, { method: "oauth", clientId: "my id", clientSecret: "s3 cr=t/é", product: "quick_commerce" });
+    });
     it("a provider URL holding a user name or password is an error that does not echo it (no request could be sent to it)", () => {
       for (const [variable, value] of [
         ["PROVIDER_BASE_URL", "https://merchant:pw-zq9x@provider.example"],
