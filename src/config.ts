@@ -118,12 +118,32 @@ function retrySchedule(raw: string, ctx: z.core.$RefinementCtx<string>): number[
  * directory as libpq spells it. The message never repeats the URL (it may hold a password).
  */
 const postgresUrl = z.string().superRefine((value, ctx) => {
+  const fail = (message: string) => ctx.addIssue({ code: "custom", message });
   try {
     connectTarget(value);
   } catch (err) {
-    ctx.addIssue({ code: "custom", message: (err as Error).message });
+    const { message } = err as Error;
+    return fail(message === "is not a valid URL" ? `${message} (${PERCENT_ENCODE})` : message);
   }
+  const url = parseUrl(value);
+  if (url === null) return;
+  // The drivers decode them (decodeURIComponent): a lone % stopped every start with "URI malformed".
+  if (![url.username, url.password].every(decodes)) fail(`its user name or password holds a % that is not percent-encoding (${PERCENT_ENCODE})`);
+  // postgres.js reads a mode it does not know (a typo: "required", "disabled") as verify-full.
+  const sslmode = url.searchParams.get("sslmode");
+  if (sslmode && !SSL_MODES.includes(sslmode)) fail(`its sslmode must be one of ${SSL_MODES.join(", ")}`);
 });
+const PERCENT_ENCODE = "in a user name or password write % as %25, # as %23, / as %2F, ? as %3F, @ as %40, : as %3A";
+/** libpq's sslmode values, which both drivers read (src/db/tls.ts). */
+const SSL_MODES = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"];
+function decodes(part: string): boolean {
+  try {
+    decodeURIComponent(part);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const envSchema = z.object({
   DATABASE_URL: z.preprocess(emptyToUndefined, postgresUrl.optional()),

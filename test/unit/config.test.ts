@@ -75,7 +75,24 @@ describe("config", () => {
     assert.deepEqual(lines({ DATABASE_URL: "postgres://app:s3cret@/orders?host=/tmp&port=five" }), [
       `DATABASE_URL: has port=five in its query: a port is a whole number from 1 to 65535; e.g. DATABASE_URL=${ENV_DOCS.DATABASE_URL!.example}`,
     ]);
-    assert.match(lines({ DATABASE_URL: "postgres://app:s3cret@[db/orders" })[0]!, /^DATABASE_URL: is not a valid URL; e\.g\. /);
+    assert.match(lines({ DATABASE_URL: "postgres://app:s3cret@[db/orders" })[0]!, /^DATABASE_URL: is not a valid URL \(in a user name or password write % as %25, # as %23, .*\); e\.g\. /);
+  });
+
+  it("DATABASE_URL: a password with a lone % (every start ended in \"URI malformed\") or an sslmode libpq does not know is refused, the password never echoed", () => {
+    const encoding = "in a user name or password write % as %25, # as %23, / as %2F, ? as %3F, @ as %40, : as %3A";
+    for (const url of ["postgres://app:100%pw-zq9x@db/orders", "postgres://app%zq9x:pw@db/orders"]) {
+      assert.deepEqual(problems({ DATABASE_URL: url }), [`DATABASE_URL: its user name or password holds a % that is not percent-encoding (${encoding})`], url);
+    }
+    assert.deepEqual(problems({ DATABASE_URL: "postgres://app:pw-zq9x#x@db/orders" }), [`DATABASE_URL: is not a valid URL (${encoding})`]);
+    for (const mode of ["required", "disabled", "true", "no-verify"]) {
+      assert.deepEqual(problems({ DATABASE_READ_URL: `postgres://app:pw-zq9x@db/orders?sslmode=${mode}`, DATABASE_URL: "postgres://app@db/orders" }), [
+        "DATABASE_READ_URL: its sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full",
+      ]);
+    }
+    // Encoded, all of them are taken as written; so is every libpq mode.
+    for (const url of ["postgres://app:100%25p%23w%2F@db/orders", "postgres://app:p@ss@db/orders", ...["disable", "allow", "prefer", "require", "verify-ca", "verify-full"].map((m) => `postgres://app@db/orders?sslmode=${m}`)]) {
+      assert.equal(loadConfig({ DATA_DIR: dataDir(), DATABASE_URL: url }).databaseUrl, url);
+    }
   });
 
   it("generates the API token and callback secret once, keeps them under the data dir (0600), and reuses them", () => {
