@@ -22,10 +22,16 @@ import type { AuthMethod, Product } from "./provider/products.ts";
 type Env = Record<string, string | undefined>;
 
 const emptyToUndefined = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
-const url = z.preprocess(
+/**
+ * PUBLIC_URL: the callback URL is it followed by `/callbacks/<secret>`, which a query or a
+ * fragment would swallow; and it is printed at start, so no password in it.
+ */
+const publicUrl = z.preprocess(
   emptyToUndefined,
   z
     .url({ protocol: /^https?$/, error: "must be an http(s) URL" })
+    .refine((u) => !/[?#]/.test(u), { error: "must have no ?query or #fragment: the callback URL is it followed by /callbacks/<secret>" })
+    .refine((u) => !hasUserInfo(u), { error: "must not hold a user name or password (the callback URL is printed at start)" })
     .transform((u) => u.replace(/\/+$/, ""))
     .optional(),
 );
@@ -154,7 +160,7 @@ const envSchema = z.object({
   DATABASE_READ_URL: z.preprocess(emptyToUndefined, postgresUrl.optional()),
   PORT: port(3000),
   HOST: z.preprocess(emptyToUndefined, z.string().default("0.0.0.0")),
-  PUBLIC_URL: url,
+  PUBLIC_URL: publicUrl,
   API_TOKEN: secret,
   CALLBACK_SECRET: z.preprocess(
     emptyToUndefined,

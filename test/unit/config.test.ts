@@ -68,6 +68,16 @@ describe("config", () => {
     assert.match(bad.find((l) => l.startsWith("DB_READ_POOL_MAX"))!, /must be at least 1/);
   });
 
+  it("PUBLIC_URL: a trailing slash is dropped; a ?query or #fragment (which would swallow /callbacks/<secret>) or a password (printed at start) is refused", () => {
+    assert.equal(loadConfig({ DATA_DIR: dataDir(), PUBLIC_URL: "https://track.example.com/tl/" }).publicUrl, "https://track.example.com/tl");
+    for (const url of ["https://track.example.com/?via=lb", "https://track.example.com#top", "https://track.example.com?"]) {
+      assert.match(problems({ PUBLIC_URL: url })[0]!, /^PUBLIC_URL: must have no \?query or #fragment: the callback URL is it followed by \/callbacks\/<secret>/, url);
+    }
+    assert.deepEqual(problems({ PUBLIC_URL: "https://merchant:pw-zq9x@track.example.com" }), [
+      "PUBLIC_URL: must not hold a user name or password (the callback URL is printed at start)",
+    ]);
+  });
+
   it("DATABASE_URL: a Unix socket directory as libpq spells it is taken; a URL the pool cannot read is refused", () => {
     for (const url of ["postgres://app:pw@/orders?host=/var/run/postgresql", "postgres:///orders?host=/tmp&port=5433", "postgres://app@%2Ftmp/orders"]) {
       assert.equal(loadConfig({ DATA_DIR: dataDir(), DATABASE_URL: url }).databaseUrl, url);
