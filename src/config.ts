@@ -37,7 +37,8 @@ const publicUrl = z.preprocess(
 );
 /**
  * The provider's addresses: fetch refuses a URL with a user name or password in it, so
- * every call would fail; credentials have variables of their own.
+ * every call would fail; credentials have variables of their own. Each call's path is
+ * added at the end (src/provider/http.ts), so a query or fragment would swallow it.
  */
 const providerUrl = z.preprocess(
   emptyToUndefined,
@@ -46,6 +47,7 @@ const providerUrl = z.preprocess(
     .refine((u) => !hasUserInfo(u), {
       error: "must not hold a user name or password (no request can be sent to such a URL): put the provider's credentials in PROVIDER_TOKEN, or PROVIDER_CLIENT_ID and PROVIDER_CLIENT_SECRET",
     })
+    .refine((u) => !/[?#]/.test(u), { error: "must have no ?query or #fragment: each call's path is added after it" })
     .transform((u) => u.replace(/\/+$/, ""))
     .optional(),
 );

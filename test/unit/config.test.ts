@@ -292,6 +292,15 @@ describe("config", () => {
       const auth = loadConfig({ DATA_DIR: dataDir(), ...oauth, PROVIDER_CLIENT_ID: "my id", PROVIDER_CLIENT_SECRET: "s3 cr=t/é" }).provider.auth;
       assert.deepEqual(auth, { method: "oauth", clientId: "my id", clientSecret: "s3 cr=t/é", product: "quick_commerce" });
     });
+    it("a provider URL with a ?query or #fragment (which would swallow every call's path) is an error naming the variable", () => {
+      for (const variable of ["PROVIDER_BASE_URL", "PROVIDER_GATEWAY_URL"]) {
+        for (const value of ["https://api.provider.example/?region=in", "https://api.provider.example/v3#docs"]) {
+          const found = problems({ ...base, PROVIDER_TOKEN: "tok", [variable]: value });
+          assert.equal(found.length, 1, found.join("\n"));
+          assert.match(found[0]!, new RegExp(`^${variable}: must have no \\?query or #fragment: each call's path is added after it`), value);
+        }
+      }
+    });
     it("a provider URL holding a user name or password is an error that does not echo it (no request could be sent to it)", () => {
       for (const [variable, value] of [
         ["PROVIDER_BASE_URL", "https://merchant:pw-zq9x@provider.example"],
