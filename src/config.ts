@@ -633,8 +633,9 @@ function dotEnvProblems(text: string, values: ReadonlyMap<string, string>): Conf
   }
   for (const [name, value] of values) {
     if (problems.has(name) || !/[\r\n]/.test(value)) continue;
-    const swallowed = value.split(/\r?\n/).slice(1).some((l) => DOTENV_ASSIGNMENT.test(l));
-    if (!(name in ENV_DOCS) && !swallowed) continue; // another program's multi-line value
+    // Another program's multi-line value (a PEM key) is its business, unless it swallowed a setting of ours.
+    const swallowed = value.split(/\r?\n/).slice(1).some((l) => (DOTENV_ASSIGNMENT.exec(l)?.[1] ?? "") in ENV_DOCS);
+    if (!(name in ENV_DOCS) && !swallowed) continue;
     problems.set(name, {
       variable: name,
       message: swallowed

@@ -86,6 +86,11 @@ describe(".env as merchants write it", () => {
     assert.equal(problems?.length, 1);
     assert.match(problems![0]!, /^CALLBACK_SECRET: in \.env, its value opens a quote that is not closed/);
     assert.ok(!output.includes(SECRET) && !output.includes(TOKEN));
+    // Another program's multi-line value is left alone, lines like NAME=value in it too (base64 padding).
+    const pem = `JWT_KEY="-----BEGIN PRIVATE KEY-----\nMIIBVQIBADANBgkqhkiG9w0B==\n-----END PRIVATE KEY-----"\nAWB_MODE=fresh\n`;
+    assert.equal(withDotEnv(pem).config?.awbMode, "fresh");
+    // ...unless it swallowed a setting of ours.
+    assert.match(withDotEnv(`JWT_KEY="-----BEGIN\nAWB_MODE=fresh\nPORT=8080"\n`).problems?.[0] ?? "", /^JWT_KEY: in \.env, its value opens a quote that is not closed/);
   });
 
   it("the environment wins over .env, also over a line of .env that would be refused", () => {
