@@ -83,6 +83,11 @@ const oauthCredential = z.preprocess(
     .regex(/^[^\s\p{Cc}](?:[^\p{Cc}]*[^\s\p{Cc}])?$/u, "must not hold a line break or other control character, nor spaces at either end")
     .optional(),
 );
+/**
+ * HOST, DATA_DIR: a `\r` left by an env file with Windows line endings (`docker --env-file`
+ * keeps it) made DATA_DIR another directory, silently: new secrets, a new embedded database.
+ */
+const oneLine = z.string().regex(/^\P{Cc}*$/u, "must not hold a line break or other control character");
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 const LOG_FORMATS = ["pretty", "json"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
@@ -161,7 +166,7 @@ const envSchema = z.object({
    */
   DATABASE_READ_URL: z.preprocess(emptyToUndefined, postgresUrl.optional()),
   PORT: port(3000),
-  HOST: z.preprocess(emptyToUndefined, z.string().default("0.0.0.0")),
+  HOST: z.preprocess(emptyToUndefined, oneLine.default("0.0.0.0")),
   PUBLIC_URL: publicUrl,
   API_TOKEN: secret,
   CALLBACK_SECRET: z.preprocess(
@@ -193,7 +198,7 @@ const envSchema = z.object({
   AWB_POOL_LOW_WATERMARK: z.preprocess(emptyToUndefined, z.coerce.number().int().min(0).max(100_000).default(100)),
   AWB_POOL_TARGET: positiveInt(500, 1_000_000),
   AWB_MODE: z.preprocess(emptyToUndefined, z.enum(["pool", "fresh"]).default("pool")),
-  DATA_DIR: z.preprocess(emptyToUndefined, z.string().default(".data")),
+  DATA_DIR: z.preprocess(emptyToUndefined, oneLine.default(".data")),
   /** The built-in emulator's port (`npm start` without PROVIDER_BASE_URL); taken as given, never moved. */
   EMULATOR_PORT: port(4010),
   // Jobs at once per worker process (provider commands, AWB top-ups). Projection needs
@@ -920,7 +925,7 @@ function readProcessEnv(): Env {
 
 const emulatorSchema = z.object({
   EMULATOR_PORT: port(4010),
-  EMULATOR_HOST: z.preprocess(emptyToUndefined, z.string().default("127.0.0.1")),
+  EMULATOR_HOST: z.preprocess(emptyToUndefined, oneLine.default("127.0.0.1")),
   LOG_LEVEL: z.preprocess(emptyToUndefined, z.enum(LOG_LEVELS).default("info")),
   EMULATOR_TOKEN: z.preprocess(emptyToUndefined, z.string().default("emulator-token")),
   EMULATOR_CLIENT_ID: z.preprocess(emptyToUndefined, z.string().default("emulator-client")),
@@ -932,7 +937,7 @@ const emulatorSchema = z.object({
   /** Paths the emulator serves instead of the defaults, as PROVIDER_PATHS gives them to tracklane. */
   EMULATOR_PATHS: pathOverrides,
   /** The emulator keeps its state in DATA_DIR/emulator/ (the same DATA_DIR as tracklane's). */
-  DATA_DIR: z.preprocess(emptyToUndefined, z.string().default(".data")),
+  DATA_DIR: z.preprocess(emptyToUndefined, oneLine.default(".data")),
 });
 
 export interface EmulatorConfig {

@@ -20,6 +20,16 @@ function lines(env: Record<string, string>): string[] {
   assert.fail("expected a ConfigError");
 }
 
+function loadEmulatorConfigProblems(env: Record<string, string>): string[] {
+  try {
+    loadEmulatorConfig(env);
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return err.problems;
+  }
+  assert.fail("expected a ConfigError");
+}
+
 function problems(env: Record<string, string>): string[] {
   try {
     loadConfig({ DATA_DIR: dataDir(), ...env });
@@ -76,6 +86,13 @@ describe("config", () => {
     assert.deepEqual(problems({ PUBLIC_URL: "https://merchant:pw-zq9x@track.example.com" }), [
       "PUBLIC_URL: must not hold a user name or password (the callback URL is printed at start)",
     ]);
+  });
+
+  it("DATA_DIR and HOST with a \\r left by Windows line endings (or another control character) are refused, not taken as another directory", () => {
+    for (const [variable, value] of [["DATA_DIR", "/var/lib/tracklane\r"], ["DATA_DIR", "data\n"], ["HOST", "0.0.0.0\r"]] as const) {
+      assert.deepEqual(problems({ [variable]: value }), [`${variable}: must not hold a line break or other control character (found ${JSON.stringify(value)})`]);
+    }
+    assert.deepEqual(loadEmulatorConfigProblems({ EMULATOR_HOST: "127.0.0.1\r" }), ['EMULATOR_HOST: must not hold a line break or other control character (found "127.0.0.1\\r")']);
   });
 
   it("DATABASE_URL: a Unix socket directory as libpq spells it is taken; a URL the pool cannot read is refused", () => {
