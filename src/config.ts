@@ -621,6 +621,7 @@ const DOTENV_ASSIGNMENT = /^\s*(?:export\s+)?([\w.-]+)\s*=(\s*)(.*)$/;
  * refused with 401): a `#` inside an unquoted value, which starts a comment there
  * (`CALLBACK_SECRET=abc#def` is `abc`), and a value over several lines, which no setting
  * takes: a quote opened and never closed swallows the lines after it. Never the value.
+ * Only tracklane's own settings: a shared file's other lines are read as Node reads them.
  */
 function dotEnvProblems(text: string, values: ReadonlyMap<string, string>): ConfigProblem[] {
   const problems = new Map<string, ConfigProblem>();
@@ -628,6 +629,7 @@ function dotEnvProblems(text: string, values: ReadonlyMap<string, string>): Conf
     const match = DOTENV_ASSIGNMENT.exec(line);
     if (!match || /^["'`]/.test(match[3]!)) continue;
     const [, name = "", space, raw = ""] = match;
+    if (!(name in ENV_DOCS)) continue; // another program's setting is its business
     // Where the comment starts: right after `=` (`NAME=#x` is empty), or after a character (`ab#x` is `ab`).
     const cut = space === "" && raw.startsWith("#") ? 0 : raw.search(/\S#/) + 1 || -1;
     if (cut < 0 || values.get(name) !== raw.slice(0, cut).trim()) continue; // a line inside a quoted value, or overridden

@@ -76,6 +76,8 @@ describe(".env as merchants write it", () => {
     for (const secret of [TOKEN, "cs-part-one", "cs-part-two"]) assert.ok(!output.includes(secret), `${secret} echoed`);
     // Right after `=` it would make the value empty (a generated token instead of this one).
     assert.deepEqual(withDotEnv(`API_TOKEN=#${TOKEN}\n`).problems?.map((p) => p.split(":")[0]), ["API_TOKEN"]);
+    // Another program's line in a shared file is read as Node reads it, and stops nothing.
+    assert.equal(withDotEnv(`API_TOKEN=${TOKEN}\nTHEME_COLOR=#fff\nOTHER_KEY=abc#def\n`).problems, undefined);
     // Quoted, the # is part of the value; after a space it starts a comment, as everywhere.
     const quoted = withDotEnv(`API_TOKEN='${TOKEN}#tail'\nAWB_MODE=fresh #comment\nPORT= # the default\n`).config;
     assert.deepEqual([quoted?.apiToken, quoted?.awbMode, quoted?.port], [`${TOKEN}#tail`, "fresh", 3000]);
