@@ -635,7 +635,8 @@ function dotEnvProblems(text: string, values: ReadonlyMap<string, string>): Conf
     if (cut < 0 || values.get(name) !== raw.slice(0, cut).trim()) continue; // a line inside a quoted value, or overridden
     problems.set(name, {
       variable: name,
-      message: "in .env, a # inside the value starts a comment there, so the value would be cut short: put the value in single quotes ('...'), or in a URL write # as %23",
+      message:
+        "in .env, a # inside the value starts a comment there, so only what comes before it is read: if the # belongs to the value, put the value in single quotes ('...') (in a URL write # as %23); if not, delete the # and what follows it",
     });
   }
   for (const [name, value] of values) {
