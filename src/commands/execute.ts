@@ -236,29 +236,38 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
         return classifyPlace(err, deps.dedupesOrders);
       }
     }
-    // Marked before the call, as a place is: a run that dies during it (the worker killed)
-    // leaves the mark, and a later refusal ("can no longer be edited") then says the outcome
-    // is unknown rather than reading as not done: the call may have been applied. Repeating
-    // these is harmless, so the mark claims nothing.
+    // Marked before the call, as a place is, and after the token, as a place is: a run that
+    // dies during the call (the worker killed) leaves the mark, and a later refusal ("can no
+    // longer be edited") then says the outcome is unknown rather than reading as not done:
+    // the call may have been applied. A run that dies while only the token is asked for has
+    // sent nothing and leaves no mark. Repeating these is harmless, so the mark claims nothing.
     case "edit": {
       const body = EditOrderBodySchema.parse({ ...(command.request as object), svc_order_id: svc });
+      const unauthorized = await authorize(provider);
+      if (unauthorized) return unauthorized;
       await markSending(deps.sql, command.id, true);
       return await settle(provider.editOrder(body));
     }
     case "cancel": {
       const body = CancelOrderBodySchema.parse(command.request);
+      const unauthorized = await authorize(provider);
+      if (unauthorized) return unauthorized;
       await markSending(deps.sql, command.id, true);
       return await cancelEvery(provider, providerIdsOf(order), body);
     }
     case "dispatch_ready": {
       const body = DispatchReadyBodySchema.parse(command.request);
+      const unauthorized = await authorize(provider);
+      if (unauthorized) return unauthorized;
       await markSending(deps.sql, command.id, true);
       return await settle(provider.dispatchReady(order.client_order_id!, body));
     }
-    case "stop_reattempt":
-      // Marked, as a place is: a run that dies during the call leaves the mark, and the next
-      // one reads "no re-attempt scheduled" as its own lost success (noReattemptScheduled),
-      // not as a failure. Repeating it is harmless, so the mark claims nothing.
+    case "stop_reattempt": {
+      // Marked after the token, as a place is: a run that dies during the call leaves the
+      // mark, and the next one reads "no re-attempt scheduled" as its own lost success
+      // (noReattemptScheduled), not as a failure. Repeating it is harmless, so the mark claims nothing.
+      const unauthorized = await authorize(provider);
+      if (unauthorized) return unauthorized;
       await markSending(deps.sql, command.id, true);
       try {
         return { type: "succeeded", response: await provider.stopReattempt({ svc_order_id: svc! }) };
@@ -268,6 +277,7 @@ async function attempt(deps: ExecuteDeps, provider: ProviderClient, command: Com
         }
         return classify(err);
       }
+    }
     default:
       return { type: "failed", error: `unknown command kind ${command.kind}` };
   }
@@ -323,6 +333,20 @@ async function cancelEvery(provider: ProviderClient, ids: readonly string[], bod
     known: undone.every((r) => r.outcome.type === "failed" && r.outcome.known === true),
     unknown: undone.some((r) => r.outcome.type === "failed" && r.outcome.unknown === true),
   };
+}
+
+/**
+ * The call's authorization in hand before its "sending" mark (an OAuth exchange, when the
+ * client has no live token): null, or the outcome of a failed exchange, which sent nothing
+ * (a "token" stage error: retried, never "outcome unknown").
+ */
+async function authorize(provider: ProviderClient): Promise<Outcome | null> {
+  try {
+    await provider.authorize();
+    return null;
+  } catch (err) {
+    return classify(err);
+  }
 }
 
 async function settle(call: Promise<unknown>): Promise<Outcome> {

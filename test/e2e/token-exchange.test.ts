@@ -115,6 +115,42 @@ describe("a failed token exchange: the call was never sent", () => {
     assert.equal(await marked(), false, "a definite outcome clears the mark");
   });
 
+  it("edit, dispatch-ready, stop-reattempt and cancel: not marked as possibly sent while only the token is asked for", async () => {
+    // A run dying during the exchange has sent nothing: its command must not be left
+    // marked, or its end would read "outcome unknown".
+    const order = await placeAndSettle(s);
+    const coid = order.client_order_id!;
+    await s.pair.control.send("POST", `/orders/${order.svc_order_id}/reattempt`, { in_seconds: 3600 });
+    const steps: [string, string, string, unknown][] = [
+      ["edit", "PATCH", `/v1/orders/${coid}`, { order_details: { order_value: 321 } }],
+      ["dispatch_ready", "POST", `/v1/orders/${coid}/dispatch-ready`, undefined],
+      ["stop_reattempt", "POST", `/v1/orders/${coid}/stop-reattempt`, undefined],
+      ["cancel", "POST", `/v1/orders/${coid}/cancel`, { reason: "changed mind", user: "Customer" }],
+    ];
+    for (const [kind, method, path, body] of steps) {
+      expireClientToken(s);
+      const rule = await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, action: "delay", delay_ms: 2000 });
+      const res = await s.t.request(path, { method, ...(body === undefined ? {} : { json: body }) });
+      assert.equal(res.status, 202, `${kind}: ${await res.clone().text()}`);
+      const { id } = await json<{ id: string }>(res);
+      const marked = async () => {
+        const [row] = await s.t.database.sql<{ outcome_unknown: boolean }[]>`select outcome_unknown from commands where id = ${id}`;
+        return row!.outcome_unknown;
+      };
+      const settled = settle(s.t, s.pair);
+      const held = async () => {
+        const { rules } = (await s.pair.control.get<{ rules: { id: number; applied: number }[] }>("/faults")).body;
+        return (rules.find((r) => r.id === rule["id"])?.applied ?? 0) > 0;
+      };
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline && !(await held()); ) await new Promise((r) => setTimeout(r, 5));
+      assert.ok(await held(), `${kind}: the exchange started`);
+      assert.equal(await marked(), false, `${kind}: not marked while only the token is asked for`);
+      await settled;
+      const command = (await commandsOf(s, coid)).find((c) => c.id === id);
+      assert.equal(command?.state, "succeeded", kind);
+    }
+  });
+
   it("an exchange that keeps failing: the place ends failed (not unconfirmed), nothing sent, the error names the token request", async () => {
     expireClientToken(s);
     const placesBefore = (await requestsTo(s, PLACE_PATH, "POST")).length;
