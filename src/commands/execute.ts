@@ -419,7 +419,9 @@ export async function executeCommand(deps: ExecuteDeps, commandId: number, jobId
   if (outcome.type === "retry" && attempts < deps.maxAttempts) {
     const delay = Math.max(Math.min(outcome.afterMs ?? 0, MAX_RETRY_AFTER_MS), backoffMs(attempts, deps.retryBaseMs));
     log.warn({ attempts, delayMs: delay, error: outcome.error }, "provider call failed; will retry");
-    await deps.sql.begin((tx) => recordRetry(tx, { id: command.id, attempts, error: outcome.error, outcomeUnknown, delayMs: delay }));
+    await deps.sql.begin(async (tx) => {
+      if (sameRound(await lockCommand(tx, command.id), command)) await recordRetry(tx, { id: command.id, attempts, error: outcome.error, outcomeUnknown, delayMs: delay });
+    });
     return;
   }
   let final: Outcome = outcome.type === "retry" ? { type: "failed", error: `gave up after ${attempts} attempts: ${outcome.error}` } : outcome;
@@ -535,6 +537,15 @@ async function finish(deps: Pick<ExecuteDeps, "sql" | "metrics">, command: Comma
   if (ended !== null) deps.metrics?.commands.inc({ kind: command.kind, outcome: ended });
 }
 
+/**
+ * Whether the command, locked now, is still pending in the round this run read: its
+ * updated_at moves only when a round ends, retries (recordRetry) or is retried by hand
+ * (requeue), never while a run's call is out.
+ */
+function sameRound(now: CommandRow | undefined, read: CommandRow): boolean {
+  return now?.state === "pending" && now.updated_at.getTime() === read.updated_at.getTime();
+}
+
 /** Records the command's end; how it ended, or null when another run had ended it. */
 async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderState, outcome: Outcome): Promise<"succeeded" | "failed" | "unconfirmed" | null> {
   // A place changes its order too: the order first, then the command, whatever the
@@ -547,7 +558,10 @@ async function finishIn(tx: TransactionSql, command: CommandRow, order: OrderSta
   // place was withdrawn while this run got no further than its OAuth token (a cancel
   // accepted before it reached the provider, service.ts). A command other than a place
   // locks only its own row here.
-  if ((await lockCommand(tx, command.id))?.state !== "pending") return null;
+  // Nor does a run whose round was overtaken: while its call was out, the command ended (a
+  // second run of it) and a person retried it (POST /v1/commands/{id}/retry): that retry's
+  // own run records the new round's outcome, and this stale answer would end it unsent.
+  if (!sameRound(await lockCommand(tx, command.id), command)) return null;
   const placed = outcome.type === "succeeded" && command.kind === "place" ? placedData.parse(outcome.response).data : undefined;
   if (placed) {
     // An answer naming another client order's provider id (the provider's mistake, or its

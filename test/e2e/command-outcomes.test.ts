@@ -450,3 +450,54 @@ describe("a placed order whose provider id is still being linked", () => {
     }
   });
 });
+
+describe("a late run after a manual retry", () => {
+  for (const mode of ["strict", "realistic"] as const) {
+    it(`records nothing over the retried round: the retry's own run sends the edit and records its outcome (${mode})`, async () => {
+      // A job unlocked under a runner that still runs it: the stale run got the provider's
+      // refusal, then stalled before recording it; meanwhile the second run was refused
+      // too, the command ended failed, and a person retried it.
+      const s = await startStack({ COMMAND_MAX_ATTEMPTS: "4", COMMAND_RETRY_BASE_MS: "5" });
+      try {
+        assert.equal((await s.pair.control.send("PUT", "/behaviour", { realistic: mode === "realistic" })).status, 200);
+        const body = placeOrderBody();
+        const coid = body.order_details.client_order_id;
+        assert.equal((await s.t.request("/v1/orders", { method: "POST", json: body })).status, 202);
+        await settle(s.t, s.pair);
+        await s.pair.control.addFault({ method: "PUT", path: "/api/v1/stores/edit-order/", times: 2, action: "status", status: 400, body: { message: "Failure" } });
+        const edit = (await (await s.t.request(`/v1/orders/${coid}`, { method: "PATCH", json: { order_details: { order_value: 777 } } })).json()) as Command;
+        const gate = Promise.withResolvers<void>();
+        const answered = Promise.withResolvers<void>();
+        const stalled = new Proxy(s.pair.client, {
+          get(target, key, receiver) {
+            if (key !== "editOrder") return Reflect.get(target, key, receiver) as unknown;
+            return async (b: Parameters<typeof target.editOrder>[0]) => {
+              try {
+                return await target.editOrder(b);
+              } finally {
+                answered.resolve();
+                await gate.promise;
+              }
+            };
+          },
+        });
+        const deps = (provider: typeof s.pair.client) => ({ sql: s.t.database.sql, provider, log: s.t.log, maxAttempts: 4, retryBaseMs: 5, dedupesOrders: false });
+        const stale = executeCommand(deps(stalled), Number(edit.id));
+        await answered.promise;
+        await executeCommand(deps(s.pair.client), Number(edit.id));
+        const [ended] = await s.t.database.sql<{ state: string }[]>`select state from commands where id = ${edit.id}`;
+        assert.equal(ended!.state, "failed", "the second run's refusal ended the command");
+        assert.equal((await s.t.request(`/v1/commands/${edit.id}/retry`, { method: "POST" })).status, 202);
+        gate.resolve();
+        await stale;
+        await settle(s.t, s.pair);
+        const [row] = await s.t.database.sql<{ state: string; attempts: number }[]>`select state, attempts from commands where id = ${edit.id}`;
+        assert.deepEqual(row, { state: "succeeded", attempts: 1 }, "the retried round is the retry's own");
+        const edits = (await s.pair.control.requests()).filter((r) => r.path === "/api/v1/stores/edit-order/");
+        assert.deepEqual(edits.map((r) => r.status), [400, 400, 200], "the retry sent the edit");
+      } finally {
+        await s.close();
+      }
+    });
+  }
+});
