@@ -241,6 +241,21 @@ export async function markSending(tx: Tx, id: number, again: boolean): Promise<b
 }
 
 /**
+ * After a restore of an older backup (`npm run migrate -- --after-restore`): every command
+ * still pending in it may have been sent since the backup was taken, its outcome lost with
+ * what came after. Each gets the sending mark, as if its run had died during the call: a
+ * place then ends `unconfirmed` instead of being sent again (a provider that takes a repeated
+ * client_order_id would make a second order), unless PROVIDER_DEDUPES_ORDERS; the others are
+ * sent again, and a refusal reads "outcome unknown" rather than "not done". The marked ones.
+ */
+export async function markPendingMaybeSent(tx: Tx): Promise<{ id: number; kind: string; order_id: number }[]> {
+  return await tx<{ id: number; kind: string; order_id: number }[]>`
+    update commands set outcome_unknown = true
+    where state = 'pending' and not outcome_unknown
+    returning id, kind, order_id`;
+}
+
+/**
  * An attempt failed and the command runs again after `delayMs`; nothing when it is no
  * longer pending (a place withdrawn by a cancel while its run fetched an OAuth token).
  */
