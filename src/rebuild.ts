@@ -25,15 +25,19 @@ const USAGE = `usage: npm run rebuild [-- --orders FROM-TO | --since 2026-11-01T
 const SINCE = z.union([z.iso.date(), z.iso.datetime({ offset: true })]);
 
 /**
- * A time as PostgreSQL writes it (`2026-11-01 10:15:00.123+00`, a received_at copied from
- * psql) in ISO 8601's form, which SINCE checks: a T for the space, and an offset of hours
- * alone or without its colon given its minutes. Text without a zone stays without one.
+ * A time with its zone in the form SINCE checks (RFC 3339's): an ISO 8601 time with minutes
+ * only (`2026-11-01T00:00Z`) gets its seconds, a lowercase t or z is capitalised, and a time
+ * as PostgreSQL writes it (`2026-11-01 10:15:00.123+00`, a received_at copied from psql) gets
+ * a T for the space and an offset of hours alone or without its colon given its minutes.
+ * Text without a zone stays without one.
  */
 const isoSince = (text: string): string =>
-  text.replace(/^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)(Z|[+-]\d{2}(?::?\d{2})?)$/i, "$1T$2$3").replace(
-    /(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?[+-]\d{2}):?(\d{2})?$/,
-    (_, time: string, minutes: string | undefined) => `${time}:${minutes ?? "00"}`,
-  );
+  text
+    .replace(
+      /^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2})(:\d{2}(?:\.\d+)?)?(Z|[+-]\d{2}(?::?\d{2})?)$/i,
+      (_, date: string, time: string, seconds: string | undefined, zone: string) => `${date}T${time}${seconds ?? ":00"}${zone.toUpperCase()}`,
+    )
+    .replace(/(T\d{2}:\d{2}:\d{2}(?:\.\d+)?[+-]\d{2}):?(\d{2})?$/, (_, time: string, minutes: string | undefined) => `${time}:${minutes ?? "00"}`);
 
 /**
  * The scope from the command line, null for `--help`, or a sentence saying what is wrong

@@ -154,6 +154,37 @@ describe("the rebuild command line", () => {
     }
   });
 
+  it("--since takes every ISO 8601 time with its zone: minutes only, fractional seconds, an offset, a lowercase t or z", () => {
+    const zone = process.env.TZ;
+    try {
+      for (const tz of ["America/New_York", "Asia/Kolkata"]) {
+        process.env.TZ = tz;
+        for (const [since, at] of [
+          ["2026-11-01T00:00Z", "2026-11-01T00:00:00Z"],
+          ["2026-11-01T10:00+05:30", "2026-11-01T04:30:00Z"],
+          ["2026-11-01T10:00-0330", "2026-11-01T13:30:00Z"],
+          ["2026-11-01T10:00+05", "2026-11-01T05:00:00Z"],
+          ["2026-11-01T00:00:00.5Z", "2026-11-01T00:00:00.500Z"],
+          ["2026-11-01T00:00:00.123456+05:30", "2026-10-31T18:30:00.123Z"],
+          ["2026-11-01t00:00:00z", "2026-11-01T00:00:00Z"],
+          ["2026-11-01t00:00z", "2026-11-01T00:00:00Z"],
+          ["2026-11-01 10:15+00", "2026-11-01T10:15:00Z"],
+        ] as const) {
+          assert.deepEqual(scopeOf(["--since", since]), { since: new Date(at) }, `${since} in ${tz}`);
+        }
+        // Still refused with the same sentence: no zone, or a time that does not exist.
+        for (const since of ["2026-11-01T00:00", "2026-11-01t00:00", "2026-11-01T24:00Z", "2026-11-01T10:60Z", "2026-11-01T10Z", "2026-11-01T10:00+24:00"]) {
+          const said = scopeOf(["--since", since]);
+          assert.equal(typeof said, "string", `${since} in ${tz}`);
+          assert.match(said as string, /--since must be an ISO 8601 time with Z or an offset, or a date/, since);
+        }
+      }
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  });
+
   it("--since takes a time as PostgreSQL writes it (a received_at copied from psql: a space, an offset in hours), as before the zone rule", () => {
     const zone = process.env.TZ;
     try {
