@@ -44,13 +44,13 @@ export function createMetrics() {
     }),
     providerRequests: new Counter({
       name: "tracklane_provider_requests_total",
-      help: "Calls to the provider, by client operation (placeOrder, cancelOrder, orderStatus, generatePoolAwbs, …) and outcome (ok, or why it failed: network, timeout, rate_limited, server, client, auth, failure, invalid_response, invalid_request; error: a fault inside tracklane)",
+      help: "Calls to the provider, by client operation (placeOrder, cancelOrder, orderStatus, generatePoolAwbs, …; token: an OAuth token exchange) and outcome (ok, or why it failed: network, timeout, rate_limited, server, client, auth, failure, invalid_response, invalid_request; error: a fault inside tracklane)",
       labelNames: ["operation", "outcome"] as const,
       registers: [registry],
     }),
     providerDuration: new Histogram({
       name: "tracklane_provider_request_duration_seconds",
-      help: "Time a provider call took, answered or not (an OAuth exchange it needed included), by client operation",
+      help: "Time a provider call took, answered or not (an OAuth exchange it needed included), by client operation (token: the exchange alone)",
       labelNames: ["operation"] as const,
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30],
       registers: [registry],

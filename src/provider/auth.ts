@@ -39,6 +39,14 @@ export interface OAuthOptions {
   gatewayUrl: string;
   tokenPath: string;
   http: HttpDeps;
+  /** Told as each exchange ends: how long it took, and its ProviderError when it failed. */
+  onExchange?: (ended: TokenExchangeEnd) => void;
+}
+
+/** One OAuth exchange, as it ended: `error` (a stage "token" ProviderError) when it failed. */
+export interface TokenExchangeEnd {
+  seconds: number;
+  error?: unknown;
 }
 
 /** `Authorization: Basic base64(client_id:client_secret)` for the token exchange. */
@@ -119,7 +127,19 @@ export function createOAuthAuth(options: OAuthOptions): ProviderAuth & { exchang
   function renew(): Promise<CachedToken> {
     if (inflight) return inflight;
     const startedAt = now();
+    const started = performance.now();
+    const ended = (error?: unknown) => options.onExchange?.({ seconds: (performance.now() - started) / 1000, ...(error === undefined ? {} : { error }) });
     inflight = exchangeClientCredentials(options)
+      .then(
+        (res) => {
+          ended();
+          return res;
+        },
+        (err: unknown) => {
+          ended(err);
+          throw err;
+        },
+      )
       .then((res) => {
         const lifetimeMs = res.expires_in === undefined ? defaultLifetimeMs : res.expires_in * 1000;
         const token: CachedToken = {

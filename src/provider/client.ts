@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import type { Logger } from "../logger.ts";
 import { createOAuthAuth, createTokenAuth } from "./auth.ts";
-import type { ProviderAuth } from "./auth.ts";
+import type { ProviderAuth, TokenExchangeEnd } from "./auth.ts";
 import { ProviderError } from "./errors.ts";
 import { interpret, operationOf, send } from "./http.ts";
 import type { HttpDeps, HttpRequest } from "./http.ts";
@@ -123,6 +123,11 @@ export interface ProviderClient {
   pollFreshAwbs(requestId: string): Promise<FreshAwbPoll>;
   /** Forces an OAuth exchange now (and caches the token). Rejects for token auth. */
   exchangeToken(): Promise<OAuthTokenResponse>;
+  /**
+   * Has `observer` told as each OAuth token exchange ends, whichever call needed it (none
+   * with token auth): for /metrics (observed.ts), where an exchange is a call of its own.
+   */
+  observeTokenExchanges(observer: (ended: TokenExchangeEnd) => void): void;
 }
 
 interface CallSpec<S extends z.ZodType> {
@@ -155,6 +160,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   const baseUrl = options.baseUrl;
   const gatewayUrl = options.gatewayUrl ?? options.baseUrl;
   const paths = resolvePaths(options.paths);
+  const exchangeObservers: ((ended: TokenExchangeEnd) => void)[] = [];
   const oauth =
     options.auth.method === "oauth"
       ? createOAuthAuth({
@@ -164,6 +170,9 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
           gatewayUrl,
           tokenPath: paths.oauthToken,
           http,
+          onExchange: (ended) => {
+            for (const observer of exchangeObservers) observer(ended);
+          },
         })
       : null;
   const auth: ProviderAuth = oauth ?? createTokenAuth(options.auth.method === "token" ? options.auth.token : "");
@@ -264,6 +273,9 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     exchangeToken: async () => {
       if (!oauth) throw new Error("exchangeToken: this client uses token auth");
       return oauth.exchange();
+    },
+    observeTokenExchanges: (observer) => {
+      exchangeObservers.push(observer);
     },
   };
 }

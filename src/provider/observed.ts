@@ -4,7 +4,10 @@
  * provider that is down, answers 5xx or is slow shows there at once: order commands retry
  * for up to hours before one ends failed, AWB top-ups and status polls retry quietly, and
  * none of them fails a job, so neither the job counters nor the commands' outcomes would
- * say so until long after it started.
+ * say so until long after it started. Each OAuth token exchange is counted too, as
+ * operation `token`: a command asks for its token before its call (authorize), so an
+ * exchange that fails is the only request it makes, and an early renewal that fails is
+ * otherwise only a warning.
  */
 import type { Metrics } from "../metrics.ts";
 import type { ProviderClient } from "./client.ts";
@@ -13,8 +16,8 @@ import { ProviderError } from "./errors.ts";
 /**
  * The client's methods that call the provider: the `operation` label takes these names
  * only, so its values are bounded (never a path, which carries an order's id). `authorize`
- * is left out: it calls only when an OAuth token is due, and that exchange is timed with the
- * call that needed it.
+ * is left out: it calls the provider only when an OAuth token is due, and that exchange is
+ * counted as `token`, whichever method needed it (a call's time includes it too).
  */
 const OBSERVED_OPERATIONS = [
   "placeOrder",
@@ -62,6 +65,10 @@ export function observedProvider(client: ProviderClient, metrics: Pick<Metrics, 
       throw err;
     }
   };
+  client.observeTokenExchanges(({ seconds, error }) => {
+    metrics.providerRequests.inc({ operation: "token", outcome: error === undefined ? "ok" : outcomeOf(error) });
+    metrics.providerDuration.observe({ operation: "token" }, seconds);
+  });
   return new Proxy(client, {
     get(target, name, receiver) {
       const value: unknown = Reflect.get(target, name, receiver);

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
 import { HANG_TIMEOUT_MS, placeOrderBody } from "../helpers/emulator.ts";
+import { parsePrometheus, valueOf } from "../helpers/prometheus.ts";
 import type { PairOptions } from "../helpers/emulator.ts";
 import { placeAndSettle, settle, startStack } from "../helpers/stack.ts";
 import type { Stack } from "../helpers/stack.ts";
@@ -222,6 +223,38 @@ describe("a failed token exchange during an AWB top-up", () => {
       assert.equal(latest?.status, "failed");
       assert.equal(latest?.last_error, "token request failed: auth 400: invalid_client");
       assert.equal((await s.pair.control.requests()).filter((r) => r.path.includes("generate_marketplace_awb")).length, 0);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("token exchanges in the provider metrics", () => {
+  it("each exchange is counted and timed as operation token, a failed one by why it failed, though the command asked for it before its call", async () => {
+    const s = await oauthStack();
+    try {
+      const scrape = async () => {
+        const res = await s.t.request("/metrics", { token: null });
+        assert.equal(res.status, 200);
+        return parsePrometheus(await res.text());
+      };
+      const token = (families: Awaited<ReturnType<typeof scrape>>, outcome: string) =>
+        valueOf(families, "tracklane_provider_requests_total", { operation: "token", outcome }) ?? 0;
+      const was = await scrape();
+      const timedBefore = valueOf(was, "tracklane_provider_request_duration_seconds_count", { operation: "token" }) ?? 0;
+      expireClientToken(s);
+      await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, action: "status", status: 502 });
+      const order = await placeAndSettle(s, placeOrderBody());
+      assert.equal(order.placement.state, "placed");
+      const now = await scrape();
+      const exchanges = (await requestsTo(s, TOKEN_PATH, "POST")).length;
+      // The failed exchange was the only request of the first attempt: it shows here, and nowhere else.
+      assert.equal(token(now, "server") - token(was, "server"), 1);
+      assert.ok(token(now, "ok") - token(was, "ok") >= 1, "the retry's exchange");
+      assert.equal(valueOf(now, "tracklane_provider_requests_total", { operation: "placeOrder", outcome: "server" }), undefined);
+      // Every exchange the emulator saw, counted once and timed once.
+      assert.equal(token(now, "ok") + token(now, "server"), exchanges);
+      assert.equal((valueOf(now, "tracklane_provider_request_duration_seconds_count", { operation: "token" }) ?? 0) - timedBefore, token(now, "ok") + token(now, "server") - token(was, "ok") - token(was, "server"));
     } finally {
       await s.close();
     }
