@@ -26,22 +26,27 @@ export interface Purged {
   messages: number;
 }
 
-/** Deletes in batches while a batch comes back full. */
-async function drain(step: () => Promise<number>, batch: number): Promise<number> {
+/**
+ * Deletes in batches while a batch comes back full, and no batch begins once `stopping`
+ * has aborted: each batch is its own transaction, so what is left waits for the next run.
+ */
+async function drain(step: () => Promise<number>, batch: number, stopping: AbortSignal | undefined): Promise<number> {
   let total = 0;
-  for (;;) {
+  while (stopping?.aborted !== true) {
     const n = await step();
     total += n;
-    if (n < batch) return total;
+    if (n < batch) break;
   }
+  return total;
 }
 
-export async function purgeExpired(sql: Sql, days: RetentionDays, now = new Date(), batch = PURGE_BATCH): Promise<Purged> {
+/** What is past its retention, deleted; cut short when `stopping` aborts (the worker is stopping). */
+export async function purgeExpired(sql: Sql, days: RetentionDays, now = new Date(), batch = PURGE_BATCH, stopping?: AbortSignal): Promise<Purged> {
   const before = (d: number) => new Date(now.getTime() - d * 86_400_000);
   return {
-    rejected: days.rejectedDays > 0 ? await drain(() => purgeRejected(sql, before(days.rejectedDays), batch), batch) : 0,
-    commands: days.commandDays > 0 ? await drain(() => purgeFinishedCommands(sql, before(days.commandDays), batch), batch) : 0,
-    attempts: days.attemptDays > 0 ? await drain(() => purgeAttempts(sql, before(days.attemptDays), batch), batch) : 0,
-    messages: days.messageDays > 0 ? await drain(() => purgeMessages(sql, before(days.messageDays), batch), batch) : 0,
+    rejected: days.rejectedDays > 0 ? await drain(() => purgeRejected(sql, before(days.rejectedDays), batch), batch, stopping) : 0,
+    commands: days.commandDays > 0 ? await drain(() => purgeFinishedCommands(sql, before(days.commandDays), batch), batch, stopping) : 0,
+    attempts: days.attemptDays > 0 ? await drain(() => purgeAttempts(sql, before(days.attemptDays), batch), batch, stopping) : 0,
+    messages: days.messageDays > 0 ? await drain(() => purgeMessages(sql, before(days.messageDays), batch), batch, stopping) : 0,
   };
 }

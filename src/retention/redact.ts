@@ -35,19 +35,23 @@ export interface RedactionFailure {
  * Redacts every order due. One order that cannot be redacted (a bug, data nobody foresaw)
  * holds up no other: its transaction rolls back, it is passed over for the rest of the run
  * and reported in `failed`, and the next run tries it again. An unreachable database ends
- * the run at once.
+ * the run at once. Once `stopping` aborts (the worker is stopping), no order is begun: the
+ * next run redacts the rest.
  */
-export async function redactDue(sql: Sql, piiDays: number, now = new Date()): Promise<Redacted & { failed: RedactionFailure[] }> {
+export async function redactDue(sql: Sql, piiDays: number, now = new Date(), stopping?: AbortSignal): Promise<Redacted & { failed: RedactionFailure[] }> {
   const done: Redacted = { orders: 0, events: 0, commands: 0 };
   const failed: RedactionFailure[] = [];
   if (piiDays <= 0) return { ...done, failed };
   const before = new Date(now.getTime() - piiDays * 86_400_000);
   // Orders that finished before finished_at existed (migration 0017) get it first: once,
   // on the first run after the upgrade; on any other run this finds none at once.
-  while ((await fillFinishedAt(sql, FILL_BATCH)) > 0);
+  const stopped = () => stopping?.aborted === true;
+  while (!stopped() && (await fillFinishedAt(sql, FILL_BATCH)) > 0);
   for (;;) {
+    if (stopped()) return { ...done, failed };
     const due = await ordersDueForRedaction(sql, before, PAGE, failed.map((f) => f.orderId));
     for (const order of due) {
+      if (stopped()) return { ...done, failed };
       try {
         const counts = await sql.begin(async (tx) => {
           const identities = identitiesOfRow(order);
