@@ -7,7 +7,7 @@ import type { TopUpDeps } from "./topup.ts";
 import { defineTask } from "../worker/define-task.ts";
 import type { TaskContext, TaskDefinition } from "../worker/define-task.ts";
 
-const topUpDeps = ({ deps, log }: TaskContext): TopUpDeps => ({ sql: deps.sql, provider: deps.provider, settings: deps.config.awb, log });
+const topUpDeps = ({ deps, shared, log }: TaskContext): TopUpDeps => ({ sql: deps.sql, provider: deps.provider, settings: deps.config.awb, log, stopping: shared.stopping });
 
 /**
  * Tops the AWB pool up (cron, allocation below the low watermark, empty pool, or

@@ -34,6 +34,8 @@ export interface TopUpDeps {
   provider: ProviderClient | undefined;
   settings: Config["awb"];
   log: Logger;
+  /** Aborts when the worker begins to stop: a top-up sends no further request. */
+  stopping?: AbortSignal | undefined;
 }
 
 export type TopUpResult =
@@ -92,15 +94,25 @@ async function replenishOnce(deps: TopUpDeps, payload: ReplenishPayload, job: Jo
     return { outcome: "skipped", reason: "not needed" };
   }
   log.info({ mode, need, ...snapshot }, "awb top-up starting");
+  // Each request waits up to the provider's timeout, and a run makes several: a stopping
+  // worker (15 s for running jobs) ends it between two, and the next top-up asks for the rest.
+  const stopped = () => {
+    if (deps.stopping?.aborted !== true) return false;
+    log.info("awb top-up stopped with the worker; the next top-up continues");
+    return true;
+  };
   let count = 0;
   try {
     if (mode === "fresh") {
       const batches = freshBatches(need);
+      let sent = 0;
       for (const n of batches) {
+        if (sent > 0 && stopped()) break;
         count = n;
         await requestFresh(deps.sql, deps.provider, n, log);
+        sent++;
       }
-      return { outcome: "done", mode, requested: batches.reduce((a, b) => a + b, 0), requests: batches.length };
+      return { outcome: "done", mode, requested: batches.slice(0, sent).reduce((a, b) => a + b, 0), requests: sent };
     }
     if (snapshot.availablePool + need > MAX_AWB_COUNT) {
       // The provider returns held-but-unused numbers first and caps a request at 100000,
@@ -126,6 +138,7 @@ async function replenishOnce(deps: TopUpDeps, payload: ReplenishPayload, job: Jo
         if (remaining > 0) log.warn({ remaining, rounds: round }, "awb pool top-up stopped short of its goal; the next top-up continues");
         return { outcome: "done", mode, ...total };
       }
+      if (stopped()) return { outcome: "done", mode, ...total };
       request = next;
     }
   } catch (err) {
