@@ -190,12 +190,14 @@ async function withLockTimeout<T>(sql: Sql, ms: number, work: (conn: Sql) => Pro
  * partition: with `lockTimeoutMs`, either gives up once it has waited that long, and the
  * run stops there, naming who held locks (`blocked`). A detach given up is left pending
  * (its row already gone, so no append is sent to it), and the next run finishes it.
+ * Once `stopping` aborts (the worker is stopping), no further partition is begun: each may
+ * wait twice `lockTimeoutMs`, and the next run drops the rest.
  */
 export async function dropExpiredPartitions(
   sql: Sql,
   retention: Retention,
   now = new Date(),
-  options: { lockTimeoutMs?: number } = {},
+  options: { lockTimeoutMs?: number; stopping?: AbortSignal | undefined } = {},
 ): Promise<Dropped> {
   const today = dayOf(now);
   const days: Record<EventKind, number> = { location: retention.locationDays, status: retention.statusDays };
@@ -214,6 +216,7 @@ export async function dropExpiredPartitions(
     ...due.map((p) => ({ name: p.name, partition: p })),
   ];
   for (const { name: p, partition } of candidates) {
+    if (options.stopping?.aborted === true) return result;
     const kind = partition?.kind ?? null;
     if ((kind !== null && heldKinds.has(kind)) || (await holdsQueuedEvents(sql, p))) {
       // An orphan left pending detach that holds queued events (an append that read its row
