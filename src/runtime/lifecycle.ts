@@ -1,7 +1,7 @@
 import { isConnectionLost } from "../db/client.ts";
 import { DATABASE_OUTAGE_MS, failureBursts } from "../db/failure-bursts.ts";
 import type { Logger } from "../logger.ts";
-import { reportStartupError } from "./startup-errors.ts";
+import { reportStartupError, withTlsAnswer } from "./startup-errors.ts";
 import type { StartupContext } from "./startup-errors.ts";
 
 /** Signals this close to the first are the same Ctrl-C delivered twice (see below). */
@@ -56,10 +56,12 @@ export function stopOnSignal(log: Logger, stop: () => Promise<void>): void {
  */
 export function fatal(log: Logger, context: StartupContext = {}) {
   return (err: unknown) => {
-    const code = reportStartupError(err, context, log);
-    log.flush();
-    // The flush of an asynchronous destination completes on a later tick.
-    setTimeout(() => process.exit(code), 50);
+    void withTlsAnswer(err, context).then((known) => {
+      const code = reportStartupError(err, known, log);
+      log.flush();
+      // The flush of an asynchronous destination completes on a later tick.
+      setTimeout(() => process.exit(code), 50);
+    });
   };
 }
 

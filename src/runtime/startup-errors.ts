@@ -10,7 +10,8 @@ import type { Config } from "../config.ts";
 import { POOL_NAMES, READ_ONLY, createPool, isDatabaseUnavailable } from "../db/client.ts";
 import { MigrationFailedError, MigrationsSkippedError, NEWEST_MIGRATION, schemaState } from "../db/ready.ts";
 import { TransactionPoolingError, requireOwnSessions } from "../db/pooler.ts";
-import { describeTarget, parseUrl } from "../db/url.ts";
+import { acceptsTls } from "../db/tls.ts";
+import { connectTarget, describeTarget, parseUrl } from "../db/url.ts";
 import type { Logger } from "../logger.ts";
 
 /** sysexits.h EX_CONFIG: the configuration is wrong; restarting the same way cannot help. */
@@ -178,7 +179,10 @@ export class ListenFailedError extends Error {
 }
 
 /** What the failing process was configured with, to name the setting to change. */
-export type StartupContext = Partial<Pick<Config, "port" | "host" | "databaseUrl" | "databaseReadUrl" | "dataDir">>;
+export type StartupContext = Partial<Pick<Config, "port" | "host" | "databaseUrl" | "databaseReadUrl" | "dataDir">> & {
+  /** What DATABASE_URL's server answered TLS's request, asked again after the start failed (withTlsAnswer): false when it said yes. */
+  tlsRefused?: boolean;
+};
 
 export interface StartupFailure {
   exitCode: number;
@@ -198,14 +202,35 @@ function findCode(err: unknown, codes: readonly string[]): (Error & { code: stri
 
 /**
  * A server that answered TLS's request with no (postgres.js drops the connection before the
- * handshake; node-postgres, graphile-worker's driver, says so).
+ * handshake; node-postgres, graphile-worker's driver, says so), or, for postgres.js's words
+ * only (`ambiguous`), one that answered yes and closed the connection during the handshake.
  */
-function refusedTls(err: unknown): boolean {
+function refusedTls(err: unknown, ambiguous: "ambiguous" | "either" = "either"): boolean {
+  const words = ambiguous === "ambiguous" ? /before secure TLS connection was established/ : /before secure TLS connection was established|does not support SSL connections/;
   for (let e = err, depth = 0; typeof e === "object" && e !== null && depth < 5; depth++) {
-    if (e instanceof Error && /before secure TLS connection was established|does not support SSL connections/.test(e.message)) return true;
+    if (e instanceof Error && words.test(e.message)) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;
+}
+
+/**
+ * `context` with what DATABASE_URL's server answers TLS's request now, when the start failed
+ * with postgres.js's "disconnected before secure TLS connection was established": it says
+ * so both of a server that refuses TLS (a configuration to fix: exit 78) and of a handshake
+ * cut short (a server or proxy restarting: a start again may work). Never rejects.
+ */
+export async function withTlsAnswer(err: unknown, context: StartupContext): Promise<StartupContext> {
+  if (context.databaseUrl === undefined || !refusedTls(err, "ambiguous")) return context;
+  try {
+    const target = connectTarget(context.databaseUrl);
+    const host = target.host ?? (target.url.includes("//") ? new URL(target.url).hostname : "");
+    if (host === "" || host.includes("/")) return context;
+    const port = target.port ?? (Number(new URL(target.url).port) || 5432);
+    return { ...context, tlsRefused: !(await acceptsTls(host, port)) };
+  } catch {
+    return context;
+  }
 }
 
 /** `host:port/database` (or the socket's path) of a postgres URL: enough to tell which database, never the password. */
@@ -369,6 +394,15 @@ export function describeStartupError(err: unknown, context: StartupContext = {},
   if (login) {
     const what = login.code === "3D000" ? "that database does not exist; create it or fix the name" : "the server refused the login; check the user and password";
     return { exitCode: EX_FAILURE, lines: [`tracklane: could not connect to ${databaseName(context)}: ${what}`] };
+  }
+
+  if (refusedTls(err) && context.tlsRefused === false) {
+    return {
+      exitCode: EX_FAILURE,
+      lines: [
+        `tracklane: could not connect to the database at ${databaseName(context)}: the server accepts TLS but closed the connection during the handshake (restarting?); check that PostgreSQL runs there, then start again`,
+      ],
+    };
   }
 
   if (refusedTls(err)) {
