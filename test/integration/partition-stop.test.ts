@@ -8,6 +8,9 @@ import { after, before, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
 import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
 import { dropExpiredPartitions, listPartitions } from "../../src/events/partitions.ts";
+import type { JobHelpers } from "graphile-worker";
+import type { WorkerDeps } from "../../src/worker/deps.ts";
+import { taskList } from "../../src/worker/runner.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 
@@ -67,4 +70,19 @@ it("a drop of several partitions, stopped while one waits for its locks, finishe
 
   const next = await dropExpiredPartitions(sql, RETENTION, new Date(), { lockTimeoutMs: 10_000 });
   assert.deepEqual(next.dropped, names.slice(1));
+});
+
+it("the hourly task of a stopping worker makes partitions ahead but drops none; the next run drops them", async () => {
+  const sql = t.database.sql;
+  for (const m of months) await sql`select order_events_attach_partition('location', ${m}::date, ${nextBoundary(m, "month")}::date)`;
+  const deps: WorkerDeps = { config: { ...t.config, events: { ...t.config.events, ...RETENTION } }, databaseUrl: t.testDb.url, sql, log: t.log, metrics: t.metrics };
+  const helpers = { job: { id: "1", attempts: 1, max_attempts: 3, key: "event_partitions" } } as unknown as JobHelpers;
+  const stop = new AbortController();
+  stop.abort();
+  await taskList(deps, stop.signal)["events__partitions"]!({}, helpers);
+  let left = (await listPartitions(sql)).map((p) => p.name);
+  assert.deepEqual(names.filter((n) => left.includes(n)), names);
+  await taskList(deps)["events__partitions"]!({}, helpers);
+  left = (await listPartitions(sql)).map((p) => p.name);
+  assert.deepEqual(names.filter((n) => left.includes(n)), []);
 });
