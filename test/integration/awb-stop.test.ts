@@ -7,6 +7,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { replenish } from "../../src/awb/topup.ts";
 import type { ProviderClient } from "../../src/provider/client.ts";
+import type { JobHelpers } from "graphile-worker";
+import type { WorkerDeps } from "../../src/worker/deps.ts";
+import { taskList } from "../../src/worker/runner.ts";
 import { createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 import { startEmulatorPair } from "../helpers/emulator.ts";
@@ -55,5 +58,17 @@ describe("an AWB top-up and a stopping worker", () => {
     const rest = await replenish({ sql: t.database.sql, provider: pair.client, settings, log: t.log }, { reason: "empty", reschedules: 0 }, job);
     assert.deepEqual(rest, { outcome: "done", mode: "fresh", requested: 150_000, requests: 2 });
     assert.deepEqual(await ourRequests(), [100_000, 100_000, 50_000]);
+  });
+
+  it("the top-up task of a stopping worker sends its first request and no further one", async () => {
+    await t.database.sql`delete from awb_requests`;
+    const before = (await pair.control.get<{ requests: unknown[] }>("/awb")).body.requests.length;
+    const deps: WorkerDeps = { config: { ...t.config, awb: { ...t.config.awb, mode: "fresh", lowWatermark: 1, target: TARGET } }, databaseUrl: t.testDb.url, sql: t.database.sql, log: t.log, metrics: t.metrics, provider: pair.client };
+    const helpers = { job: { id: "1", attempts: 1, max_attempts: 8, key: null } } as unknown as JobHelpers;
+    const stop = new AbortController();
+    stop.abort();
+    await taskList(deps, stop.signal)["awb__replenish"]!({ reason: "empty" }, helpers);
+    assert.deepEqual(await ourRequests(), [100_000]);
+    assert.equal((await pair.control.get<{ requests: unknown[] }>("/awb")).body.requests.length - before, 1);
   });
 });
