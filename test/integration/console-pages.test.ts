@@ -22,8 +22,11 @@ import { consoleSignIn } from "../helpers/console.ts";
 const ENDPOINTS = "/v1/notifications/endpoints";
 const VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
-/** The Replenish button needs a provider to be configured; nothing here calls it (its jobs are removed unrun). */
-const provider = {} as ProviderClient;
+/**
+ * The Replenish button needs a provider to be configured; nothing here calls it (its jobs
+ * are removed unrun). /metrics listens for its token exchanges (there are none).
+ */
+const provider = { observeTokenExchanges: () => {} } as unknown as ProviderClient;
 
 let t: TestApp;
 let base: string;

@@ -59,8 +59,10 @@ it("a drop of several partitions, stopped while one waits for its locks, finishe
   const stuck = await stuckReader();
   const stop = new AbortController();
   const drop = dropExpiredPartitions(sql, RETENTION, new Date(), { lockTimeoutMs: 10_000, stopping: stop.signal });
-  // The first detach waits for the open transaction; the worker begins to stop meanwhile.
-  await new Promise((r) => setTimeout(r, 300));
+  // The first detach waits for the open transaction; the worker begins to stop meanwhile
+  // (once it waits, however slow the machine).
+  const waiting = async () => (await sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where ${stuck.pid}::int = any(pg_blocking_pids(pid))`)[0]!.n > 0;
+  while (!(await waiting())) await new Promise((r) => setTimeout(r, 20));
   stop.abort();
   await stuck.end();
   const first = await drop;
