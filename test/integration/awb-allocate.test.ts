@@ -26,7 +26,7 @@ async function counts(t: TestApp) {
 
 async function replenishJobs(t: TestApp) {
   return await t.database.sql<{ id: string; key: string | null; locked_at: Date | null; attempts: number }[]>`
-    select id::text, key, locked_at, attempts from graphile_worker.jobs where task_identifier = 'awb__replenish' order by id`;
+    select id::text, key, locked_at, attempts from graphile_worker.jobs where task_identifier = 'awb__replenish' order by jobs.id`;
 }
 
 async function fill(t: TestApp, count: number): Promise<void> {

@@ -36,7 +36,7 @@ async function requests(t: TestApp): Promise<RequestRow[]> {
 
 async function pollJobs(t: TestApp) {
   return await t.database.sql<{ id: string; key: string | null; run_at: Date; attempts: number }[]>`
-    select id::text, key, run_at, attempts from graphile_worker.jobs where task_identifier = 'awb__poll' order by id`;
+    select id::text, key, run_at, attempts from graphile_worker.jobs where task_identifier = 'awb__poll' order by jobs.id`;
 }
 
 async function makeDue(t: TestApp): Promise<void> {

@@ -197,7 +197,7 @@ describe("worker supervisor: a stop completes the runs that succeeded", () => {
       await worker.stop();
     }
     const left = await sql<{ id: string; payload: unknown; locked: boolean }[]>`
-      select id::text, payload, locked_at is not null as locked from graphile_worker._private_jobs where id = any(${ids}::bigint[]) order by id`;
+      select id::text, payload, locked_at is not null as locked from graphile_worker._private_jobs where id = any(${ids}::bigint[]) order by _private_jobs.id`;
     await sql`delete from graphile_worker._private_jobs where id = any(${ids}::bigint[])`;
     assert.deepEqual(
       [...left],

@@ -96,7 +96,7 @@ describe("SIGTERM to a worker holding jobs it fetched ahead", () => {
       .filter((l) => l.startsWith("{") && (JSON.parse(l) as { level: number }).level >= 50);
     assert.deepEqual(errors.map((l) => l.slice(0, 300)), [], "no error-level line for a stop under load");
     const jobs = await sql<{ id: string; attempts: number; max_attempts: number; locked: boolean }[]>`
-      select id::text, attempts, max_attempts, locked_at is not null as locked from graphile_worker.jobs where id = any(${ahead}::bigint[]) order by id`;
+      select id::text, attempts, max_attempts, locked_at is not null as locked from graphile_worker.jobs where id = any(${ahead}::bigint[]) order by jobs.id`;
     assert.deepEqual(
       jobs.map((j) => ({ id: j.id, attempts: j.attempts, locked: j.locked })),
       ahead.map((id) => ({ id, attempts: 0, locked: false })),
