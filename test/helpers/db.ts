@@ -51,3 +51,32 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     },
   };
 }
+
+/**
+ * A session that reads the event log in a transaction and then sits idle in it until
+ * `end()` (a report left open): it holds a lock that a partition's detach must wait for.
+ */
+export async function stuckReader(url: string): Promise<{ pid: number; end(): Promise<void> }> {
+  const other = driverSql(url, { max: 1, connection: { application_name: "stuck-report" } });
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let pid!: number;
+  const opened = new Promise<void>((ready) => {
+    const tx = other.begin(async (tx) => {
+      const [row] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      pid = row!.pid;
+      await tx`select count(*) from order_events`;
+      ready();
+      await released;
+    });
+    void tx.catch(() => {});
+  });
+  await opened;
+  return {
+    pid,
+    async end() {
+      release();
+      await other.end();
+    },
+  };
+}

@@ -5,13 +5,13 @@
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
-import { driverSql } from "../../src/db/client.ts";
 import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
 import { dropExpiredPartitions, listPartitions } from "../../src/events/partitions.ts";
 import type { JobHelpers } from "graphile-worker";
 import type { WorkerDeps } from "../../src/worker/deps.ts";
 import { taskList } from "../../src/worker/runner.ts";
 import { createTestApp } from "../helpers/app.ts";
+import { stuckReader } from "../helpers/db.ts";
 import type { TestApp } from "../helpers/app.ts";
 
 let t: TestApp;
@@ -27,36 +27,10 @@ const oldest = spanStart(addDays(spanStart(dayOf(new Date()), "month"), -200), "
 const months = [oldest, nextBoundary(oldest, "month"), nextBoundary(nextBoundary(oldest, "month"), "month")];
 const names = months.map((m) => `order_events_location_${m.replaceAll("-", "")}`);
 
-/** A session that reads the log in a transaction and then sits idle in it until `end()`. */
-async function stuckReader(): Promise<{ pid: number; end(): Promise<void> }> {
-  const other = driverSql(t.testDb.url, { max: 1, connection: { application_name: "stuck-report" } });
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  let pid!: number;
-  const opened = new Promise<void>((ready) => {
-    const tx = other.begin(async (tx) => {
-      const [row] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
-      pid = row!.pid;
-      await tx`select count(*) from order_events`;
-      ready();
-      await released;
-    });
-    void tx.catch(() => {});
-  });
-  await opened;
-  return {
-    pid,
-    async end() {
-      release();
-      await other.end();
-    },
-  };
-}
-
 it("a drop of several partitions, stopped while one waits for its locks, finishes that one and begins no other; the next run drops the rest", async () => {
   const sql = t.database.sql;
   for (const m of months) await sql`select order_events_attach_partition('location', ${m}::date, ${nextBoundary(m, "month")}::date)`;
-  const stuck = await stuckReader();
+  const stuck = await stuckReader(t.testDb.url);
   const stop = new AbortController();
   const drop = dropExpiredPartitions(sql, RETENTION, new Date(), { lockTimeoutMs: 10_000, stopping: stop.signal });
   // The first detach waits for the open transaction; the worker begins to stop meanwhile

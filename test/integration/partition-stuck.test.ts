@@ -6,10 +6,10 @@
  */
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
-import { driverSql } from "../../src/db/client.ts";
 import { addDays, dayOf, nextBoundary, spanStart } from "../../src/domain/periods.ts";
 import { dropExpiredPartitions, listPartitions, PARTITION_LOCK_TIMEOUT_MS } from "../../src/events/partitions.ts";
 import { createTestApp } from "../helpers/app.ts";
+import { stuckReader } from "../helpers/db.ts";
 import type { TestApp } from "../helpers/app.ts";
 
 let t: TestApp;
@@ -23,32 +23,6 @@ after(async () => {
 const RETENTION = { locationDays: 30, statusDays: 0 };
 const month = spanStart(addDays(spanStart(dayOf(new Date()), "month"), -120), "month");
 const partition = `order_events_location_${month.replaceAll("-", "")}`;
-
-/** A session that reads the log in a transaction and then sits idle in it until `end()`. */
-async function stuckReader(): Promise<{ pid: number; end(): Promise<void> }> {
-  const other = driverSql(t.testDb.url, { max: 1, connection: { application_name: "stuck-report" } });
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  let pid!: number;
-  const opened = new Promise<void>((ready) => {
-    const tx = other.begin(async (tx) => {
-      const [row] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
-      pid = row!.pid;
-      await tx`select count(*) from order_events`;
-      ready();
-      await released;
-    });
-    void tx.catch(() => {});
-  });
-  await opened;
-  return {
-    pid,
-    async end() {
-      release();
-      await other.end();
-    },
-  };
-}
 
 /** `work`, or a rejection once it has taken `ms`: a wait with no end fails the test instead of hanging it. */
 async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
@@ -64,7 +38,7 @@ async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T>
 it("a detach that waits on a transaction left open gives up after the lock timeout, names it, and is finished by the next run; appends go on", async () => {
   const sql = t.database.sql;
   await sql`select order_events_attach_partition('location', ${month}::date, ${nextBoundary(month, "month")}::date)`;
-  const stuck = await stuckReader();
+  const stuck = await stuckReader(t.testDb.url);
   let pending: Promise<unknown> | undefined;
   try {
     const started = Date.now();
@@ -111,7 +85,7 @@ it("a detach left pending whose partition an append reached meanwhile is attache
   const older = spanStart(addDays(month, -40), "month");
   const held = `order_events_location_${older.replaceAll("-", "")}`;
   await sql`select order_events_attach_partition('location', ${older}::date, ${nextBoundary(older, "month")}::date)`;
-  const stuck = await stuckReader();
+  const stuck = await stuckReader(t.testDb.url);
   try {
     const first = await within(5_000, "the drop", dropExpiredPartitions(sql, RETENTION, new Date(), { lockTimeoutMs: 500 }));
     assert.equal(first.blocked?.partition, held);
