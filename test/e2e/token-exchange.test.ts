@@ -29,6 +29,24 @@ async function requestsTo(s: Stack, path: string, method?: string) {
 /** The client's cached token is past its lifetime: its next call exchanges again. */
 const expireClientToken = (s: Stack) => s.pair.advanceClientClock(2 * HOUR);
 
+/** Waits until the emulator's fault rule `ruleId` has caught a request (the exchange it holds is under way). */
+async function heldBy(s: Stack, ruleId: unknown): Promise<boolean> {
+  const held = async () => {
+    const { rules } = (await s.pair.control.get<{ rules: { id: number; applied: number }[] }>("/faults")).body;
+    return (rules.find((r) => r.id === ruleId)?.applied ?? 0) > 0;
+  };
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline && !(await held()); ) await new Promise((r) => setTimeout(r, 5));
+  return await held();
+}
+
+/** The order commands other than a place, as the API takes them: kind, method, path and body. */
+const orderCommands = (coid: string): [string, string, string, unknown][] => [
+  ["edit", "PATCH", `/v1/orders/${coid}`, { order_details: { order_value: 321 } }],
+  ["dispatch_ready", "POST", `/v1/orders/${coid}/dispatch-ready`, undefined],
+  ["stop_reattempt", "POST", `/v1/orders/${coid}/stop-reattempt`, undefined],
+  ["cancel", "POST", `/v1/orders/${coid}/cancel`, { reason: "changed mind", user: "Customer" }],
+];
+
 const oauthStack = (pairOptions: PairOptions = {}) => startStack({ COMMAND_MAX_ATTEMPTS: "3" }, { product: "quick_commerce", auth: "oauth", ...pairOptions });
 
 describe("a failed token exchange: the call was never sent", () => {
@@ -103,12 +121,7 @@ describe("a failed token exchange: the call was never sent", () => {
     };
     const settled = settle(s.t, s.pair);
     // The exchange is under way: its request reached the emulator, which holds it 2 s.
-    const held = async () => {
-      const { rules } = (await s.pair.control.get<{ rules: { id: number; applied: number }[] }>("/faults")).body;
-      return (rules.find((r) => r.id === rule["id"])?.applied ?? 0) > 0;
-    };
-    for (const deadline = Date.now() + 10_000; Date.now() < deadline && !(await held()); ) await new Promise((r) => setTimeout(r, 5));
-    assert.ok(await held(), "the exchange started");
+    assert.ok(await heldBy(s, rule["id"]), "the exchange started");
     assert.equal(await marked(), false, "not marked while only the token is asked for");
     await settled;
     const order = await json<{ placement: { state: string } }>(await s.t.request(`/v1/orders/${coid}`));
@@ -122,13 +135,7 @@ describe("a failed token exchange: the call was never sent", () => {
     const order = await placeAndSettle(s);
     const coid = order.client_order_id!;
     await s.pair.control.send("POST", `/orders/${order.svc_order_id}/reattempt`, { in_seconds: 3600 });
-    const steps: [string, string, string, unknown][] = [
-      ["edit", "PATCH", `/v1/orders/${coid}`, { order_details: { order_value: 321 } }],
-      ["dispatch_ready", "POST", `/v1/orders/${coid}/dispatch-ready`, undefined],
-      ["stop_reattempt", "POST", `/v1/orders/${coid}/stop-reattempt`, undefined],
-      ["cancel", "POST", `/v1/orders/${coid}/cancel`, { reason: "changed mind", user: "Customer" }],
-    ];
-    for (const [kind, method, path, body] of steps) {
+    for (const [kind, method, path, body] of orderCommands(coid)) {
       expireClientToken(s);
       const rule = await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, action: "delay", delay_ms: 2000 });
       const res = await s.t.request(path, { method, ...(body === undefined ? {} : { json: body }) });
@@ -139,12 +146,7 @@ describe("a failed token exchange: the call was never sent", () => {
         return row!.outcome_unknown;
       };
       const settled = settle(s.t, s.pair);
-      const held = async () => {
-        const { rules } = (await s.pair.control.get<{ rules: { id: number; applied: number }[] }>("/faults")).body;
-        return (rules.find((r) => r.id === rule["id"])?.applied ?? 0) > 0;
-      };
-      for (const deadline = Date.now() + 10_000; Date.now() < deadline && !(await held()); ) await new Promise((r) => setTimeout(r, 5));
-      assert.ok(await held(), `${kind}: the exchange started`);
+      assert.ok(await heldBy(s, rule["id"]), `${kind}: the exchange started`);
       assert.equal(await marked(), false, `${kind}: not marked while only the token is asked for`);
       await settled;
       const command = (await commandsOf(s, coid)).find((c) => c.id === id);
@@ -185,13 +187,7 @@ describe("a failed token exchange: the call was never sent", () => {
     const order = await placeAndSettle(s);
     const coid = order.client_order_id!;
     await s.pair.control.send("POST", `/orders/${order.svc_order_id}/reattempt`, { in_seconds: 3600 });
-    const steps: [string, string, string, unknown][] = [
-      ["edit", "PATCH", `/v1/orders/${coid}`, { order_details: { order_value: 321 } }],
-      ["dispatch_ready", "POST", `/v1/orders/${coid}/dispatch-ready`, undefined],
-      ["stop_reattempt", "POST", `/v1/orders/${coid}/stop-reattempt`, undefined],
-      ["cancel", "POST", `/v1/orders/${coid}/cancel`, { reason: "changed mind", user: "Customer" }],
-    ];
-    for (const [kind, method, path, body] of steps) {
+    for (const [kind, method, path, body] of orderCommands(coid)) {
       expireClientToken(s);
       await s.pair.control.addFault({ method: "POST", path: TOKEN_PATH, times: 1, action: "status", status: 502 });
       const before = (await s.pair.control.requests()).length;
