@@ -21,6 +21,17 @@ export interface Database {
 }
 
 /**
+ * The database's clock: the one its now() dates rows with (received_at, finished_at, the
+ * day an order was first seen). Retention and the event log's partitions count from it, so
+ * a host whose own clock is off by minutes or days neither drops what is still kept nor
+ * makes its partitions for another day than the one appends store events under.
+ */
+export async function databaseNow(sql: Tx): Promise<Date> {
+  const [row] = await sql<{ now: Date }[]>`select now() as now`;
+  return row!.now;
+}
+
+/**
  * The application_name of each role's pool: how pg_stat_activity, and the console's System
  * page, tell them apart. The read pool's connections are on the read server; each worker
  * process holds one `workerLiveness` connection for its life.

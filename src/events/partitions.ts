@@ -5,7 +5,7 @@
  * was first seen, so a partition holds whole orders' events of one kind.
  */
 import type { Sql } from "postgres";
-import { createPool } from "../db/client.ts";
+import { createPool, databaseNow } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
 import { dayOf, pastRetention, rangesToAdd } from "../domain/periods.ts";
 import type { Day, PartitionSpan } from "../domain/periods.ts";
@@ -71,22 +71,24 @@ export async function listPartitions(sql: Sql): Promise<EventPartition[]> {
 
 /**
  * Makes the partitions each kind needs through SPANS_AHEAD spans past today's; the names
- * made. One transaction under an advisory lock: processes starting together make each
+ * made. Today is the database's (databaseNow) unless `now` is given: appends date an order
+ * by it. One transaction under an advisory lock: processes starting together make each
  * partition once. Attaching locks the log with SHARE UPDATE EXCLUSIVE only, so appends
  * and reads go on.
  */
-export async function ensurePartitions(sql: Sql, span: PartitionSpan, now = new Date(), options: { lockTimeoutMs?: number } = {}): Promise<string[]> {
+export async function ensurePartitions(sql: Sql, span: PartitionSpan, now?: Date, options: { lockTimeoutMs?: number } = {}): Promise<string[]> {
   return await sql.begin(async (tx) => {
     // The hourly job's bound (lock_not_available when reached); appends that make their
     // partitions wait as long as it takes, as any other write does.
     if (options.lockTimeoutMs !== undefined) await tx`select set_config('lock_timeout', ${`${options.lockTimeoutMs}ms`}, true)`;
     await tx`select pg_advisory_xact_lock(${PARTITIONS_LOCK})`;
+    const today = dayOf(now ?? (await databaseNow(tx)));
     const lasts = await tx<{ kind: EventKind; ends: Day }[]>`
       select kind, max(ends)::text as ends from event_partitions group by kind`;
     const made: string[] = [];
     for (const kind of EVENT_KINDS) {
       const last = lasts.find((l) => l.kind === kind)?.ends ?? null;
-      for (const r of rangesToAdd(last, dayOf(now), span, SPANS_AHEAD[span])) {
+      for (const r of rangesToAdd(last, today, span, SPANS_AHEAD[span])) {
         const [row] = await tx<{ name: string }[]>`select order_events_attach_partition(${kind}, ${r.starts}::date, ${r.ends}::date) as name`;
         made.push(row!.name);
       }
@@ -177,7 +179,9 @@ async function withLockTimeout<T>(sql: Sql, ms: number, work: (conn: Sql) => Pro
 }
 
 /**
- * Drops the partitions past their kind's retention, oldest first, never a partition that
+ * Drops the partitions past their kind's retention, counted to the database's today
+ * (databaseNow, the clock that dated their orders) unless `now` is given, oldest first,
+ * never a partition that
  * still holds an event waiting for projection (it goes on a later run), nor a younger one
  * of the same kind behind it: appends send a late event to the oldest partition its kind
  * has left when its own period's is gone, and a held partition below a dropped one would
@@ -196,10 +200,10 @@ async function withLockTimeout<T>(sql: Sql, ms: number, work: (conn: Sql) => Pro
 export async function dropExpiredPartitions(
   sql: Sql,
   retention: Retention,
-  now = new Date(),
+  now?: Date,
   options: { lockTimeoutMs?: number; stopping?: AbortSignal | undefined } = {},
 ): Promise<Dropped> {
-  const today = dayOf(now);
+  const today = dayOf(now ?? (await databaseNow(sql)));
   const days: Record<EventKind, number> = { location: retention.locationDays, status: retention.statusDays };
   const result: Dropped = { dropped: [], held: [], blocked: null };
   const bounded = async (work: (conn: Sql) => Promise<unknown>) =>

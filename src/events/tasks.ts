@@ -15,7 +15,8 @@ const eventPartitions = defineTask(PARTITIONS_TASK, z.unknown(), async (_payload
   // a transaction costs a run, not the retention queue (shared with the daily redaction).
   const bound = { lockTimeoutMs: PARTITION_LOCK_TIMEOUT_MS };
   try {
-    const made = await ensurePartitions(deps.sql, partition, new Date(), bound);
+    // Today is the database's: the day appends date new orders by (partitions.ts).
+    const made = await ensurePartitions(deps.sql, partition, undefined, bound);
     if (made.length > 0) log.info({ made }, "event log: partitions made ahead");
   } catch (err) {
     if (!isLockNotAvailable(err)) throw err;
@@ -23,7 +24,7 @@ const eventPartitions = defineTask(PARTITIONS_TASK, z.unknown(), async (_payload
   }
   // Partitions are made in one short transaction; drops go one partition at a time, and a
   // stopping worker ends them between two (the next run drops the rest).
-  const { dropped, held, blocked } = await dropExpiredPartitions(deps.sql, { locationDays, statusDays }, new Date(), { ...bound, stopping: shared.stopping });
+  const { dropped, held, blocked } = await dropExpiredPartitions(deps.sql, { locationDays, statusDays }, undefined, { ...bound, stopping: shared.stopping });
   if (dropped.length > 0) log.info({ dropped, locationDays, statusDays }, "event log: partitions past retention dropped");
   if (held.length > 0) log.warn({ held }, "event log: partitions past retention kept, some of their events are not projected yet");
   if (blocked !== null) {

@@ -1,0 +1,69 @@
+/**
+ * The event log's hourly job and the daily retention run read "now" from the database: the
+ * clock that dates what they compare with (an order's period, received_at, finished_at). A
+ * worker whose own clock runs ahead of the database's (a host without time sync) must not
+ * drop a partition, or delete a row, that is still within its retention by that clock. The
+ * worker's clock is moved here with node:test's Date mock; the database's stays.
+ */
+import assert from "node:assert/strict";
+import { after, before, it, mock } from "node:test";
+import { addDays, dayOf } from "../../src/domain/periods.ts";
+import { listPartitions } from "../../src/events/partitions.ts";
+import type { Config } from "../../src/config.ts";
+import { createTestApp } from "../helpers/app.ts";
+import type { TestApp } from "../helpers/app.ts";
+import { runJobsAs } from "../helpers/jobs.ts";
+
+const DAY_MS = 86_400_000;
+/** How far the worker's clock runs ahead of the database's. */
+const AHEAD_MS = 2 * DAY_MS;
+
+let t: TestApp;
+/** The worker's configuration: location events kept for as long as the day before the oldest partition still needs. */
+let config: Config;
+let today: string;
+let oldest: string;
+before(async () => {
+  t = await createTestApp({ REJECTED_RETENTION_DAYS: "30" });
+  const [row] = await t.database.sql<{ today: string; oldest: string }[]>`
+    select (now() at time zone 'UTC')::date::text as today, (select min(starts)::text from event_partitions) as oldest`;
+  today = row!.today;
+  oldest = row!.oldest;
+  // The last second of the day before `oldest` is that many days old tomorrow, by the database's clock.
+  const locationDays = Math.round((Date.parse(today) - Date.parse(oldest)) / DAY_MS) + 1;
+  config = { ...t.config, events: { ...t.config.events, locationDays } };
+});
+after(async () => {
+  mock.timers.reset();
+  await t.close();
+});
+
+/** Runs the due jobs as a worker whose clock is AHEAD_MS ahead of the database's. */
+async function runJobsWithClockAhead(): Promise<void> {
+  mock.timers.enable({ apis: ["Date"], now: Date.now() + AHEAD_MS });
+  try {
+    await runJobsAs(t, config);
+  } finally {
+    mock.timers.reset();
+  }
+}
+
+it("the hourly job keeps a partition whose orders are still within retention by the database's clock", async () => {
+  const sql = t.database.sql;
+  const day = addDays(oldest, -1);
+  // A day's partition before the oldest, holding an order first seen that day: within
+  // retention until tomorrow by the database's clock, past it by the worker's.
+  await sql`select order_events_attach_partition('location', ${day}::date, ${oldest}::date)`;
+  await sql`
+    insert into order_events (dedupe_key, source, kind, svc_order_id, provider_status, occurred_at, payload, period)
+    values ('clock-1', 'provider', 'location', 'CLOCK-1', null, now(), '{}'::jsonb, ${day}::date)`;
+  assert.ok(dayOf(new Date(Date.now() + AHEAD_MS)) > today, "the worker's clock is on a later day");
+  await sql`select graphile_worker.add_job('events__partitions', '{}'::json)`;
+  await runJobsWithClockAhead();
+  assert.ok(
+    (await listPartitions(sql)).some((p) => p.kind === "location" && p.starts === day),
+    "the partition stays: its last day's orders are not yet that many days old",
+  );
+  const [kept] = await sql<{ n: number }[]>`select count(*)::int as n from order_events where dedupe_key = 'clock-1'`;
+  assert.equal(kept!.n, 1);
+});
