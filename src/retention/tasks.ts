@@ -1,6 +1,7 @@
 /** Retention's worker task: once a day, rows past their retention go (purge.ts), and finished orders' personal data (redact.ts). */
 import type { Sql } from "postgres";
 import { z } from "zod";
+import { databaseNow } from "../db/client.ts";
 import { defineTask } from "../worker/define-task.ts";
 import type { TaskDefinition } from "../worker/define-task.ts";
 import { PURGE_BATCH, purgeExpired } from "./purge.ts";
@@ -29,9 +30,12 @@ async function queueTheRest(sql: Sql): Promise<void> {
  */
 const retentionPurge = defineTask(PURGE_TASK, z.unknown(), async (_payload, { deps, shared, log }) => {
   const { stopping } = shared;
-  const purged = await purgeExpired(deps.sql, deps.config.retention, new Date(), PURGE_BATCH, stopping);
+  // The database's clock, which dated the rows (received_at, finished_at, …): a worker
+  // host's clock running ahead would remove them early.
+  const now = await databaseNow(deps.sql);
+  const purged = await purgeExpired(deps.sql, deps.config.retention, now, PURGE_BATCH, stopping);
   log.info({ purged, days: deps.config.retention }, "retention: expired rows removed");
-  const { failed, ...redacted } = stopping.aborted ? { failed: [] } : await redactDue(deps.sql, deps.config.retention.piiDays, new Date(), stopping);
+  const { failed, ...redacted } = stopping.aborted ? { failed: [] } : await redactDue(deps.sql, deps.config.retention.piiDays, now, stopping);
   if (!stopping.aborted) log.info({ redacted, piiDays: deps.config.retention.piiDays }, "retention: personal data of finished orders redacted");
   for (const { orderId, error } of failed) log.error({ err: error, orderId }, "retention: an order's personal data could not be redacted; tried again next run");
   if (stopping.aborted) {

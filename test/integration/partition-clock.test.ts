@@ -67,3 +67,13 @@ it("the hourly job keeps a partition whose orders are still within retention by 
   const [kept] = await sql<{ n: number }[]>`select count(*)::int as n from order_events where dedupe_key = 'clock-1'`;
   assert.equal(kept!.n, 1);
 });
+
+it("the daily retention run keeps a row still within retention by the database's clock", async () => {
+  const sql = t.database.sql;
+  // Received 30 days less an hour ago: an hour within REJECTED_RETENTION_DAYS=30.
+  await sql`insert into rejected_callbacks (received_at, reason, body, body_bytes) values (now() - interval '719 hours', 'invalid_json', '{', 1)`;
+  await sql`select graphile_worker.add_job('retention__purge', '{}'::json)`;
+  await runJobsWithClockAhead();
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from rejected_callbacks`;
+  assert.equal(row!.n, 1, "the rejected callback stays");
+});
