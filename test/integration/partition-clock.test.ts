@@ -1,13 +1,14 @@
 /**
- * The event log's hourly job and the daily retention run read "now" from the database: the
- * clock that dates what they compare with (an order's period, received_at, finished_at). A
- * worker whose own clock runs ahead of the database's (a host without time sync) must not
- * drop a partition, or delete a row, that is still within its retention by that clock. The
- * worker's clock is moved here with node:test's Date mock; the database's stays.
+ * The event log's hourly job, the daily retention run and an append that makes its own
+ * partitions read "now" from the database: the clock that dates what they compare with (an
+ * order's period, received_at, finished_at). A host whose own clock runs ahead of the
+ * database's (no time sync) must not drop a partition, or delete a row, still within its
+ * retention by that clock; one running behind must still make the partition an append
+ * needs. The host's clock is moved here with node:test's Date mock; the database's stays.
  */
 import assert from "node:assert/strict";
 import { after, before, it, mock } from "node:test";
-import { addDays, dayOf } from "../../src/domain/periods.ts";
+import { addDays, dayOf, spanStart } from "../../src/domain/periods.ts";
 import { listPartitions } from "../../src/events/partitions.ts";
 import type { Config } from "../../src/config.ts";
 import { createTestApp } from "../helpers/app.ts";
@@ -76,4 +77,26 @@ it("the daily retention run keeps a row still within retention by the database's
   await runJobsWithClockAhead();
   const [row] = await sql<{ n: number }[]>`select count(*)::int as n from rejected_callbacks`;
   assert.equal(row!.n, 1, "the rejected callback stays");
+});
+
+it("a callback finding no partition for today is stored, with the web host's clock months behind the database's", async () => {
+  const sql = t.database.sql;
+  // The log as a worker last left it before this month: no partition holds today.
+  const month = spanStart(today, "month");
+  for (const p of await listPartitions(sql)) {
+    if (p.starts < month) continue;
+    await sql`delete from event_partitions where name = ${p.name}`;
+    await sql`alter table order_events detach partition ${sql(p.name)}`;
+    await sql`drop table ${sql(p.name)}`;
+  }
+  mock.timers.enable({ apis: ["Date"], now: Date.now() - 100 * DAY_MS });
+  let res: Response;
+  try {
+    res = await t.callback({ client_order_id: "CLOCK-P-1", svc_order_id: "7710001", order_status: "ALLOTTED", rider_id: "R-1" });
+  } finally {
+    mock.timers.reset();
+  }
+  assert.equal(res.status, 200, await res.clone().text());
+  const [row] = await sql<{ period: string }[]>`select period::text from order_events where svc_order_id = '7710001'`;
+  assert.equal(row?.period, today, "stored under the database's today, in a partition made for it");
 });
