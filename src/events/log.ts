@@ -317,11 +317,24 @@ export async function eventIdRange(sql: Tx): Promise<{ first: number; last: numb
 }
 
 /**
- * The first event id received at or after `since` (null when none): a binary search over
- * the id index (order_events_id_idx), since ids are handed out as events are received.
- * Some twenty index lookups, however long the log.
+ * How much earlier than its insert an event's received_at may be: it is when the event's
+ * transaction began (now()), and appends are single statements or short transactions. A
+ * few minutes is generous; a write transaction held longer than this is a fault of its own.
  */
-export async function firstEventReceivedSince(sql: Tx, since: Date): Promise<number | null> {
+export const RECEIVED_BEFORE_INSERT_MS = 10 * 60_000;
+
+/**
+ * An event id from which every event received at or after `since` is read (null when none
+ * was received since RECEIVED_BEFORE_INSERT_MS before it): a binary search over the id index (order_events_id_idx), some twenty index lookups
+ * however long the log. Ids are handed out as rows are inserted, and received_at is when
+ * each row's transaction began: one that began first may insert after one that began
+ * later, so near `since` a lower id may have been received later. The search is for
+ * RECEIVED_BEFORE_INSERT_MS earlier: every id below the one found was inserted no later
+ * than an event received before that, so was received before `since`. What it finds in between is
+ * read too (a rebuild re-derives a few more orders, which changes nothing right).
+ */
+export async function firstEventReceivedSince(sql: Tx, receivedSince: Date): Promise<number | null> {
+  const since = new Date(receivedSince.getTime() - RECEIVED_BEFORE_INSERT_MS);
   const { first, last } = await eventIdRange(sql);
   if (last === 0) return null;
   const receivedAtOrAfter = async (id: number) => {
