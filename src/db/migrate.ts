@@ -7,7 +7,7 @@ import type { Logger } from "../logger.ts";
 import { graphileLogger } from "../worker/logger.ts";
 import { requireOwnSessions } from "./pooler.ts";
 import { workerConnectionString } from "./tls.ts";
-import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, appliedMigrations, migrationPlan } from "./ready.ts";
+import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, appliedMigrations, migrationPlan, requireIsoDateStyle } from "./ready.ts";
 
 /** Arbitrary constant key of the advisory lock that serialises migrations. */
 const MIGRATION_LOCK = 7_305_201_144;
@@ -90,6 +90,9 @@ export async function runMigrations(url: string, log: Logger): Promise<void> {
   const sql = createPool(url, 1, "tracklane-migrate");
   let pending: string[];
   try {
+    // Before anything changes: a database that writes non-ISO dates is refused, naming the
+    // setting, rather than migrated and then failing on the first date it gives back.
+    await requireIsoDateStyle(sql);
     const [free] = await sql<{ locked: boolean }[]>`select pg_try_advisory_lock(${MIGRATION_LOCK}) as locked`;
     if (free?.locked !== true) {
       log.info("another npm run migrate (or npm start) is migrating this database: waiting for it to finish");

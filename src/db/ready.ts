@@ -12,6 +12,30 @@ const journal = Journal.parse(JSON.parse(readFileSync(new URL("../../migrations/
 const newest = journal.entries.reduce((a, b) => (b.when > a.when ? b : a));
 
 /**
+ * The database writes dates in another style than ISO (its DateStyle): both drivers
+ * (postgres.js and graphile-worker's node-postgres) read only ISO timestamps, and every
+ * request and job would fail or wait on what they misread.
+ */
+export class DateStyleError extends Error {
+  readonly dateStyle: string;
+  constructor(dateStyle: string) {
+    super(`the database's DateStyle is "${dateStyle}", not ISO`);
+    this.name = "DateStyleError";
+    this.dateStyle = dateStyle;
+  }
+}
+
+/**
+ * Refuses a database whose sessions get another DateStyle than ISO (postgresql.conf, ALTER
+ * DATABASE or ROLE ... SET): checked before `npm run migrate` changes anything and at every
+ * start, so the setting is named instead of a date misread later.
+ */
+export async function requireIsoDateStyle(sql: Sql): Promise<void> {
+  const [style] = await sql<{ datestyle: string }[]>`select current_setting('DateStyle') as datestyle`;
+  if (style !== undefined && !/^\s*ISO\b/i.test(style.datestyle)) throw new DateStyleError(style.datestyle);
+}
+
+/**
  * The database lacks migrations of this release below the newest one it has applied:
  * drizzle applies only migrations newer than that, so it would pass over these for ever
  * (a migration merged with an older journal `when` than one a database already ran).

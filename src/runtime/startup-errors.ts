@@ -8,7 +8,7 @@
 import { ConfigError, loadConfig } from "../config.ts";
 import type { Config } from "../config.ts";
 import { POOL_NAMES, READ_ONLY, createPool, isDatabaseUnavailable } from "../db/client.ts";
-import { MigrationFailedError, MigrationsSkippedError, NEWEST_MIGRATION, schemaState } from "../db/ready.ts";
+import { DateStyleError, MigrationFailedError, MigrationsSkippedError, NEWEST_MIGRATION, requireIsoDateStyle, schemaState } from "../db/ready.ts";
 import { TransactionPoolingError, requireOwnSessions } from "../db/pooler.ts";
 import { acceptsTls } from "../db/tls.ts";
 import { connectTarget, describeTarget, parseUrl } from "../db/url.ts";
@@ -31,20 +31,6 @@ export class MigrationsBehindError extends Error {
   constructor() {
     super(`the database lacks this release's migrations (newest: ${NEWEST_MIGRATION})`);
     this.name = "MigrationsBehindError";
-  }
-}
-
-/**
- * The database writes dates in another style than ISO (its DateStyle): both drivers
- * (postgres.js and graphile-worker's node-postgres) read only ISO timestamps, and every
- * request and job would fail or wait on what they misread.
- */
-export class DateStyleError extends Error {
-  readonly dateStyle: string;
-  constructor(dateStyle: string) {
-    super(`the database's DateStyle is "${dateStyle}", not ISO`);
-    this.name = "DateStyleError";
-    this.dateStyle = dateStyle;
   }
 }
 
@@ -128,9 +114,7 @@ export async function requireMigrations(url: string): Promise<void> {
     if (schema.state === "behind") throw new MigrationsBehindError();
     // The same, below newer ones: `npm run migrate` refuses such a database, naming them.
     if (schema.state === "skipped") throw new MigrationsSkippedError(schema.tags);
-    // The style the database gives a session (postgresql.conf, ALTER DATABASE or ROLE ... SET).
-    const [style] = await sql<{ datestyle: string }[]>`select current_setting('DateStyle') as datestyle`;
-    if (style !== undefined && !/^\s*ISO\b/i.test(style.datestyle)) throw new DateStyleError(style.datestyle);
+    await requireIsoDateStyle(sql);
     // The path the server gives the session (ALTER ROLE or DATABASE ... SET search_path, a
     // provider's default): unqualified, order_events must be public's.
     const [path] = await sql<{ search_path: string; found: string | null; ours: boolean }[]>`

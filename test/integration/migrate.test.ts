@@ -11,13 +11,14 @@ import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
-import { MIGRATIONS, MigrationFailedError, MigrationsSkippedError, migrationPlan, schemaState } from "../../src/db/ready.ts";
+import { DateStyleError, MIGRATIONS, MigrationFailedError, MigrationsSkippedError, migrationPlan, schemaState } from "../../src/db/ready.ts";
 import { describeTarget } from "../../src/db/url.ts";
 import { createLogger } from "../../src/logger.ts";
 import { opsRoutes } from "../../src/http/routes/ops.ts";
 import { createMetrics } from "../../src/metrics.ts";
-import { DateStyleError, MigrationsBehindError, NotOwnerError, SearchPathError, describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
+import { MigrationsBehindError, NotOwnerError, SearchPathError, describeStartupError, requireMigrations } from "../../src/runtime/startup-errors.ts";
 import { createTestDatabase, serverUrl } from "../helpers/db.ts";
+import { startProcess } from "../helpers/process.ts";
 import type { TestDatabase } from "../helpers/db.ts";
 
 let db: TestDatabase;
@@ -251,6 +252,42 @@ describe("readiness and the start check go by migrate's plan", () => {
       assert.equal(await startError(), undefined, "ISO in either order is read");
     } finally {
       await sql.unsafe(`alter database ${db.name} reset DateStyle`);
+    }
+  });
+
+  it("npm run migrate on a fresh database that writes non-ISO dates: refused before anything is applied, exit 78 naming the setting (was: migrations applied, then \"Invalid time value\")", async () => {
+    const name = `${db.name}_style`;
+    const admin = driverSql(serverUrl("postgres"), { max: 1 });
+    await admin.unsafe(`create database ${name}`);
+    await admin.unsafe(`alter database ${name} set DateStyle = 'SQL, DMY'`);
+    const url = serverUrl(name);
+    const tables = async () => {
+      const check = driverSql(url, { max: 1 });
+      try {
+        const [row] = await check<{ n: number }[]>`select count(*)::int as n from pg_tables where schemaname in ('public', 'graphile_worker', 'drizzle')`;
+        return row!.n;
+      } finally {
+        await check.end();
+      }
+    };
+    try {
+      await assert.rejects(runMigrations(url, capturing().log), (err: unknown) => err instanceof DateStyleError && err.dateStyle === "SQL, DMY");
+      assert.equal(await tables(), 0, "nothing applied");
+      // The command as run: one line naming the setting, exit 78, the database untouched.
+      const migrate = startProcess("src/migrate.ts", { DATABASE_URL: url, LOG_FORMAT: "json" });
+      const code = await new Promise((r) => migrate.child.once("exit", r));
+      assert.equal(code, 78, migrate.output().slice(-1500));
+      assert.match(migrate.output(), /writes dates in the style "SQL, DMY" \(its DateStyle\); tracklane reads ISO dates only: run `ALTER DATABASE <name> SET DateStyle = 'ISO, DMY'`/);
+      assert.doesNotMatch(migrate.output(), /Invalid time value|migrations applied/);
+      assert.equal(await tables(), 0);
+      // Set as the line says, the same command migrates.
+      await admin.unsafe(`alter database ${name} set DateStyle = 'ISO, DMY'`);
+      const again = startProcess("src/migrate.ts", { DATABASE_URL: url, LOG_FORMAT: "json" });
+      assert.equal(await new Promise((r) => again.child.once("exit", r)), 0, again.output().slice(-1500));
+      await requireMigrations(url);
+    } finally {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
     }
   });
 
