@@ -210,9 +210,12 @@ export async function dropExpiredPartitions(
     options.lockTimeoutMs === undefined ? await work(sql) : await withLockTimeout(sql, options.lockTimeoutMs, work);
   const due = (await listPartitions(sql)).filter((p) => pastRetention(p, today, days[p.kind]));
   // A partition whose row an interrupted run already removed: still attached or detached.
+  // In the log's own schema only: a table of the same name elsewhere (a copy kept aside)
+  // is not the log's, and the unqualified names below would not find it.
   const orphans = await sql<{ name: string }[]>`
     select c.relname as name from pg_class c
     where c.relname ~ '^order_events_(location|status)_[0-9]{8}$' and c.relkind = 'r'
+      and c.relnamespace = (select relnamespace from pg_class where oid = 'order_events'::regclass)
       and not exists (select from event_partitions p where p.name = c.relname)`;
   const heldKinds = new Set<EventKind>();
   const candidates: { name: string; partition: EventPartition | null }[] = [
