@@ -17,7 +17,15 @@ type Values<O extends ParseArgsOptionsConfig> = {
 /** What the arguments ask for: the usage, the values of the flags, or a sentence saying what is wrong. */
 export type CommandLine<O extends ParseArgsOptionsConfig> = { help: true } | { help: false; values: Values<O> } | { error: string };
 
-export function parseCommandLine<O extends ParseArgsOptionsConfig>(argv: readonly string[], options: O): CommandLine<O> {
+export function parseCommandLine<O extends ParseArgsOptionsConfig>(argv: readonly string[], options: O, env: Readonly<Record<string, string | undefined>> = {}): CommandLine<O> {
+  // npm takes a flag written before `--` for its own configuration (only warning of it) and
+  // hands it over as npm_config_<name>: `npm run migrate --after-restore` migrated without
+  // marking the restored commands.
+  const eaten = Object.keys(options).filter((name) => env[`npm_config_${name.replaceAll("-", "_")}`] !== undefined);
+  if (eaten.length > 0) {
+    const flags = eaten.map((n) => `--${n}`).join(" and ");
+    return { error: `npm took ${flags} for itself (a program's flags go after \`--\`), so nothing was done: write e.g. npm run <script> -- ${flags.split(" and ")[0]}` };
+  }
   try {
     const { values } = parseArgs({
       args: [...argv],
@@ -38,8 +46,8 @@ export function parseCommandLine<O extends ParseArgsOptionsConfig>(argv: readonl
  * For an entry point, before it reads its configuration: the values of its flags, or the
  * usage printed and the process ended (stdout and 0 for `--help`, stderr and 2 otherwise).
  */
-export function commandLine<O extends ParseArgsOptionsConfig>(usage: string, options: O = {} as O, argv: readonly string[] = process.argv.slice(2)): Values<O> {
-  const line = parseCommandLine(argv, options);
+export function commandLine<O extends ParseArgsOptionsConfig>(usage: string, options: O = {} as O, argv: readonly string[] = process.argv.slice(2), env: Readonly<Record<string, string | undefined>> = process.env): Values<O> {
+  const line = parseCommandLine(argv, options, env);
   if ("error" in line) {
     process.stderr.write(`${line.error}\n${usage}\n`);
     process.exit(EX_USAGE);
