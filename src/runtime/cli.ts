@@ -27,12 +27,17 @@ export function parseCommandLine<O extends ParseArgsOptionsConfig>(argv: readonl
     return { error: `npm took ${flags} for itself (a program's flags go after \`--\`), so nothing was done: write e.g. npm run <script> -- ${flags.split(" and ")[0]}` };
   }
   try {
-    const { values } = parseArgs({
+    const { values, tokens } = parseArgs({
       args: [...argv],
       options: { ...options, help: { type: "boolean", short: "h" } },
       strict: true,
       allowPositionals: false,
+      tokens: true,
     });
+    // A value given twice (`--orders 1-5 --orders 6-9`): parseArgs keeps the last one silently.
+    const given = new Map<string, string[]>();
+    for (const t of tokens) if (t.kind === "option" && t.value !== undefined) given.set(t.name, [...(given.get(t.name) ?? []), t.value]);
+    for (const [name, vals] of given) if (vals.length > 1) return { error: `--${name} given ${vals.length} times (${vals.join(", ")}): give it once` };
     // parseArgs types its values by the options object, which here is a spread of a generic.
     const { help, ...rest } = values as Record<string, string | boolean | undefined>;
     if (help === true) return { help: true };
