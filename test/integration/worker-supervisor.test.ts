@@ -136,7 +136,7 @@ describe("worker supervisor", () => {
       }
       const left = await sql<{ id: string; attempts: number; max_attempts: number; locked: boolean }[]>`
         select id::text, attempts, max_attempts, locked_at is not null as locked from graphile_worker.jobs
-        where id = any(${[replaced, replacement, once, ordinary]}::bigint[]) order by id`;
+        where id = any(${[replaced, replacement, once, ordinary]}::bigint[]) order by jobs.id`;
       assert.deepEqual(
         [...left],
         [
