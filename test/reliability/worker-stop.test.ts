@@ -48,6 +48,11 @@ async function busyWorker(maxAttempts: number): Promise<{ sql: postgres.Sql; blo
   };
   const worker = startService(cleanups, "worker", env);
   await worker.waitFor(/worker running/, 30_000);
+  // Hold the slot well before a minute: the cron's tick queues its sweeps and drain, and a
+  // busy runner fetches those ahead instead of the test's jobs (its local queue holds two),
+  // so "a job fetched ahead" below never came. Past the tick, its jobs run and go first.
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < 15_000) await new Promise((r) => setTimeout(r, left + 1000));
   // Let the start's own jobs (the AWB top-up, a first drain) run and go.
   await waitUntil("the start's jobs done", async () => {
     const [row] = await sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where run_at <= now() and attempts < max_attempts`;
