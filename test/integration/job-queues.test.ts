@@ -141,22 +141,37 @@ describe("pruning graphile-worker's empty queues", () => {
       await released;
     });
     await held;
-    let apiMs: number;
+    // The add_job comes while a try of the prune waits for the lock (not 20 ms after the
+    // prune began, which a loaded machine may not have reached), and must end while the
+    // transaction is still open, in about a try (50 ms); only then does the transaction end.
+    // It was held a fixed 600 ms, which left the prune's 1 s only 400 ms to spare and the
+    // add_job 250 ms: a loaded machine could miss either.
+    const watch = driverSql(testDb.url, { max: 1 });
+    let apiEnded: string;
+    let apiMs = 0;
     let result: Awaited<ReturnType<typeof pruneEmptyQueues>>;
     try {
       const pruning = pruneEmptyQueues(sql); // as the cron runs it
-      await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; ; i++) {
+        const [asked] = await watch<{ waiting: boolean }[]>`
+          select exists (select from pg_locks where relation = 'graphile_worker._private_job_queues'::regclass and mode = 'ShareRowExclusiveLock' and not granted) as waiting`;
+        if (asked!.waiting) break;
+        assert.ok(i < 2000, "the prune never asked for the lock");
+        await new Promise((r) => setTimeout(r, 1));
+      }
       const t0 = performance.now();
-      await sql.begin((t) => addJob(t, "order:api"));
-      apiMs = performance.now() - t0;
-      await new Promise((r) => setTimeout(r, 600 - apiMs));
+      const api = sql.begin((t) => addJob(t, "order:api")).then(() => ((apiMs = performance.now() - t0), "the add_job"));
+      apiEnded = await Promise.race([api, new Promise<string>((r) => setTimeout(() => r("still waiting after 5 s"), 5000))]);
       release();
+      await api;
       result = await pruning;
     } finally {
       release();
       await holder;
+      await watch.end();
     }
-    assert.ok(apiMs < 250, `the API's add_job waited ${apiMs.toFixed(0)} ms`);
+    assert.equal(apiEnded, "the add_job", "the API's add_job ended while the transaction was open: it did not wait for it");
+    assert.ok(apiMs < 500, `the API's add_job waited ${apiMs.toFixed(0)} ms: more than a try of the prune's (50 ms)`);
     assert.deepEqual(result, { pruned: 1, lockNotGranted: false }, "the prune got the lock once the transaction ended");
     assert.equal(await orphans(), 0);
     assert.deepEqual(await queueNames(), ["order:api"]);
