@@ -52,11 +52,13 @@ describe("failure bursts", () => {
 
   it("an outage (a burst past escalateAfterMs) says it is still failing at error level; a blip stays a warning", async () => {
     const { lines, log } = capture();
-    const outage = failureBursts(log, "requests refused", { quietMs: 1000, repeatMs: 50, escalateAfterMs: 120 });
+    // The second failure past repeatMs, well before escalateAfterMs (it was 60 ms in, of 120:
+    // a stall of a loaded machine's 60 ms made it an error); the third past escalateAfterMs.
+    const outage = failureBursts(log, "requests refused", { quietMs: 2000, repeatMs: 50, escalateAfterMs: 700 });
     outage.failed("database unavailable", {}, "request refused");
     await sleep(60);
     outage.failed("database unavailable", {}, "request refused");
-    await sleep(80);
+    await sleep(700);
     outage.failed("database unavailable", {}, "request refused");
     assert.deepEqual(
       lines.map((l) => l.level),
