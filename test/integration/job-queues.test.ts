@@ -141,8 +141,9 @@ describe("pruning graphile-worker's empty queues", () => {
       await released;
     });
     await held;
-    // The add_job comes while a try of the prune waits for the lock (not 20 ms after the
-    // prune began, which a loaded machine may not have reached), and must end while the
+    // The add_job comes while a try of the prune waits for the lock (this database's: every
+    // clone of the template has the table under the same oid), not 20 ms after the
+    // prune began, which a loaded machine may not have reached, and must end while the
     // transaction is still open, in about a try (50 ms); only then does the transaction end.
     // It was held a fixed 600 ms, which left the prune's 1 s only 400 ms to spare and the
     // add_job 250 ms: a loaded machine could miss either.
@@ -154,7 +155,9 @@ describe("pruning graphile-worker's empty queues", () => {
       const pruning = pruneEmptyQueues(sql); // as the cron runs it
       for (let i = 0; ; i++) {
         const [asked] = await watch<{ waiting: boolean }[]>`
-          select exists (select from pg_locks where relation = 'graphile_worker._private_job_queues'::regclass and mode = 'ShareRowExclusiveLock' and not granted) as waiting`;
+          select exists (select from pg_locks l join pg_database d on d.oid = l.database
+            where d.datname = current_database() and l.relation = 'graphile_worker._private_job_queues'::regclass
+              and l.mode = 'ShareRowExclusiveLock' and not l.granted) as waiting`;
         if (asked!.waiting) break;
         assert.ok(i < 2000, "the prune never asked for the lock");
         await new Promise((r) => setTimeout(r, 1));
