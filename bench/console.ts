@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Sql } from "postgres";
 import { createLogger } from "../src/logger.ts";
-import { commandLine } from "../src/runtime/cli.ts";
+import { commandLine, refuseCommandLine } from "../src/runtime/cli.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
@@ -23,13 +23,11 @@ import { driverSql } from "../src/db/client.ts";
 import { onScratchDatabase, partitionsSince } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
-const args = commandLine("usage: npm run bench:console [-- --orders N --requests N]   (defaults 100000 and 50)", { orders: { type: "string" }, requests: { type: "string" } });
+const USAGE = "usage: npm run bench:console [-- --orders N --requests N]   (defaults 100000 and 50)";
+const args = commandLine(USAGE, { orders: { type: "string" }, requests: { type: "string" } });
 const ORDERS = Number(args.orders ?? process.env.BENCH_ORDERS ?? 100_000);
 const REQUESTS = Number(args.requests ?? 50);
-if (![ORDERS, REQUESTS].every((n) => Number.isInteger(n) && n >= 1)) {
-  console.error("bench:console: --orders and --requests must be whole numbers from 1");
-  process.exit(1);
-}
+if (![ORDERS, REQUESTS].every((n) => Number.isInteger(n) && n >= 1)) refuseCommandLine("--orders and --requests must be whole numbers from 1", USAGE);
 const API_TOKEN = "bench-console-token-0123456789";
 const log = createLogger({ level: "warn" });
 

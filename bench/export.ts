@@ -15,7 +15,7 @@ import { join } from "node:path";
 import type postgres from "postgres";
 import type { Sql } from "postgres";
 import { createLogger } from "../src/logger.ts";
-import { commandLine } from "../src/runtime/cli.ts";
+import { commandLine, refuseCommandLine } from "../src/runtime/cli.ts";
 import { SERVICE_NODE_ARGS, procMemMiB, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
 import { driverSql } from "../src/db/client.ts";
@@ -25,11 +25,13 @@ const API_TOKEN = "bench-api-token-0123456789abcdef";
 const CALLBACK_SECRET = "bench-callback-secret-0123456789";
 const SAMPLE_MS = 100;
 
-const args = commandLine("usage: npm run bench:export [-- --orders N]   (default 1000000)", { orders: { type: "string" } });
-const orders = Number(args.orders ?? process.env.BENCH_EXPORT_ORDERS ?? 1_000_000);
+const USAGE = "usage: npm run bench:export [-- --orders N]   (default 1000000)";
+const args = commandLine(USAGE, { orders: { type: "string" } });
+const ordersText = args.orders ?? process.env.BENCH_EXPORT_ORDERS ?? "1000000";
+const orders = ordersText.trim() === "" ? NaN : Number(ordersText);
 if (!Number.isInteger(orders) || orders < 1) {
-  console.error(`bench:export: --orders must be a positive integer, got ${args.orders}`);
-  process.exit(1);
+  const source = args.orders !== undefined ? "--orders" : "BENCH_EXPORT_ORDERS";
+  refuseCommandLine(`${source} must be a whole number from 1 (found "${ordersText}")`, USAGE);
 }
 const log = createLogger({ level: "warn" });
 

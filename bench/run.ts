@@ -30,7 +30,8 @@ import { loadConfig } from "../src/config.ts";
 import { driverSql } from "../src/db/client.ts";
 import { withDatabase } from "../src/db/url.ts";
 import { createLogger } from "../src/logger.ts";
-import { commandLine } from "../src/runtime/cli.ts";
+import { commandLine, refuseCommandLine } from "../src/runtime/cli.ts";
+import { EX_CONFIG } from "../src/runtime/startup-errors.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { CALLBACK_SECRET, ROOT, echoBaseline, insertBaseline, tracklanePhase } from "./lib/phases.ts";
 import { SERVICE_NODE_ARGS, stopChildrenOnSignal } from "./lib/processes.ts";
@@ -42,11 +43,12 @@ import { benchServer, scratchDatabase } from "./lib/scratch.ts";
 import type { RunResult } from "./lib/report.ts";
 import type { InsertResult } from "./insert-baseline.ts";
 
-const args = commandLine(
-  `usage: npm run bench [-- options]
+const USAGE = `usage: npm run bench [-- options]
   --connections N  --duration S  --warmup S  --orders N  --events N  --history N
   --history-months M  --dup-every N  --runs N  --cpu-prof  --only-tracklane  --no-notify
-  --only-notify  --single-process      (bench/README.md: what each does, and its default)`,
+  --only-notify  --single-process      (bench/README.md: what each does, and its default)`;
+const args = commandLine(
+  USAGE,
   {
     connections: { type: "string" },
     duration: { type: "string" },
@@ -65,13 +67,21 @@ const args = commandLine(
   },
 );
 
-function num(flag: string | undefined, env: string, fallback: number): number {
-  const raw = flag ?? process.env[env];
-  if (raw === undefined || raw === "") return fallback;
+/**
+ * A number from the flag `--name`, else the environment variable, else the fallback. A
+ * flag's bad value is refused as the command line (exit 2, naming the flag), a variable's
+ * as configuration (exit 78, naming the variable), before anything is set up.
+ */
+function num(name: keyof typeof args, env: string, fallback: number, min = 0): number {
+  const flag = args[name];
+  const raw = typeof flag === "string" ? flag : process.env[env];
+  if (raw === undefined || (flag === undefined && raw === "")) return fallback;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) {
-    console.error(`bench: ${env.toLowerCase()} must be a non-negative number, got ${raw}`);
-    process.exit(1);
+  if (raw.trim() === "" || !Number.isFinite(n) || n < min) {
+    const problem = `must be a number from ${min} (found "${raw}")`;
+    if (flag !== undefined) refuseCommandLine(`--${String(name)} ${problem}`, USAGE);
+    console.error(`bench: ${env} ${problem}`);
+    process.exit(EX_CONFIG);
   }
   return n;
 }
@@ -80,17 +90,17 @@ const stamp = new Date().toISOString().replace(/[:.]/g, "-");
 const resultsDir = resolve(ROOT, "bench/results");
 mkdirSync(resultsDir, { recursive: true });
 
-const orders = num(args.orders, "BENCH_ORDERS", 10_000);
-const events = num(args.events, "BENCH_EVENTS", 100_000);
+const orders = num("orders", "BENCH_ORDERS", 10_000, 1);
+const events = num("events", "BENCH_EVENTS", 100_000, 1);
 const options: BenchOptions = {
-  connections: num(args.connections, "BENCH_CONNECTIONS", 64),
-  durationS: num(args.duration, "BENCH_DURATION", 10),
-  warmupS: num(args.warmup, "BENCH_WARMUP", 2),
-  historyEvents: num(args.history, "BENCH_HISTORY", events),
-  historyMonths: Math.max(1, Math.round(num(args["history-months"], "BENCH_HISTORY_MONTHS", 1))),
+  connections: num("connections", "BENCH_CONNECTIONS", 64, 1),
+  durationS: num("duration", "BENCH_DURATION", 10),
+  warmupS: num("warmup", "BENCH_WARMUP", 2),
+  historyEvents: num("history", "BENCH_HISTORY", events),
+  historyMonths: Math.max(1, Math.round(num("history-months", "BENCH_HISTORY_MONTHS", 1))),
   orders,
   eventsPerOrder: Math.max(1, Math.round(events / orders)),
-  dupEvery: num(args["dup-every"], "BENCH_DUP_EVERY", 101),
+  dupEvery: num("dup-every", "BENCH_DUP_EVERY", 101),
   drainTimeoutS: 180,
   deliveryTimeoutS: 600,
   cpuProf: args["cpu-prof"] === true,
@@ -98,11 +108,8 @@ const options: BenchOptions = {
   resultsDir,
   stamp,
 };
-const runs = Math.max(1, num(args.runs, "BENCH_RUNS", 1));
-if (args["only-notify"] && args["no-notify"]) {
-  console.error("bench: --only-notify and --no-notify exclude each other");
-  process.exit(1);
-}
+const runs = Math.max(1, num("runs", "BENCH_RUNS", 1));
+if (args["only-notify"] && args["no-notify"]) refuseCommandLine("--only-notify and --no-notify exclude each other", USAGE);
 const baselines = !args["only-tracklane"] && !args["only-notify"];
 const backlog = !args["only-notify"];
 const notify = !args["no-notify"];

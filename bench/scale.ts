@@ -27,7 +27,7 @@ import { join, resolve } from "node:path";
 import type { Sql } from "postgres";
 import { runMigrations } from "../src/db/migrate.ts";
 import { createLogger } from "../src/logger.ts";
-import { commandLine } from "../src/runtime/cli.ts";
+import { commandLine, refuseCommandLine } from "../src/runtime/cli.ts";
 import type { LoadConfig, LoadResult } from "./load.ts";
 import { describeMachine } from "./lib/machine.ts";
 import { ROOT, SERVICE_NODE_ARGS, runForked, startService, stopChildrenOnSignal } from "./lib/processes.ts";
@@ -37,8 +37,9 @@ import { withDatabase } from "../src/db/url.ts";
 import { benchServer, partitionsSince } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
+const USAGE = "usage: npm run bench:scale [-- --sizes 1000000,10000000 --ingest-s 15 --connections 64 --samples 200]\n  (bench/README.md, \"At scale\")";
 const args = commandLine(
-  "usage: npm run bench:scale [-- --sizes 1000000,10000000 --ingest-s 15 --connections 64 --samples 200]\n  (bench/README.md, \"At scale\")",
+  USAGE,
   { sizes: { type: "string" }, "ingest-s": { type: "string" }, connections: { type: "string" }, samples: { type: "string" } },
 );
 const SIZES = (args.sizes ?? process.env.BENCH_SIZES ?? "1000000").split(",").map((s) => Number(s.trim()));
@@ -55,15 +56,9 @@ const API_TOKEN = "bench-scale-token-0123456789ab";
 const CALLBACK_SECRET = "bench-scale-secret-0123456789ab";
 const log = createLogger({ level: "warn" });
 
-if (SIZES.some((s) => !Number.isInteger(s) || s < 0)) {
-  console.error("bench:scale: --sizes must be whole numbers of events, comma-separated");
-  process.exit(1);
-}
+if (SIZES.some((s) => !Number.isInteger(s) || s < 0)) refuseCommandLine("--sizes must be whole numbers of events, comma-separated", USAGE);
 for (const [flag, n] of [["--ingest-s", INGEST_S], ["--connections", CONNECTIONS], ["--samples", SAMPLES]] as const) {
-  if (!Number.isInteger(n) || n < 1) {
-    console.error(`bench:scale: ${flag} must be a whole number from 1`);
-    process.exit(1);
-  }
+  if (!Number.isInteger(n) || n < 1) refuseCommandLine(`${flag} must be a whole number from 1`, USAGE);
 }
 
 /** Events `from` … `to`-1 of the synthetic log: order `i / 40`, step `i % 40`, 4 million a day ending now. */

@@ -48,15 +48,22 @@ export function parseCommandLine<O extends ParseArgsOptionsConfig>(argv: readonl
 }
 
 /**
+ * A flag's value that the program itself found wrong after parsing (a number that is not
+ * one, a range backwards): the same as a flag parseArgs refused, one line naming it, the
+ * usage, exit 2, on stderr.
+ */
+export function refuseCommandLine(message: string, usage: string): never {
+  process.stderr.write(`${message}\n${usage}\n`);
+  process.exit(EX_USAGE);
+}
+
+/**
  * For an entry point, before it reads its configuration: the values of its flags, or the
  * usage printed and the process ended (stdout and 0 for `--help`, stderr and 2 otherwise).
  */
 export function commandLine<O extends ParseArgsOptionsConfig>(usage: string, options: O = {} as O, argv: readonly string[] = process.argv.slice(2), env: Readonly<Record<string, string | undefined>> = process.env): Values<O> {
   const line = parseCommandLine(argv, options, env);
-  if ("error" in line) {
-    process.stderr.write(`${line.error}\n${usage}\n`);
-    process.exit(EX_USAGE);
-  }
+  if ("error" in line) refuseCommandLine(line.error, usage);
   if (line.help) {
     process.stdout.write(`${usage}\n`);
     process.exit(0);

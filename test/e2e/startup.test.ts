@@ -344,4 +344,25 @@ describe("the command line", () => {
       }),
     );
   });
+
+  it("a benchmark's flag with a value it cannot use is refused as any bad argument is (exit 2, naming the flag, with the usage), before it starts", async () => {
+    const env = { DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/nothing` };
+    const cases: [`${string}.ts`, string[], string][] = [
+      // Was exit 1 naming "bench_orders"; --orders 0 was taken and divided by.
+      ["bench/run.ts", ["--orders", "abc"], '--orders must be a number from 1 (found "abc")'],
+      ["bench/run.ts", ["--orders=0"], '--orders must be a number from 1 (found "0")'],
+      ["bench/run.ts", ["--only-notify", "--no-notify"], "--only-notify and --no-notify exclude each other"],
+      ["bench/export.ts", ["--orders", "1.5"], '--orders must be a whole number from 1 (found "1.5")'],
+      ["bench/console.ts", ["--requests", "0"], "--orders and --requests must be whole numbers from 1"],
+      ["bench/scale.ts", ["--samples", "x"], "--samples must be a whole number from 1"],
+    ];
+    await Promise.all(
+      cases.map(async ([program, args, said]) => {
+        const out = await run(program as Entry, env, 60_000, root, args);
+        assert.equal(out.code, 2, `${program} ${args.join(" ")}: ${out.stdout}${out.stderr}`);
+        assert.ok(out.stderr.startsWith(`${said}\nusage: npm run bench`), `${program} ${args.join(" ")}: ${out.stderr}`);
+        assertNoStack(program, out);
+      }),
+    );
+  });
 });
