@@ -16,6 +16,7 @@ import type postgres from "postgres";
 import type { Sql } from "postgres";
 import { createLogger } from "../src/logger.ts";
 import { commandLine, refuseCommandLine } from "../src/runtime/cli.ts";
+import { EX_CONFIG } from "../src/runtime/startup-errors.ts";
 import { SERVICE_NODE_ARGS, procMemMiB, startService, stopChildrenOnSignal } from "./lib/processes.ts";
 import type { ServiceProcess } from "./lib/processes.ts";
 import { driverSql } from "../src/db/client.ts";
@@ -30,8 +31,11 @@ const args = commandLine(USAGE, { orders: { type: "string" } });
 const ordersText = args.orders ?? process.env.BENCH_EXPORT_ORDERS ?? "1000000";
 const orders = ordersText.trim() === "" ? NaN : Number(ordersText);
 if (!Number.isInteger(orders) || orders < 1) {
-  const source = args.orders !== undefined ? "--orders" : "BENCH_EXPORT_ORDERS";
-  refuseCommandLine(`${source} must be a whole number from 1 (found "${ordersText}")`, USAGE);
+  // A flag's bad value is a command-line error (exit 2), a variable's a configuration one (78).
+  const problem = `must be a whole number from 1 (found "${ordersText}")`;
+  if (args.orders !== undefined) refuseCommandLine(`--orders ${problem}`, USAGE);
+  console.error(`bench:export: BENCH_EXPORT_ORDERS ${problem}`);
+  process.exit(EX_CONFIG);
 }
 const log = createLogger({ level: "warn" });
 

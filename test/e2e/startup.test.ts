@@ -364,5 +364,18 @@ describe("the command line", () => {
         assertNoStack(program, out);
       }),
     );
+    // The same value from the environment is configuration: exit 78, naming the variable.
+    const fromEnv: [`${string}.ts`, Record<string, string>, string][] = [
+      ["bench/run.ts", { BENCH_ORDERS: "abc" }, 'bench: BENCH_ORDERS must be a number from 1 (found "abc")'],
+      ["bench/export.ts", { BENCH_EXPORT_ORDERS: "0" }, 'bench:export: BENCH_EXPORT_ORDERS must be a whole number from 1 (found "0")'],
+    ];
+    await Promise.all(
+      fromEnv.map(async ([program, vars, said]) => {
+        const out = await run(program as Entry, { ...env, ...vars }, 60_000, root, []);
+        assert.equal(out.code, 78, `${program}: ${out.stdout}${out.stderr}`);
+        assert.equal(out.stderr.trim(), said);
+        assertNoStack(program, out);
+      }),
+    );
   });
 });
