@@ -46,12 +46,7 @@ const isoSince = (text: string): string =>
  * every order.
  */
 export function scopeOf(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): RebuildScope | string | null {
-  const eaten = ["orders", "since"].filter((name) => env[`npm_config_${name}`] !== undefined);
-  if (eaten.length > 0) {
-    const flags = eaten.map((n) => `--${n}`).join(" and ");
-    return `npm took ${flags} for itself (flags for the rebuild go after \`--\`), so nothing was rebuilt: write e.g. npm run rebuild -- --orders 1-500\n${USAGE}`;
-  }
-  const line = parseCommandLine(argv, { orders: { type: "string" }, since: { type: "string" } });
+  const line = parseCommandLine(argv, { orders: { type: "string" }, since: { type: "string" } }, env);
   if ("error" in line) return `${line.error}\n${USAGE}`;
   if (line.help) return null;
   const { values } = line;

@@ -325,13 +325,14 @@ export const RECEIVED_BEFORE_INSERT_MS = 10 * 60_000;
 
 /**
  * An event id from which every event received at or after `since` is read (null when none
- * was received since RECEIVED_BEFORE_INSERT_MS before it): a binary search over the id index (order_events_id_idx), some twenty index lookups
- * however long the log. Ids are handed out as rows are inserted, and received_at is when
- * each row's transaction began: one that began first may insert after one that began
- * later, so near `since` a lower id may have been received later. The search is for
- * RECEIVED_BEFORE_INSERT_MS earlier: every id below the one found was inserted no later
- * than an event received before that, so was received before `since`. What it finds in between is
- * read too (a rebuild re-derives a few more orders, which changes nothing right).
+ * was received since RECEIVED_BEFORE_INSERT_MS before it): a binary search over the id
+ * index (order_events_id_idx), some twenty index lookups however long the log. Ids are
+ * handed out as rows are inserted, and received_at is when each row's transaction began:
+ * one that began first may insert after one that began later, so near `since` a lower id
+ * may have been received later. The search is for RECEIVED_BEFORE_INSERT_MS earlier: every
+ * id below the one found was inserted no later than an event received before that, so was
+ * received before `since`. What lies in between is read too (a rebuild re-derives a few
+ * more orders, which changes nothing right).
  */
 export async function firstEventReceivedSince(sql: Tx, receivedSince: Date): Promise<number | null> {
   const since = new Date(receivedSince.getTime() - RECEIVED_BEFORE_INSERT_MS);

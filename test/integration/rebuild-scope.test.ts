@@ -214,7 +214,7 @@ describe("the rebuild command line", () => {
     ] as const) {
       const said = scopeOf(argv, env);
       assert.equal(typeof said, "string", JSON.stringify(env));
-      assert.match(said as string, /npm took --(orders|since) for itself \(flags for the rebuild go after `--`\), so nothing was rebuilt: write e\.g\. npm run rebuild -- --orders 1-500/);
+      assert.match(said as string, /^npm took --(orders|since) for itself \(a program's flags go after `--`\), so nothing was done: write e\.g\. npm run <script> -- --(orders|since)\nusage: npm run rebuild/);
     }
     assert.deepEqual(scopeOf(["--orders", "1-5"], { npm_config_cache: "/x" }), { fromOrderId: 1, toOrderId: 5 });
   });
