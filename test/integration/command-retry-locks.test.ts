@@ -39,13 +39,8 @@ it("a retried place waits for the order's lock without holding its command's: no
       // As the projection: the order first ...
       await tx`select id from orders where id = ${place!.order_id} for update`;
       retry = retryCommand(sql, place!.id, { dedupesOrders: false }).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
-      // ... the retry is now waiting for a lock ...
-      for (let i = 0; i < 100; i++) {
-        const [w] = await tx<{ n: number }[]>`
-          select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`;
-        if (w!.n > 0) break;
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      // ... the retry is now waiting for a lock (else the race below is not what is tested) ...
+      assert.ok(await someoneWaits(tx as never), "the retry waits for the order's lock");
       // ... then the command (a deadlock, PostgreSQL ends one of the two, if the retry held it).
       await tx`set local lock_timeout = '5s'`;
       await tx`update commands set updated_at = now() where id = ${place!.id}`;
@@ -59,14 +54,15 @@ it("a retried place waits for the order's lock without holding its command's: no
   assert.equal(row!.state, "pending", "sent again");
 });
 
-/** Waits (up to 2 s) until some session of this database waits for a lock. */
-async function someoneWaits(tx: { <T>(q: TemplateStringsArray, ...v: unknown[]): Promise<T> }): Promise<void> {
-  for (let i = 0; i < 100; i++) {
+/** Whether some session of this database came to wait for a lock within `ms` (a loaded machine may take seconds). */
+async function someoneWaits(tx: { <T>(q: TemplateStringsArray, ...v: unknown[]): Promise<T> }, ms = 15_000): Promise<boolean> {
+  for (const deadline = Date.now() + ms; Date.now() < deadline; ) {
     const [w] = await tx<{ n: number }[]>`
       select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`;
-    if (w!.n > 0) return;
+    if (w!.n > 0) return true;
     await new Promise((r) => setTimeout(r, 20));
   }
+  return false;
 }
 
 it("the stranded sweep leaves a command whose order another transaction holds for its next round: no deadlock with a projection", async () => {
