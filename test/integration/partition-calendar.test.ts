@@ -22,9 +22,16 @@ import type { TestDatabase } from "../helpers/db.ts";
 let db: TestDatabase;
 let sql: Sql;
 const tz = process.env.TZ;
-/** A zone whose date differs from UTC's now: UTC+14 from 10:00 UTC, UTC-12 before 12:00 UTC. */
-const ZONE = new Date().getUTCHours() >= 12 ? "Pacific/Kiritimati" : "Etc/GMT+12";
+/**
+ * A zone whose date differs from UTC's for the file's few seconds: UTC+14 from 10:00 UTC to
+ * midnight, UTC-12 from midnight to 12:00 UTC. Chosen an hour clear of 10:00 and 12:00, and
+ * past midnight UTC when that is under a minute away.
+ */
+let ZONE: string;
 before(async () => {
+  const left = 86_400_000 - (Date.now() % 86_400_000);
+  if (left < 60_000) await new Promise((r) => setTimeout(r, left + 1000));
+  ZONE = new Date().getUTCHours() >= 11 ? "Pacific/Kiritimati" : "Etc/GMT+12";
   db = await createTestDatabase();
   const admin = createPool(db.url, 1, "calendar-setup");
   await admin.unsafe(`alter database ${db.name} set timezone = '${ZONE}'`);
