@@ -64,7 +64,8 @@ async function main() {
   const db = await resolveDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log, avoidPorts: [config.port, config.emulatorPort] });
   undoOnFailure.push(() => db.release());
   await runMigrations(db.url, log);
-  // What `npm run web` and `npm run worker` check at their start (the DateStyle, here).
+  // What `npm run web` and `npm run worker` check at their start (migrate checked the
+  // DateStyle; the search_path and the tables' owner, here).
   await requireMigrations(db.url);
   if (config.databaseReadUrl !== undefined) await requireReadPool(config.databaseReadUrl);
   // The log's partitions: made once, by startServices for the worker in this process.

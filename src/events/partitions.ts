@@ -181,11 +181,11 @@ async function withLockTimeout<T>(sql: Sql, ms: number, work: (conn: Sql) => Pro
 /**
  * Drops the partitions past their kind's retention, counted to the database's today
  * (databaseNow, the clock that dated their orders) unless `now` is given, oldest first,
- * never a partition that
- * still holds an event waiting for projection (it goes on a later run), nor a younger one
- * of the same kind behind it: appends send a late event to the oldest partition its kind
- * has left when its own period's is gone, and a held partition below a dropped one would
- * leave the dropped range with nowhere to go (the insert would fail). Per partition:
+ * never a partition that still holds an event waiting for projection (it goes on a later
+ * run), nor a younger one of the same kind behind it: appends send a late event to the
+ * oldest partition its kind has left when its own period's is gone, and a held partition
+ * below a dropped one would leave the dropped range with nowhere to go (the insert would
+ * fail). Per partition:
  * its event_partitions row goes first (appends stop routing late events to it), then it is
  * detached CONCURRENTLY (no lock that stops appends or reads), then dropped. A run cut
  * off half way is finished by the next one.

@@ -23,8 +23,8 @@ export function parseCommandLine<O extends ParseArgsOptionsConfig>(argv: readonl
   // marking the restored commands.
   const eaten = Object.keys(options).filter((name) => env[`npm_config_${name.replaceAll("-", "_")}`] !== undefined);
   if (eaten.length > 0) {
-    const flags = eaten.map((n) => `--${n}`).join(" and ");
-    return { error: `npm took ${flags} for itself (a program's flags go after \`--\`), so nothing was done: write e.g. npm run <script> -- ${flags.split(" and ")[0]}` };
+    const flags = eaten.map((n) => `--${n}`);
+    return { error: `npm took ${flags.join(" and ")} for itself (a program's flags go after \`--\`), so nothing was done: write e.g. npm run <script> -- ${flags[0]}` };
   }
   try {
     const { values, tokens } = parseArgs({
