@@ -63,6 +63,15 @@ const secret = z.preprocess(
   emptyToUndefined,
   z.string().min(16, "must be at least 16 characters").regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces").optional(),
 );
+/** It travels in the callback URL's path: URL-safe characters only. */
+const urlSafeSecret = z.preprocess(
+  emptyToUndefined,
+  z
+    .string()
+    .min(16, "must be at least 16 characters")
+    .regex(/^[A-Za-z0-9._~-]+$/, "must use only URL-safe characters (A-Z a-z 0-9 . _ ~ -)")
+    .optional(),
+);
 const flag = (fallback: boolean) =>
   z.preprocess(
     emptyToUndefined,
@@ -169,14 +178,11 @@ const envSchema = z.object({
   HOST: z.preprocess(emptyToUndefined, oneLine.default("0.0.0.0")),
   PUBLIC_URL: publicUrl,
   API_TOKEN: secret,
-  CALLBACK_SECRET: z.preprocess(
-    emptyToUndefined,
-    z
-      .string()
-      .min(16, "must be at least 16 characters")
-      .regex(/^[A-Za-z0-9._~-]+$/, "must use only URL-safe characters (A-Z a-z 0-9 . _ ~ -)")
-      .optional(),
-  ),
+  /** The token API_TOKEN replaces, still accepted on /v1 while clients move (docs/operations.md). */
+  API_TOKEN_PREVIOUS: secret,
+  CALLBACK_SECRET: urlSafeSecret,
+  /** The secret CALLBACK_SECRET replaces, still accepted on callbacks until the provider sends to the new URL. */
+  CALLBACK_SECRET_PREVIOUS: urlSafeSecret,
   LOG_LEVEL: z.preprocess(emptyToUndefined, z.enum(LOG_LEVELS).default("info")),
   // No default here: unset means "decide by whether stdout is a terminal" (resolveLogFormat).
   LOG_FORMAT: z.preprocess(emptyToUndefined, z.enum(LOG_FORMATS).optional()),
@@ -329,6 +335,18 @@ export const ENV_DOCS: Readonly<Record<string, EnvVarDoc>> = {
   CALLBACK_SECRET: {
     description: "secret every provider callback must carry (16+ URL-safe characters); unset: generated once into DATA_DIR/callback-secret",
     example: "change-me-to-a-long-random-secret",
+    sensitive: true,
+  },
+  API_TOKEN_PREVIOUS: {
+    description:
+      "the API token API_TOKEN replaces, still accepted on /v1 (not for console sign-in) while your systems move to the new one; unset it once they have",
+    example: "the-token-being-replaced",
+    sensitive: true,
+  },
+  CALLBACK_SECRET_PREVIOUS: {
+    description:
+      "the callback secret CALLBACK_SECRET replaces, still accepted until the provider sends to the new callback URL (tracklane_previous_secret_used_total stops growing); unset it then",
+    example: "the-secret-being-replaced",
     sensitive: true,
   },
   LOG_LEVEL: { description: `least severe log level written: ${LOG_LEVELS.join(", ")}`, example: "debug" },
@@ -507,7 +525,11 @@ export interface Config {
   host: string;
   publicUrl: string;
   apiToken: string;
+  /** API_TOKEN_PREVIOUS: accepted on /v1 beside apiToken while a rotation lasts. */
+  apiTokenPrevious: string | undefined;
   callbackSecret: string;
+  /** CALLBACK_SECRET_PREVIOUS: accepted on callbacks beside callbackSecret while a rotation lasts. */
+  callbackSecretPrevious: string | undefined;
   /** Where each secret came from, printed at start (never the secret itself). */
   secretSources: { apiToken: string; callbackSecret: string };
   logLevel: (typeof LOG_LEVELS)[number];
@@ -872,6 +894,16 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
   };
   const apiToken = secretOf(e.API_TOKEN, "api-token", "API_TOKEN");
   const callbackSecret = secretOf(e.CALLBACK_SECRET, "callback-secret", "CALLBACK_SECRET");
+  const sameAsCurrent = (previous: string | undefined, current: string, envName: string, currentName: string) => {
+    if (previous !== undefined && previous === current) {
+      secretProblems.push({
+        variable: envName,
+        message: `is the same as ${currentName}: set it to the value being replaced, or unset it`,
+      });
+    }
+  };
+  sameAsCurrent(e.API_TOKEN_PREVIOUS, apiToken.value, "API_TOKEN_PREVIOUS", "API_TOKEN");
+  sameAsCurrent(e.CALLBACK_SECRET_PREVIOUS, callbackSecret.value, "CALLBACK_SECRET_PREVIOUS", "CALLBACK_SECRET");
   if (secretProblems.length > 0) throw new ConfigError(secretProblems);
   return {
     databaseUrl: e.DATABASE_URL,
@@ -880,7 +912,9 @@ export function loadConfig(env: Env = readProcessEnv(), options: { stdoutIsTTY?:
     host: e.HOST,
     publicUrl: e.PUBLIC_URL ?? `http://127.0.0.1:${e.PORT}`,
     apiToken: apiToken.value,
+    apiTokenPrevious: e.API_TOKEN_PREVIOUS,
     callbackSecret: callbackSecret.value,
+    callbackSecretPrevious: e.CALLBACK_SECRET_PREVIOUS,
     secretSources: { apiToken: apiToken.source, callbackSecret: callbackSecret.source },
     logLevel: e.LOG_LEVEL,
     logFormat: resolveLogFormat(e.LOG_FORMAT, options.stdoutIsTTY ?? process.stdout.isTTY === true),

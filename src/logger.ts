@@ -12,7 +12,9 @@ export type { Logger };
  */
 const REDACT = [
   "apiToken",
+  "apiTokenPrevious",
   "callbackSecret",
+  "callbackSecretPrevious",
   "secret",
   "token",
   "password",
@@ -24,7 +26,9 @@ const REDACT = [
   "headers.cookie",
   'headers["x-callback-secret"]',
   "*.apiToken",
+  "*.apiTokenPrevious",
   "*.callbackSecret",
+  "*.callbackSecretPrevious",
   "*.token",
   "*.password",
   "*.clientSecret",

@@ -106,8 +106,8 @@ async function main() {
       builtIn
         ? `  provider:      built-in emulator at ${builtIn.emulator.url} (staging; set PROVIDER_BASE_URL for the real one)`
         : `  provider:      ${config.provider.baseUrl ?? "not configured"} (${config.provider.env})`,
-      `  API token:       ${config.secretSources.apiToken}`,
-      `  callback secret: ${config.secretSources.callbackSecret}`,
+      `  API token:       ${config.secretSources.apiToken}${config.apiTokenPrevious === undefined ? "" : "; API_TOKEN_PREVIOUS accepted too"}`,
+      `  callback secret: ${config.secretSources.callbackSecret}${config.callbackSecretPrevious === undefined ? "" : "; CALLBACK_SECRET_PREVIOUS accepted too"}`,
       "",
     ].join("\n"),
   );

@@ -24,6 +24,12 @@ export function createMetrics() {
       labelNames: ["result"] as const,
       registers: [registry],
     }),
+    previousSecretUsed: new Counter({
+      name: "tracklane_previous_secret_used_total",
+      help: "Requests let in by a secret being rotated out, by variable (CALLBACK_SECRET_PREVIOUS, API_TOKEN_PREVIOUS): once it stops growing, the variable can go",
+      labelNames: ["variable"] as const,
+      registers: [registry],
+    }),
     ingestBatchSize: new Histogram({
       name: "tracklane_ingest_batch_size",
       help: "Events per group-commit flush",

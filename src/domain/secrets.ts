@@ -23,6 +23,23 @@ export function secretMatcher(expected: string): (given: string) => boolean {
   return (given) => timingSafeEqual(digest(given), expectedDigest) && given.length === expected.length;
 }
 
+/** Which secret a credential matched: the one in force, the one it replaces, or neither. */
+export type SecretMatch = "current" | "previous" | null;
+
+/**
+ * secretMatcher for a secret being rotated: `given` is compared with both in constant time
+ * (the previous one too when it is unset, so the answer's timing says nothing of which).
+ */
+export function rotatingSecretMatcher(current: string, previous: string | undefined): (given: string) => SecretMatch {
+  const isCurrent = secretMatcher(current);
+  const isPrevious = previous === undefined ? () => false : secretMatcher(previous);
+  return (given) => {
+    const currentMatched = isCurrent(given);
+    const previousMatched = isPrevious(given);
+    return currentMatched ? "current" : previousMatched ? "previous" : null;
+  };
+}
+
 /**
  * Keys whose values are secrets wherever they sit, compared without case, `_` or `-`
  * (`access_token`, `accessToken`, `Access-Token`). The redact paths above reach one level
@@ -34,9 +51,11 @@ const SECRET_KEYS: ReadonlySet<string> = new Set([
   "idtoken",
   "token",
   "apitoken",
+  "apitokenprevious",
   "clientsecret",
   "secret",
   "callbacksecret",
+  "callbacksecretprevious",
   "xcallbacksecret",
   "password",
   "authorization",

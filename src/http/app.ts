@@ -14,7 +14,7 @@ import { withPartitionsMade } from "../events/partitions.ts";
 import { redactPath } from "../logger.ts";
 import type { Logger } from "../logger.ts";
 import type { Metrics } from "../metrics.ts";
-import { bearerAuth } from "./auth.ts";
+import { bearerAuth, previousSecretNotice } from "./auth.ts";
 import { consoleRoutes } from "./console/index.ts";
 import { decodedRequestText } from "./charset.ts";
 import { decodedRequestBody } from "./content-encoding.ts";
@@ -89,6 +89,7 @@ export function createApp(deps: AppDeps) {
     "/",
     callbackRoutes({
       secret: deps.config.callbackSecret,
+      previousSecret: deps.config.callbackSecretPrevious,
       sql: deps.sql,
       ingestor: deps.ingestor,
       log: deps.log,
@@ -100,7 +101,13 @@ export function createApp(deps: AppDeps) {
   // can take callbacks, whatever the read server's state.
   app.route("/", opsRoutes(deps.sql, deps.metrics, { metricsToken: deps.config.metricsToken }));
 
-  app.use("/v1/*", bearerAuth(deps.config.apiToken));
+  app.use(
+    "/v1/*",
+    bearerAuth(deps.config.apiToken, undefined, {
+      secret: deps.config.apiTokenPrevious,
+      used: previousSecretNotice(deps.log, deps.metrics, "API_TOKEN_PREVIOUS", "a client still uses the old API token"),
+    }),
+  );
   app.use(
     "/v1/*",
     bodyLimit({

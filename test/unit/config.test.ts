@@ -268,6 +268,29 @@ describe("config", () => {
     assert.match(problems({ CALLBACK_SECRET: "has/slash/and spaces!!" })[0]!, /^CALLBACK_SECRET: .*URL-safe/);
   });
 
+  it("takes a previous callback secret and API token for a rotation, refusing one the same as the new value or not fit for its place", () => {
+    const rotating = { API_TOKEN: "new-api-token-0123456789", CALLBACK_SECRET: "new-callback-secret-0123" };
+    const c = loadConfig({ DATA_DIR: dataDir(), ...rotating, API_TOKEN_PREVIOUS: "old-api-token-0123456789", CALLBACK_SECRET_PREVIOUS: "old-callback-secret-0123" });
+    assert.equal(c.apiTokenPrevious, "old-api-token-0123456789");
+    assert.equal(c.callbackSecretPrevious, "old-callback-secret-0123");
+    const unset = loadConfig({ DATA_DIR: dataDir(), ...rotating, API_TOKEN_PREVIOUS: "", CALLBACK_SECRET_PREVIOUS: "" });
+    assert.equal(unset.apiTokenPrevious, undefined);
+    assert.equal(unset.callbackSecretPrevious, undefined);
+    // The same value twice is a rotation not done: the old one is not what it names.
+    assert.deepEqual(problems({ ...rotating, API_TOKEN_PREVIOUS: rotating.API_TOKEN, CALLBACK_SECRET_PREVIOUS: rotating.CALLBACK_SECRET }), [
+      "API_TOKEN_PREVIOUS: is the same as API_TOKEN: set it to the value being replaced, or unset it",
+      "CALLBACK_SECRET_PREVIOUS: is the same as CALLBACK_SECRET: set it to the value being replaced, or unset it",
+    ]);
+    // Against a generated secret too (the file under DATA_DIR), with no value echoed.
+    const dir = dataDir();
+    const generated = loadConfig({ DATA_DIR: dir }).callbackSecret;
+    const same = lines({ DATA_DIR: dir, CALLBACK_SECRET_PREVIOUS: generated });
+    assert.deepEqual(same.map((l) => l.split(":")[0]), ["CALLBACK_SECRET_PREVIOUS"]);
+    assert.ok(!same.join("\n").includes(generated), "the secret was printed");
+    assert.match(problems({ ...rotating, CALLBACK_SECRET_PREVIOUS: "has/slash/and spaces!!" })[0]!, /^CALLBACK_SECRET_PREVIOUS: .*URL-safe/);
+    assert.match(problems({ ...rotating, API_TOKEN_PREVIOUS: "short" })[0]!, /^API_TOKEN_PREVIOUS: must be at least 16/);
+  });
+
   it("refuses a low watermark above the target", () => {
     assert.deepEqual(problems({ AWB_POOL_LOW_WATERMARK: "600", AWB_POOL_TARGET: "500" }), [
       "AWB_POOL_LOW_WATERMARK: must not be greater than AWB_POOL_TARGET",
@@ -520,6 +543,9 @@ describe("settingsShown (the console's system page)", () => {
     const byName = new Map(shown.map((s) => [s.name, s]));
     assert.equal(byName.get("API_TOKEN")!.value, "(hidden)");
     assert.equal(byName.get("CALLBACK_SECRET")!.value, "(hidden)");
+    const rotating = new Map(settingsShown({ CALLBACK_SECRET_PREVIOUS: "old-0123456789abcdef", API_TOKEN_PREVIOUS: "old-token-0123456789" }).map((s) => [s.name, s]));
+    assert.equal(rotating.get("CALLBACK_SECRET_PREVIOUS")!.value, "(hidden)");
+    assert.equal(rotating.get("API_TOKEN_PREVIOUS")!.value, "(hidden)");
     assert.equal(byName.get("DATABASE_URL")!.value, "postgres://tracklane:***@db.internal:5432/tracklane");
     assert.equal(byName.get("DATABASE_READ_URL")!.value, "postgres://tracklane_ro:***@db-replica.internal:5432/tracklane");
     // A socket directory stays shown (src/db/url.ts); other settings go.

@@ -10,7 +10,7 @@ import type { Sql } from "postgres";
 import { databaseBusyReason, isDatabaseUnavailable } from "../../db/client.ts";
 import { normaliseCallback } from "../../domain/normalise.ts";
 import type { RejectReason } from "../../domain/normalise.ts";
-import { secretMatcher } from "../../domain/secrets.ts";
+import { rotatingSecretMatcher } from "../../domain/secrets.ts";
 import { OverloadedError } from "../../ingest/batcher.ts";
 import { recordRejected } from "../../ingest/rejected.ts";
 import type { Hold, Ingestor } from "../../ingest/batcher.ts";
@@ -18,6 +18,7 @@ import type { Logger } from "../../logger.ts";
 import type { Metrics } from "../../metrics.ts";
 import { decodeBody } from "../charset.ts";
 import { decodeContent, SUPPORTED_ENCODINGS } from "../content-encoding.ts";
+import { previousSecretNotice } from "../auth.ts";
 import { ApiError } from "../errors.ts";
 import type { AppEnv } from "../types.ts";
 
@@ -27,6 +28,8 @@ const UNDECLARED_HOLD = 16 * 1024;
 
 export interface CallbackDeps {
   secret: string;
+  /** CALLBACK_SECRET_PREVIOUS: accepted too while the provider still sends to the old URL. */
+  previousSecret?: string | undefined;
   sql: Sql;
   ingestor: Ingestor;
   log: Logger;
@@ -83,7 +86,8 @@ const lenientUtf8 = new TextDecoder("utf-8", { fatal: false });
 export function callbackRoutes(deps: CallbackDeps) {
   const app = new Hono<AppEnv>();
   const { metrics } = deps;
-  const secretMatches = secretMatcher(deps.secret);
+  const secretMatches = rotatingSecretMatcher(deps.secret, deps.previousSecret);
+  const previousUsed = previousSecretNotice(deps.log, metrics, "CALLBACK_SECRET_PREVIOUS", "the provider still sends callbacks to the old callback URL");
 
   /**
    * Records the refused callback and throws its 4xx. `raw` is the body as it was read, after
@@ -118,10 +122,12 @@ export function callbackRoutes(deps: CallbackDeps) {
 
   const receive = (location: boolean) => async (c: Context<AppEnv>) => {
     const given = c.req.param("secret") ?? c.req.header("x-callback-secret") ?? "";
-    if (!secretMatches(given)) {
+    const matched = secretMatches(given);
+    if (matched === null) {
       metrics.callbacks.inc({ result: "unauthorized" });
       throw new ApiError("unauthorized", "wrong or missing callback secret");
     }
+    if (matched === "previous") previousUsed();
     // The body's room in the ingest buffer is held before it is read (batcher.ts hold): a
     // burst of large bodies is refused at once rather than read, decoded and parsed all
     // together. Without a Content-Length, a first slice, and more as the body streams in; a
