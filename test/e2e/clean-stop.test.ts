@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { createLogger } from "../../src/logger.ts";
 import { resolveDatabase } from "../../src/runtime/database.ts";
 import { startProcess } from "../helpers/process.ts";

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createTestDatabase } from "../helpers/db.ts";

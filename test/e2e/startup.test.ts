@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { describeTarget } from "../../src/db/url.ts";
 import { createTestDatabase, serverUrl } from "../helpers/db.ts";
 import { startProcess } from "../helpers/process.ts";

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { createEmulator } from "../../src/emulator/app.ts";
 import { emulatorIdsFile, emulatorStateFile } from "../../src/emulator/persist.ts";
 import { placeOrderBody, TEST_TOKEN } from "../helpers/emulator.ts";

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, describe, it } from "node:test";
 import { ConfigError, loadConfig, loadEmulatorConfig } from "../../src/config.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { emulatorStateFile } from "../../src/emulator/persist.ts";
 import { EmulatorPortInUseError, startEmulator } from "../../src/emulator/server.ts";
 import { createLogger } from "../../src/logger.ts";

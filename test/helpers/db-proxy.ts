@@ -7,7 +7,7 @@
 import { connect, createServer } from "node:net";
 import type { Server, Socket } from "node:net";
 import { connectTarget } from "../../src/db/url.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "./ports.ts";
 
 export interface DatabaseProxy {
   /** `url` with its host and port replaced by the proxy's (TCP on 127.0.0.1). */

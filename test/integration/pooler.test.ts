@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
 import { TransactionPoolingError, requireOwnSessions, sharesSessions } from "../../src/db/pooler.ts";
 import { connectTarget } from "../../src/db/url.ts";

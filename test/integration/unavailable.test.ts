@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config.ts";
 import { createDatabase, driverSql } from "../../src/db/client.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { createApp } from "../../src/http/app.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createMetrics } from "../../src/metrics.ts";

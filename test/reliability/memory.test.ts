@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { waitReady } from "../helpers/load.ts";
 import { cleanupsAfterAll, startService } from "../helpers/process.ts";

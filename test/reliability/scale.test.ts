@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { assertAcknowledgedStored, assertProjected, planCallbacks, readEvents, readOrders, startLoad, waitProjectionsDrained, waitReady } from "../helpers/load.ts";
 import type { LoadPlan } from "../helpers/load.ts";

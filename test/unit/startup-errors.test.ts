@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import postgres from "postgres";
 import { ConfigError } from "../../src/config.ts";
 import { createPool, isDatabaseUnavailable } from "../../src/db/client.ts";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "../helpers/ports.ts";
 import { EX_CONFIG, MigrationsMissingError, describeStartupError } from "../../src/runtime/startup-errors.ts";
 
 const context = { port: 3000, host: "127.0.0.1", databaseUrl: "postgres://app:hunter2@db.internal:6543/orders", dataDir: "/tmp/x" };
