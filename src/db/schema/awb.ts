@@ -24,6 +24,11 @@ export const awbNumbers = pgTable(
     uniqueIndex("awb_numbers_client_order_id_idx").on(t.client_order_id),
     check("awb_numbers_state", sql`${t.state} in ('available', 'allocated')`),
     check("awb_numbers_allocated", sql`(${t.state} = 'allocated') = (${t.allocated_at} is not null)`),
+    // A number that names an order is allocated (migration 0018): allocation answers an
+    // order with the number naming it whatever its state, and hands the oldest available
+    // one to the next caller, so an available number naming an order would go to two.
+    // An allocated number may name none (POST /v1/awb/allocate without client_order_id).
+    check("awb_numbers_order_allocated", sql`${t.state} = 'allocated' or ${t.client_order_id} is null`),
   ],
 );
 
