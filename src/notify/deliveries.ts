@@ -201,6 +201,19 @@ export interface DeliveryFilter {
   beforeId?: number | undefined;
 }
 
+/**
+ * The order rows a message naming `order` (either id) can be filed under: the one with that
+ * id, or with it as a second provider id (orders_other_svc_ids_idx). A message that names an
+ * order carries its row's id, moved to the survivor when rows merge, and the survivor
+ * carries every id of the rows merged into it. notification_messages has no index on its
+ * copies of the ids (each would cost every message in the projection's transaction): the
+ * filter on them alone read the whole outbox. Through these ids, it reads the order's
+ * messages (notification_messages_order_sequence_idx).
+ */
+const orderIdsOf = (sql: Tx, order: string) => sql`
+  select o.id from orders o
+  where o.client_order_id = ${order} or o.svc_order_id = ${order} or (cardinality(o.svc_order_ids) > 1 and o.svc_order_ids @> array[${order}]::text[])`;
+
 /** Deliveries newest first (keyset by id), each with its message's type and order. */
 export async function listDeliveries(sql: Tx, f: DeliveryFilter): Promise<{ rows: DeliveryListRow[]; nextId: number | null }> {
   const rows = await sql<DeliveryListRow[]>`
@@ -209,7 +222,7 @@ export async function listDeliveries(sql: Tx, f: DeliveryFilter): Promise<{ rows
     from notification_deliveries d join notification_messages m on m.id = d.message_id
     where true
       ${f.endpointId !== undefined ? sql`and d.endpoint_id = ${f.endpointId}` : sql``}
-      ${f.order !== undefined ? sql`and (m.client_order_id = ${f.order} or m.svc_order_id = ${f.order})` : sql``}
+      ${f.order !== undefined ? sql`and m.order_id = any(array(${orderIdsOf(sql, f.order)})) and (m.client_order_id = ${f.order} or m.svc_order_id = ${f.order})` : sql``}
       ${f.status !== undefined ? sql`and d.status = ${f.status}` : sql``}
       ${f.type !== undefined ? sql`and m.type = ${f.type}` : sql``}
       ${f.beforeId !== undefined ? sql`and d.id < ${f.beforeId}` : sql``}
