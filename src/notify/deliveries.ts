@@ -175,11 +175,18 @@ export async function enqueueDelivery(sql: Tx, endpointId: string, at?: Date, be
   await sql`select ${deliveryJob(sql, sql`${endpointId}::text`, sql`${at ?? null}::timestamptz`, behind)}`;
 }
 
-/** Endpoints with deliveries due that no run holds (the sweep's safety net after a crash). */
+/**
+ * Endpoints with deliveries due that no run holds (the sweep's safety net after a crash).
+ * Asked per endpoint (few), each answered by its first due delivery no run holds
+ * (notification_deliveries_due_idx): an endpoint down for a day has all that day's
+ * deliveries pending and due, and a distinct over them read the whole backlog every minute.
+ */
 export async function endpointsWithDue(sql: Tx): Promise<string[]> {
   const rows = await sql<{ endpoint_id: string }[]>`
-    select distinct endpoint_id from notification_deliveries
-    where status = 'pending' and next_attempt_at <= now() and (leased_until is null or leased_until <= now())`;
+    select e.id as endpoint_id from notification_endpoints e
+    where exists (
+      select from notification_deliveries d
+      where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= now() and (d.leased_until is null or d.leased_until <= now()))`;
   return rows.map((r) => r.endpoint_id);
 }
 
