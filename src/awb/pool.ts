@@ -137,12 +137,15 @@ export async function heldFromElsewhere(tx: Tx, numbers: readonly string[], requ
 export async function poolSnapshot(sql: Tx): Promise<PoolSnapshot> {
   const [row] = await sql<{ available: number; available_pool: number; pending_fresh: number }[]>`
     select
-      count(*) filter (where state = 'available')::int as available,
-      count(*) filter (where state = 'available' and source = 'pool')::int as available_pool,
+      count(*)::int as available,
+      count(*) filter (where source = 'pool')::int as available_pool,
       (select coalesce(sum(count), 0)::int from awb_requests
        where mode = 'fresh' and status = 'pending'
          and created_at > now() - ${MAX_POLL_AGE_MS}::int * interval '1 millisecond') as pending_fresh
-    from awb_numbers`;
+    from awb_numbers
+    -- The available numbers only (awb_numbers_available_idx): the table keeps every number
+    -- ever allocated, one per order, and counting through them read it all at every top-up.
+    where state = 'available'`;
   return {
     available: row?.available ?? 0,
     availablePool: row?.available_pool ?? 0,
