@@ -191,14 +191,10 @@ export async function startService(options: {
   };
 }
 
-/**
- * Runs a bench script in a forked process and resolves with the one message it sends
- * (its result). `onStart` receives the child, e.g. to sample it.
- */
-export function runForked<T>(script: string, config: unknown, onStart?: (child: ChildProcess) => void): Promise<T> {
+/** Runs a bench script in a forked process and resolves with the one message it sends (its result). */
+export function runForked<T>(script: string, config: unknown): Promise<T> {
   return new Promise((resolveRun, rejectRun) => {
     const child = track(fork(resolve(ROOT, script), [JSON.stringify(config)], { cwd: ROOT, serialization: "advanced" }));
-    onStart?.(child);
     let result: T | undefined;
     child.on("message", (m) => (result = m as T));
     child.on("exit", (code) => {

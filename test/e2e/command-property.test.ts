@@ -339,7 +339,7 @@ const ops: { weight: number; name: string; run: Op }[] = [
   {
     weight: 3,
     name: "pause",
-    async run(w, r) {
+    async run(_w, r) {
       const ms = 50 + r.int(400);
       await sleep(ms);
       return `pause ${ms}`;
