@@ -383,6 +383,13 @@ export async function identitiesIn(sql: Tx, afterId: number, upToId: number): Pr
     select distinct svc_order_id, client_order_id from order_events where id > ${afterId} and id <= ${upToId}`;
 }
 
+/**
+ * An order_events row `e` as EventRow types it: every column, `period` as text (postgres.js
+ * reads a date as a Date, the schema's date columns are strings).
+ */
+const eventRowColumns = (sql: Tx) =>
+  sql`e.id, e.dedupe_key, e.source, e.kind, e.svc_order_id, e.client_order_id, e.provider_status, e.occurred_at, e.received_at, e.payload, e.period::text as period`;
+
 export interface TimelineCursor {
   /** occurred_at in microseconds since the epoch: exact, where a JS Date keeps only ms. */
   micros: string;
@@ -417,7 +424,7 @@ export async function orderTimeline(
   // An event with both ids comes from both sides: once is kept. The first n distinct events
   // after the cursor are all among the two sides' first n each.
   const rows = await sql<(EventRow & { micros: string })[]>`
-    select distinct on (occurred_at, id) e.*, ${micros} as micros from (${bySvc} union all ${byClient}) e
+    select distinct on (occurred_at, id) ${eventRowColumns(sql)}, ${micros} as micros from (${bySvc} union all ${byClient}) e
     order by occurred_at, id
     limit ${n}`;
   const more = rows.length > page.limit;
@@ -449,7 +456,7 @@ export async function latestOrderEvents(
       : sql`(select * from order_events where false)`;
   // As in orderTimeline: an event with both ids comes from both sides, and is kept once.
   const rows = await sql<EventRow[]>`
-    select distinct on (occurred_at, id) e.* from (${bySvc} union all ${byClient}) e
+    select distinct on (occurred_at, id) ${eventRowColumns(sql)} from (${bySvc} union all ${byClient}) e
     order by occurred_at desc, id desc
     limit ${n}`;
   const older = rows.length > limit;

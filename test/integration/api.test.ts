@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { latestOrderEvents, orderTimeline } from "../../src/events/log.ts";
 import { API_TOKEN, CALLBACK_SECRET, createTestApp } from "../helpers/app.ts";
 import type { TestApp } from "../helpers/app.ts";
 
@@ -72,6 +73,19 @@ describe("GET /v1/orders/{order} — happy", () => {
     // The same order by its provider id is the same timeline.
     const twin = await json<{ items: { id: string }[] }>(await t.request(`/v1/orders/by-svc-id/700/events?limit=1&cursor=${first.next_cursor}`));
     assert.deepEqual(twin.items.map((e) => e.id), second.items.map((e) => e.id));
+  });
+
+  it("the timeline's rows are as EventRow types them: period is the partition's day as text, not a Date", async () => {
+    // postgres.js reads a date column as a Date: `select *` handed the pages a period the type says is a string.
+    const ids = { svc_order_id: "700", client_order_id: "API-0" };
+    const { rows } = await orderTimeline(t.database.sql, ids, { limit: 10 });
+    const { rows: latest } = await latestOrderEvents(t.database.sql, ids, 10);
+    assert.equal(rows.length, 2);
+    assert.equal(latest.length, 2);
+    for (const row of [...rows, ...latest]) {
+      assert.equal(typeof row.period, "string");
+      assert.match(row.period, /^\d{4}-\d{2}-\d{2}$/);
+    }
   });
 });
 
