@@ -402,7 +402,7 @@ export const DETAIL_SOURCES = {
 export type DetailName = keyof typeof DETAIL_SOURCES;
 export const DETAIL_NAMES = Object.keys(DETAIL_SOURCES) as DetailName[];
 
-/** Bit of a detail in a `DetailMask` (bit i = DETAIL_NAMES[i]). */
+/** Bit of a detail in an event's details mask (payloadsNeeded's `mask`, FoldEvent's `details`): bit i = DETAIL_NAMES[i]. */
 export const detailBit = (name: DetailName): number => 1 << DETAIL_NAMES.indexOf(name);
 
 function hasDetail(d: EventDetails, name: DetailName): boolean {

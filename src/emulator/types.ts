@@ -26,7 +26,7 @@ export interface EmulatorOptions {
     omitExpiresIn?: boolean;
   };
   awb?: {
-    /** Fresh-request delay_time = base + perThousand * ceil(count/1000) + perPending * pending. */
+    /** Fresh-request delay_time = baseDelaySeconds + secondsPerThousand * ceil(count/1000) + secondsPerPendingRequest * pending requests. */
     baseDelaySeconds?: number;
     secondsPerThousand?: number;
     secondsPerPendingRequest?: number;
