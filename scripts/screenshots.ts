@@ -55,7 +55,7 @@ async function startReceiver(): Promise<{ url: string; close(): Promise<void> }>
 
 async function main(): Promise<number> {
   // The demo's refused and lost places are logged as warnings on purpose: errors only, unless LOG_LEVEL says otherwise.
-  const log = createLogger({ level: (process.env.LOG_LEVEL as "error" | undefined) ?? "error" });
+  const log = createLogger({ level: process.env.LOG_LEVEL ?? "error" });
   const server = await resolveDatabase({
     databaseUrl: process.env.DATABASE_URL || process.env.TEST_DATABASE_URL || undefined,
     dataDir: join(root, ".data/test"),
