@@ -327,12 +327,10 @@ export async function recoverEndpoint(sql: Sql, endpointId: string, since: Date)
   });
 }
 
-/** Delivery figures for /metrics: pending deliveries and the oldest one's age. */
-export async function deliveryFigures(sql: Tx): Promise<{ pending: number; oldestPendingSeconds: number }> {
-  const [row] = await sql<{ pending: number; oldest: number | null }[]>`
-    select count(*)::int as pending, extract(epoch from now() - min(created_at))::float8 as oldest
-    from notification_deliveries where status = 'pending'`;
-  return { pending: row?.pending ?? 0, oldestPendingSeconds: Math.max(0, row?.oldest ?? 0) };
+/** Delivery figures for /metrics: pending deliveries. */
+export async function deliveryFigures(sql: Tx): Promise<{ pending: number }> {
+  const [row] = await sql<{ pending: number }[]>`select count(*)::int as pending from notification_deliveries where status = 'pending'`;
+  return { pending: row?.pending ?? 0 };
 }
 
 /** Deliveries endpointHealth looks at per endpoint: its latest. */

@@ -15,7 +15,6 @@ import type { OAuthTokenResponse } from "./schemas.ts";
  * `renewable`, retries once with a fresh `header()`.
  */
 export interface ProviderAuth {
-  readonly method: "token" | "oauth";
   readonly renewable: boolean;
   header(): Promise<string>;
   invalidate(usedHeader: string): void;
@@ -25,7 +24,6 @@ export interface ProviderAuth {
 export function createTokenAuth(token: string): ProviderAuth {
   const value = `Token ${token}`;
   return {
-    method: "token",
     renewable: false,
     header: () => Promise.resolve(value),
     invalidate: () => {},
@@ -160,7 +158,6 @@ export function createOAuthAuth(options: OAuthOptions): ProviderAuth & { exchang
   }
 
   return {
-    method: "oauth",
     renewable: true,
     async header() {
       const current = cached;

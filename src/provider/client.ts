@@ -91,7 +91,6 @@ export interface ProviderClientOptions {
  * a request body that fails its schema is refused before sending (kind invalid_request).
  */
 export interface ProviderClient {
-  readonly authMethod: "token" | "oauth";
   /**
    * Has the next call's authorization at hand: with OAuth, exchanges a token unless one is
    * cached. Rejects as a call would when none can be had (a ProviderError of stage
@@ -241,7 +240,6 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   }
 
   return {
-    authMethod: auth.method,
     authorize: async () => {
       await auth.header();
     },
