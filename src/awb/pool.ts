@@ -15,8 +15,6 @@ import type { PoolSnapshot } from "./plan.ts";
 
 export interface Allocation {
   awbNumber: string;
-  /** True when client_order_id already had this number (an idempotent repeat). */
-  existing: boolean;
 }
 
 const UNIQUE_VIOLATION = "23505";
@@ -52,7 +50,7 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
       select awb_number from awb_numbers where client_order_id = ${clientOrderId}`;
     if (held) {
       await assignAwb(tx, clientOrderId, held.awb_number);
-      return { awbNumber: held.awb_number, existing: true };
+      return { awbNumber: held.awb_number };
     }
   }
   // Oldest first (awb_numbers_available_idx); SKIP LOCKED lets concurrent allocators take
@@ -88,7 +86,7 @@ async function allocateIn(tx: TransactionSql, clientOrderId: string | null, lowW
       await recordMessage(tx, { type: "awb.pool_low", data: { pool: { available: left, low_watermark: lowWatermark } } });
     }
   }
-  return { awbNumber: row.awb_number, existing: false };
+  return { awbNumber: row.awb_number };
 }
 
 /**

@@ -22,9 +22,7 @@ import { ListenFailedError } from "./startup-errors.ts";
 
 export interface Services {
   http: HttpServer | undefined;
-  worker: SupervisedWorker | undefined;
   database: Database;
-  metrics: Metrics;
   stop(): Promise<void>;
 }
 
@@ -154,9 +152,7 @@ export async function startServices(options: ServiceOptions): Promise<Services> 
   }
   return {
     http,
-    worker,
     database,
-    metrics,
     /**
      * In order, one log line a step: stop taking requests (those in flight are answered),
      * commit what was acknowledged-to-be, let running jobs finish (bounded by the worker),

@@ -33,7 +33,7 @@ export interface CookieSettings {
 /** Signs in: a new session and its cookie (HttpOnly, SameSite=Strict, Secure behind https). */
 export async function signIn(c: Context, sql: Sql, settings: CookieSettings): Promise<void> {
   const ttlMs = settings.sessionHours * 3_600_000;
-  const { token } = await startSession(sql, ttlMs, settings.apiToken);
+  const token = await startSession(sql, ttlMs, settings.apiToken);
   setCookie(c, SESSION_COOKIE, token, {
     httpOnly: true,
     sameSite: "Strict",
