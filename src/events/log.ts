@@ -138,7 +138,8 @@ type StoredRow = ReturnType<typeof storedIdsOf> & {
  */
 async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
   const column = columnOf(rows);
-  return await tx<{ id: string; order_key: string; dedupe_key: string }[]>`
+  // The drain job's row (`job`) comes back with no keys, and is dropped here.
+  return await tx<{ id: string; order_key: string | null; dedupe_key: string | null }[]>`
     with input as (
       select *, coalesce(svc_order_id, client_order_id) as order_key
       from unnest(${column((r) => r.dedupe_key)}::text[], ${column((r) => r.source)}::text[], ${column((r) => r.kind)}::text[],
@@ -182,7 +183,7 @@ async function insertRows(tx: Tx, rows: readonly StoredRow[]) {
     )
     select id::text, order_key, dedupe_key from inserted
     union all
-    select id::text, null, null from job`.then((r) => r.filter((x): x is typeof x & { order_key: string; dedupe_key: string } => x.dedupe_key !== null));
+    select id::text, null, null from job`.then((r) => r.filter((x): x is typeof x & { order_key: string; dedupe_key: string } => x.order_key !== null && x.dedupe_key !== null));
 }
 
 /**
