@@ -179,7 +179,7 @@ async function run(url: string, sql: Sql, stamp: string, started: (web: ServiceP
   });
   const cookie = (signIn.headers.get("set-cookie") ?? "").split(";")[0]!;
   if (signIn.status !== 303 || !cookie) throw new Error(`sign-in failed: ${signIn.status}`);
-  const [busy] = await sql<{ id: number }[]>`select id from orders where status = 'ARRIVED' order by id desc limit 1`;
+  const [busy] = await sql<{ id: string }[]>`select id from orders where status = 'ARRIVED' order by id desc limit 1`;
   const pages = [
     "/",
     "/orders",

@@ -34,7 +34,7 @@ import { ROOT, SERVICE_NODE_ARGS, runForked, startService, stopChildrenOnSignal 
 import type { ServiceProcess } from "./lib/processes.ts";
 import { driverSql } from "../src/db/client.ts";
 import { withDatabase } from "../src/db/url.ts";
-import { benchServer, partitionsSince } from "./lib/scratch.ts";
+import { benchServer, logSize, partitionsSince } from "./lib/scratch.ts";
 import { percentile } from "./lib/stats.ts";
 
 const USAGE = "usage: npm run bench:scale [-- --sizes 1000000,10000000 --ingest-s 15 --connections 64 --samples 200]\n  (bench/README.md, \"At scale\")";
@@ -271,11 +271,9 @@ async function main(): Promise<void> {
       // inserts alone start it) has set hint bits and the visibility map of pages this old,
       // so index-only scans skip the heap. This bench's own server may run without it.
       await sql`vacuum (analyze)`;
-      const [stats] = await sql<{ events: number; bytes: number }[]>`
-        select (select count(*) from order_events)::int8 as events, ((select sum(pg_total_relation_size(relid)) from pg_partition_tree('order_events') where isleaf)
-                + pg_total_relation_size('order_periods'))::float8 as bytes`;
+      const stats = await logSize(sql);
       let rebuildS = 0;
-      if (stats!.events > 0) {
+      if (stats.events > 0) {
         const started = performance.now();
         execSync(`node ${SERVICE_NODE_ARGS.join(" ")} src/rebuild.ts`, { cwd: ROOT, env: { ...env(), LOG_LEVEL: "warn" }, stdio: "ignore" });
         rebuildS = (performance.now() - started) / 1000;
@@ -312,11 +310,11 @@ async function main(): Promise<void> {
       }
       rows.push({
         size,
-        events: stats!.events,
+        events: stats.events,
         orders,
-        diskBytesPerEvent: stats!.events > 0 ? stats!.bytes / stats!.events : NaN,
+        diskBytesPerEvent: stats.events > 0 ? stats.bytes / stats.events : NaN,
         walBytesPerEvent: added > 0 ? w1!.bytes / added : NaN,
-        rebuildSPerMillion: stats!.events > 0 ? rebuildS / (stats!.events / 1e6) : NaN,
+        rebuildSPerMillion: stats.events > 0 ? rebuildS / (stats.events / 1e6) : NaN,
         warm,
         ordersTable,
         ...(cold ? { cold } : {}),

@@ -55,3 +55,14 @@ export async function partitionsSince(sql: postgres.Sql, since: Date, kinds: rea
          generate_series(date_trunc('month', ${since}::timestamptz at time zone 'UTC'), date_trunc('month', now() at time zone 'UTC'), interval '1 month') as m
     where not exists (select from event_partitions p where p.kind = k and p.starts <= m::date and p.ends > m::date)`;
 }
+
+/**
+ * The event log's events and bytes on disk (its partitions and order_periods). As numbers:
+ * these connections (driverSql) read a bigint as a string, so count(*) is cast.
+ */
+export async function logSize(sql: postgres.Sql): Promise<{ events: number; bytes: number }> {
+  const [row] = await sql<{ events: number; bytes: number }[]>`
+    select (select count(*) from order_events)::float8 as events,
+           ((select sum(pg_total_relation_size(relid)) from pg_partition_tree('order_events') where isleaf) + pg_total_relation_size('order_periods'))::float8 as bytes`;
+  return row!;
+}
