@@ -94,7 +94,6 @@ export function createEmulator(options: EmulatorOptions = {}): Emulator {
     callbacks,
     faults,
     behaviour: { ...resolved.behaviour },
-    logger,
     requireAuth: createRequireAuth(resolved, state, clock),
     stateChanged: () => saver?.changed(),
   };

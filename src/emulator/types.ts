@@ -100,7 +100,6 @@ export interface EmulatorContext {
   faults: Faults;
   /** The switches now in force: changed in place by PUT /__emulator/behaviour and reset. */
   behaviour: Behaviour;
-  logger: Logger | undefined;
   requireAuth: EmulatorMiddleware;
   /**
    * For a change to saved state that no POST/PUT/DELETE made (those are noticed by a
