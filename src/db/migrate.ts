@@ -85,6 +85,12 @@ async function validateConstraints(sql: ReturnType<typeof createPool>, log: Logg
     from pg_constraint k join pg_class c on c.oid = k.conrelid
     where not k.convalidated and c.relnamespace = 'public'::regnamespace
     order by c.relname, k.conname`;
+  if (pending.length === 0) return;
+  // A VALIDATE reads the whole table but holds up no read or write, so it needs no bound:
+  // cut short by a statement_timeout the role or database sets (as some providers do), it
+  // would fail this run and every later one, each deploy stopping after its migrations.
+  // The pool is this run's one connection: the setting holds for the statements below.
+  await sql`select set_config('statement_timeout', '0', false)`;
   for (const { table, constraint } of pending) {
     try {
       await sql`alter table ${sql(table)} validate constraint ${sql(constraint)}`;

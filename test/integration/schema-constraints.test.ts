@@ -70,9 +70,9 @@ describe("awb_numbers: a number that names an order is allocated", () => {
 
   it("lets allocation do what it does: with an order, again for it, and without one", async () => {
     await sql`insert into awb_numbers (awb_number, source, created_at) values ('SFC3TST', 'pool', now() - interval '3 hours'), ('SFC4TST', 'pool', now() - interval '2 hours')`;
-    assert.deepEqual(await allocateAwb(sql, { clientOrderId: "ord-c3", lowWatermark: 0 }), { awbNumber: "SFC3TST", existing: false });
-    assert.deepEqual(await allocateAwb(sql, { clientOrderId: "ord-c3", lowWatermark: 0 }), { awbNumber: "SFC3TST", existing: true });
-    assert.deepEqual(await allocateAwb(sql, { lowWatermark: 0 }), { awbNumber: "SFC4TST", existing: false });
+    assert.deepEqual(await allocateAwb(sql, { clientOrderId: "ord-c3", lowWatermark: 0 }), { awbNumber: "SFC3TST" });
+    assert.deepEqual(await allocateAwb(sql, { clientOrderId: "ord-c3", lowWatermark: 0 }), { awbNumber: "SFC3TST" });
+    assert.deepEqual(await allocateAwb(sql, { lowWatermark: 0 }), { awbNumber: "SFC4TST" });
     const rows = await sql<{ awb_number: string; state: string; client_order_id: string | null }[]>`
       select awb_number, state, client_order_id from awb_numbers order by awb_number`;
     assert.deepEqual(
@@ -109,5 +109,23 @@ describe("awb_numbers: a number that names an order is allocated", () => {
     assert.equal(second.lines.filter((l) => l.level >= 40).length, 0, JSON.stringify(second.lines));
     const [v] = await sql<{ validated: boolean }[]>`select convalidated as validated from pg_constraint where conname = 'awb_numbers_order_allocated'`;
     assert.equal(v?.validated, true);
+  });
+});
+
+describe("validating after the migrations", () => {
+  it("is not cut short by a statement_timeout the database sets: a VALIDATE reads the whole table, holding up no write", async () => {
+    // A check whose VALIDATE takes 1.5 s (one row, a pause per row), under a 1 s timeout.
+    await sql`create table sc_slow (x int)`;
+    await sql`insert into sc_slow values (1)`;
+    await sql`alter table sc_slow add constraint sc_slow_check check (length(pg_sleep(1.5)::text) >= 0) not valid`;
+    await sql.unsafe(`alter database "${db.name}" set statement_timeout = '1s'`);
+    try {
+      await runMigrations(db.url, capturing().log);
+      const [c] = await sql<{ validated: boolean }[]>`select convalidated as validated from pg_constraint where conname = 'sc_slow_check'`;
+      assert.equal(c?.validated, true);
+    } finally {
+      await sql.unsafe(`alter database "${db.name}" reset statement_timeout`);
+      await sql`drop table sc_slow`;
+    }
   });
 });
