@@ -3,11 +3,15 @@
  * the server other tests share: `down()` drops every connection through it and refuses new
  * ones (as a stopped or failed-over PostgreSQL does), `up()` takes connections again on the
  * same port.
+ *
+ * The port is the kernel's choice (listen on 0, then read it back), never one picked and
+ * released: another test file running at the same time could take such a port first.
+ * Between `down()` and `up()` the port is free, as a stopped server's is: `up()` says so
+ * plainly if something else took it meanwhile.
  */
 import { connect, createServer } from "node:net";
 import type { Server, Socket } from "node:net";
 import { connectTarget } from "../../src/db/url.ts";
-import { freePort } from "./ports.ts";
 
 export interface DatabaseProxy {
   /** `url` with its host and port replaced by the proxy's (TCP on 127.0.0.1). */
@@ -43,13 +47,13 @@ export async function startDatabaseProxy(url: string): Promise<DatabaseProxy> {
   const upstream = upstreamOf(url);
   const target = connectTarget(url);
   const parsed = new URL(target.url.replace(/^postgres(ql)?:\/\/\//i, "postgres://localhost/"));
-  const port = await freePort();
   const user = target.user ?? decodeURIComponent(parsed.username);
   const pass = target.pass ?? decodeURIComponent(parsed.password);
   const database = target.database ?? parsed.pathname.slice(1);
   const login = `${encodeURIComponent(user)}${pass ? `:${encodeURIComponent(pass)}` : ""}@`;
   const sockets = new Set<Socket>();
   let server: Server | undefined;
+  let port = 0; // the kernel's choice at the first listen, the same one after
   let cutOn: Buffer | null = null;
   let frozen = false;
   let held: (() => void)[] = [];
@@ -79,9 +83,14 @@ export async function startDatabaseProxy(url: string): Promise<DatabaseProxy> {
       server.on("close", () => client.destroy());
     });
     await new Promise<void>((resolve, reject) => {
-      srv.once("error", reject);
+      srv.once("error", (err: NodeJS.ErrnoException) =>
+        reject(port !== 0 && err.code === "EADDRINUSE" ? new Error(`database proxy: port ${port} was taken by another process while the proxy was down`, { cause: err }) : err),
+      );
       srv.listen(port, "127.0.0.1", () => resolve());
     });
+    const address = srv.address();
+    if (address === null || typeof address === "string") throw new Error(`database proxy: no TCP address (${String(address)})`);
+    port = address.port;
     server = srv;
   };
   await listen();

@@ -3,6 +3,7 @@ import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { resolve } from "node:path";
 import { after } from "node:test";
+import { z } from "zod";
 
 const root = resolve(import.meta.dirname, "../..");
 
@@ -82,4 +83,34 @@ export function startService(cleanups: (() => Promise<void>)[], entry: "web" | "
   const proc = startProcess(`src/${entry}.ts`, env);
   cleanups.push(async () => void (await proc.kill("SIGKILL")));
   return proc;
+}
+
+const listeningLine = z.object({ msg: z.string(), url: z.string().url() });
+
+/**
+ * The base URL (`http://host:port`) a process started with a port of 0 (PORT=0,
+ * METRICS_PORT=0) bound, read from its JSON log line `message` ("web listening", "worker
+ * metrics listening", "tracklane running"), which names the port it got. A port picked by the
+ * test and released before the process binds it could be taken by another test file's
+ * process in between (EADDRINUSE); one the process binds itself cannot. Rejects, with the
+ * output, if the process exits first or after `ms`.
+ */
+export async function listeningUrl(proc: Proc, message: string, ms = 60_000): Promise<string> {
+  const line = new RegExp(`^\\{.*"msg":${JSON.stringify(message).replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}.*\\}$`, "m");
+  const exited = new Promise<never>((_, reject) => {
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+      reject(new Error(`the process exited (${signal ?? code}) before "${message}"; output:\n${proc.output().slice(-3000)}`));
+    if (proc.child.exitCode !== null || proc.child.signalCode !== null) onExit(proc.child.exitCode, proc.child.signalCode);
+    else proc.child.once("exit", onExit);
+  });
+  exited.catch(() => {}); // only read while waiting below
+  const [found] = await Promise.race([proc.waitFor(line, ms), exited]);
+  const parsed = listeningLine.parse(JSON.parse(found));
+  const url = new URL(parsed.url);
+  return `${url.protocol}//${url.host}`;
+}
+
+/** The port in a URL from `listeningUrl`. */
+export function portOf(url: string): number {
+  return Number(new URL(url).port);
 }

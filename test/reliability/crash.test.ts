@@ -13,13 +13,12 @@ import { describe, it } from "node:test";
 import type postgres from "postgres";
 import { driverSql } from "../../src/db/client.ts";
 import { startEmbeddedPostgres } from "../../src/db/embedded.ts";
-import { freePort } from "../helpers/ports.ts";
 import type { EmbeddedServer } from "../../src/db/embedded.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { assertAcknowledgedStored, assertProjected, planCallbacks, startLoad, waitProjectionsDrained, waitReady, waitUntil } from "../helpers/load.ts";
-import { cleanupsAfterAll, startService } from "../helpers/process.ts";
+import { cleanupsAfterAll, listeningUrl, startService } from "../helpers/process.ts";
 import type { Proc } from "../helpers/process.ts";
 
 const API_TOKEN = "crash-test-token-0123456789";
@@ -29,15 +28,25 @@ const cleanups = cleanupsAfterAll();
 const start = (entry: "web" | "worker", env: Record<string, string>): Proc => startService(cleanups, entry, env);
 
 /**
+ * A web process on a port it binds itself (PORT=0), and its base URL read back from its
+ * "web listening" line (so at info: the rest of its output stays quiet). A port picked here
+ * and released could be taken by another test file's process before this one listens.
+ */
+async function startWeb(env: Record<string, string>): Promise<{ web: Proc; base: string }> {
+  const web = start("web", { ...env, LOG_LEVEL: "info" });
+  return { web, base: await listeningUrl(web, "web listening") };
+}
+
+/**
  * Small pools: the test server is shared (max_connections 100). A web process then uses at
  * most 6 connections, a worker 12 (see docs/reliability.md, "Connection budget").
  */
-function processEnv(databaseUrl: string, port: number): Record<string, string> {
+function processEnv(databaseUrl: string): Record<string, string> {
   const dataDir = mkdtempSync(join(tmpdir(), "tracklane-crash-"));
   cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
   return {
     DATABASE_URL: databaseUrl,
-    PORT: String(port),
+    PORT: "0",
     HOST: "127.0.0.1",
     API_TOKEN,
     CALLBACK_SECRET,
@@ -61,14 +70,10 @@ describe("kill -9 under callback load", () => {
     cleanups.push(() => db.drop());
     const sql = driverSql(db.url, { max: 2 });
     cleanups.push(() => sql.end());
-    // Web processes take turns on two ports, as behind a load balancer: the next one is up
-    // before the current one is killed, so the load keeps going while each dies mid-burst.
-    const ports = [await freePort(), await freePort()];
-    const envFor = (port: number) => processEnv(db.url, port);
-    let turn = 0;
-    let base = `http://127.0.0.1:${ports[0]}`;
-    let web = start("web", envFor(ports[0]!));
-    let worker = start("worker", envFor(ports[0]!));
+    // Web processes take turns, as behind a load balancer: the next one is up before the
+    // current one is killed, so the load keeps going while each dies mid-burst.
+    let { web, base } = await startWeb(processEnv(db.url));
+    let worker = start("worker", processEnv(db.url));
     await waitReady(base);
 
     // The callbacks go out in four parts: each kill happens while a part is being sent.
@@ -83,21 +88,20 @@ describe("kill -9 under callback load", () => {
     let workerKills = 0;
     for (let round = 0; round < 3; round++) {
       // The web process dies with acknowledgements and group commits in flight.
-      const nextPort = ports[++turn % 2]!;
-      const next = start("web", envFor(nextPort));
-      await waitReady(`http://127.0.0.1:${nextPort}`);
+      const next = await startWeb(processEnv(db.url));
+      await waitReady(next.base);
       load.add(parts[round]!);
       await load.okGrowsBy(50);
       assert.equal(await web.kill("SIGKILL"), null);
       webKills++;
-      [web, base] = [next, `http://127.0.0.1:${nextPort}`];
+      ({ web, base } = next);
       // The worker dies holding job locks (projections in progress).
       let holding: string[] = [];
       await waitUntil("the worker holding a job", async () => (holding = (await lockingWorkers(sql)).filter((w) => !deadWorkers.has(w))).length > 0, 30_000, 5);
       assert.equal(await worker.kill("SIGKILL"), null);
       holding.forEach((w) => deadWorkers.add(w));
       workerKills++;
-      worker = start("worker", envFor(nextPort));
+      worker = start("worker", processEnv(db.url));
     }
     load.add(parts[3]!);
     load.end();
@@ -130,10 +134,8 @@ describe("SIGTERM under callback load", () => {
     cleanups.push(() => db.drop());
     const sql = driverSql(db.url, { max: 2 });
     cleanups.push(() => sql.end());
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
-    const env = processEnv(db.url, port);
-    const web = start("web", env);
+    const env = processEnv(db.url);
+    const { web, base } = await startWeb(env);
     const worker = start("worker", env);
     await waitReady(base);
     // About 15 s of load: still running when the worker has stopped, whatever that takes.
@@ -206,10 +208,8 @@ describe("PostgreSQL stopped and started mid-load", () => {
     const url = server.url("tracklane");
     await runMigrations(url, log);
 
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
-    const env = processEnv(url, port);
-    const web = start("web", env);
+    const env = processEnv(url);
+    const { web, base } = await startWeb(env);
     const worker = start("worker", env);
     await waitReady(base);
 

@@ -8,11 +8,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { freePort } from "../helpers/ports.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { startDatabaseProxy } from "../helpers/db-proxy.ts";
 import { waitReady } from "../helpers/load.ts";
-import { cleanupsAfterAll, startService } from "../helpers/process.ts";
+import { cleanupsAfterAll, listeningUrl, startService } from "../helpers/process.ts";
 
 const CALLBACK_SECRET = "lost-connections-secret-0123456789";
 const cleanups = cleanupsAfterAll();
@@ -26,19 +25,21 @@ describe("database connections lost under a web process", () => {
     cleanups.push(() => proxy.close());
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-lost-"));
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
+    // PORT=0: the process binds a free port itself and names it in its "web listening" line
+    // (at info for that line); a port picked here and released could be taken by another
+    // test file's process before this one listens.
     const web = startService(cleanups, "web", {
       DATABASE_URL: proxy.url,
-      PORT: String(port),
+      PORT: "0",
       HOST: "127.0.0.1",
       API_TOKEN: "lost-connections-token-0123456789",
       CALLBACK_SECRET,
-      LOG_LEVEL: "warn",
+      LOG_LEVEL: "info",
       LOG_FORMAT: "json",
       DATA_DIR: dataDir,
       DB_POOL_MAX: "2",
     });
+    const base = await listeningUrl(web, "web listening");
     await waitReady(base);
     const send = async (n: number) => {
       try {

@@ -13,10 +13,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../helpers/ports.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { waitReady } from "../helpers/load.ts";
-import { cleanupsAfterAll, startService } from "../helpers/process.ts";
+import { cleanupsAfterAll, listeningUrl, portOf, startService } from "../helpers/process.ts";
 
 const SECRET = "memory-test-secret-0123456789";
 const MAX = 256 * 1024;
@@ -61,19 +60,23 @@ describe("a web process under a small heap", () => {
     cleanups.push(() => db.drop());
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-memory-"));
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const port = await freePort();
+    // PORT=0: the process binds a free port itself and names it in its "web listening" line
+    // (at info for that line); a port picked here and released could be taken by another
+    // test file's process before this one listens.
     const web = startService(cleanups, "web", {
       DATABASE_URL: db.url,
-      PORT: String(port),
+      PORT: "0",
       HOST: "127.0.0.1",
       API_TOKEN: "memory-test-token-0123456789",
       CALLBACK_SECRET: SECRET,
-      LOG_LEVEL: "error",
+      LOG_LEVEL: "info",
       DATA_DIR: dataDir,
       DB_POOL_MAX: "4",
       NODE_OPTIONS: "--max-old-space-size=96",
     });
-    await waitReady(`http://127.0.0.1:${port}`);
+    const base = await listeningUrl(web, "web listening");
+    const port = portOf(base);
+    await waitReady(base);
     const agent = new Agent({ keepAlive: true, maxSockets: 400 });
     cleanups.push(async () => agent.destroy());
     const answers: (Answer | Error)[] = [];

@@ -12,10 +12,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../helpers/ports.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { waitReady, waitUntil } from "../helpers/load.ts";
-import { cleanupsAfterAll, startService } from "../helpers/process.ts";
+import { cleanupsAfterAll, listeningUrl, startService } from "../helpers/process.ts";
 import type { Proc } from "../helpers/process.ts";
 import { startReceiver, verify } from "../helpers/receiver.ts";
 import type { Message } from "../helpers/receiver.ts";
@@ -48,13 +47,11 @@ describe("kill -9 of a worker delivering notifications", () => {
     const receiver = await startReceiver({ otherwise: () => ({ status: 200, delayMs: 1000 + Math.floor(Math.random() * 500) }) });
     cleanups.push(() => receiver.close());
 
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-notify-crash-"));
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
     const env = {
       DATABASE_URL: db.url,
-      PORT: String(port),
+      PORT: "0", // bound by the web process itself, read back below
       HOST: "127.0.0.1",
       API_TOKEN,
       CALLBACK_SECRET,
@@ -66,8 +63,11 @@ describe("kill -9 of a worker delivering notifications", () => {
       NOTIFY_TIMEOUT_MS: String(TIMEOUT_MS),
       NOTIFY_RETRY_SCHEDULE: "0,1,1,1,1,1,1,1",
     };
-    start("web", env);
+    // At info, for its "web listening" line with the port it bound: a port picked here and
+    // released could be taken by another test file's process before this one listens.
+    const web = start("web", { ...env, LOG_LEVEL: "info" });
     let worker = start("worker", env);
+    const base = await listeningUrl(web, "web listening");
     await waitReady(base);
 
     const res = await fetch(`${base}/v1/notifications/endpoints`, {

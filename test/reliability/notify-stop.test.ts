@@ -11,10 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../helpers/ports.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { waitReady, waitUntil } from "../helpers/load.ts";
-import { cleanupsAfterAll, startService } from "../helpers/process.ts";
+import { cleanupsAfterAll, listeningUrl, startService } from "../helpers/process.ts";
 import { startReceiver } from "../helpers/receiver.ts";
 
 const API_TOKEN = "notify-stop-token-0123456789";
@@ -34,13 +33,11 @@ describe("SIGTERM to a worker delivering notifications to a slow receiver", () =
     const receiver = await startReceiver({ otherwise: () => ({ status: 200, delayMs: ANSWER_MS }) });
     cleanups.push(() => receiver.close());
 
-    const port = await freePort();
-    const base = `http://127.0.0.1:${port}`;
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-notify-stop-"));
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
     const env = {
       DATABASE_URL: db.url,
-      PORT: String(port),
+      PORT: "0", // bound by the web process itself, read back below
       HOST: "127.0.0.1",
       API_TOKEN,
       CALLBACK_SECRET,
@@ -53,7 +50,9 @@ describe("SIGTERM to a worker delivering notifications to a slow receiver", () =
       NOTIFY_ALLOW_PRIVATE_URLS: "true",
       NOTIFY_TIMEOUT_MS: "5000",
     };
-    startService(cleanups, "web", env);
+    // At info, for its "web listening" line with the port it bound: a port picked here and
+    // released could be taken by another test file's process before this one listens.
+    const base = await listeningUrl(startService(cleanups, "web", { ...env, LOG_LEVEL: "info" }), "web listening");
     await waitReady(base);
     const api = (path: string, init: { method: string; json?: unknown }) =>
       fetch(`${base}${path}`, {

@@ -10,11 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../helpers/ports.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import { assertAcknowledgedStored, assertProjected, planCallbacks, readEvents, readOrders, startLoad, waitProjectionsDrained, waitReady } from "../helpers/load.ts";
 import type { LoadPlan } from "../helpers/load.ts";
-import { startProcess } from "../helpers/process.ts";
+import { listeningUrl, startProcess } from "../helpers/process.ts";
 import type { Proc } from "../helpers/process.ts";
 
 const API_TOKEN = "scale-test-token-0123456789";
@@ -46,15 +45,16 @@ async function run(plan: LoadPlan, webs: number, workers: number): Promise<RunRe
   const env = { DATABASE_URL: db.url, HOST: "127.0.0.1", API_TOKEN, CALLBACK_SECRET, LOG_LEVEL: "warn", DATA_DIR: dataDir, DB_POOL_MAX: "4", WORKER_CONCURRENCY: "3" };
   const procs: Proc[] = [];
   const bases: string[] = [];
-  for (let i = 0; i < webs; i++) {
-    const port = await freePort();
-    procs.push(startProcess("src/web.ts", { ...env, PORT: String(port) }));
-    bases.push(`http://127.0.0.1:${port}`);
-  }
+  // PORT=0: each web process binds a free port itself and names it in its "web listening"
+  // line (at info for that line); a port picked here and released could be taken by another
+  // test file's process before this one listens.
+  const webProcs = Array.from({ length: webs }, () => startProcess("src/web.ts", { ...env, PORT: "0", LOG_LEVEL: "info" }));
+  procs.push(...webProcs);
   // Workers log each completed job at info: that shows every worker took part.
   const workerProcs = Array.from({ length: workers }, () => startProcess("src/worker.ts", { ...env, PORT: "0", LOG_LEVEL: "debug" }));
   procs.push(...workerProcs);
   cleanups.push(async () => void (await Promise.all(procs.map((p) => p.kill("SIGKILL")))));
+  bases.push(...(await Promise.all(webProcs.map((w) => listeningUrl(w, "web listening")))));
   await Promise.all([...bases.map((b) => waitReady(b)), ...workerProcs.map((w) => w.waitFor(/"msg":"worker running"/, 30_000))]);
 
   const t0 = Date.now();
