@@ -3,7 +3,6 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { freePort } from "../helpers/ports.ts";
 import { createEmulator } from "../../src/emulator/app.ts";
 import { emulatorIdsFile, emulatorStateFile } from "../../src/emulator/persist.ts";
 import { placeOrderBody, TEST_TOKEN } from "../helpers/emulator.ts";
@@ -32,13 +31,16 @@ interface Running {
   url: string;
 }
 
-/** `npm run emulator` on DATA_DIR, as an operator runs it. */
+/**
+ * `npm run emulator` on DATA_DIR, as an operator runs it, on any free port: bound by the
+ * emulator itself and read back from its "listening on" line (a port picked here and
+ * released could be taken by another test file's process before the emulator listens).
+ */
 async function start(dataDir: string): Promise<Running> {
-  const port = await freePort();
-  const proc = startProcess("src/emulator/main.ts", { EMULATOR_PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: "warn" });
+  const proc = startProcess("src/emulator/main.ts", { EMULATOR_PORT: "0", DATA_DIR: dataDir, LOG_LEVEL: "warn" });
   cleanups.push(async () => void (await proc.kill("SIGKILL")));
-  await proc.waitFor(/listening on/, 30_000);
-  return { proc, url: `http://127.0.0.1:${port}` };
+  const [, url] = await proc.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) /, 30_000);
+  return { proc, url: url! };
 }
 
 async function post(run: Running, path: string, body: unknown): Promise<Record<string, unknown>> {

@@ -75,9 +75,7 @@ describe("EMULATOR_PORT", () => {
 
   it("npm start's built-in emulator listens on config.emulatorPort and keeps its state in DATA_DIR", async () => {
     const dataDir = tempDataDir();
-    const port = await freePort();
-    const config = loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: String(port) });
-    const builtIn = await startBuiltInEmulator(config, silent);
+    const { config, port, builtIn } = await builtInOnFreePort(dataDir);
     cleanups.push(() => builtIn.emulator.close());
     assert.equal(builtIn.emulator.url, `http://127.0.0.1:${port}`);
     assert.equal(builtIn.emulator.emulator.stateFile, emulatorStateFile(dataDir));
@@ -91,15 +89,16 @@ describe("EMULATOR_PORT", () => {
     assert.equal((second as { code?: unknown }).code, "EADDRINUSE");
 
     await builtIn.emulator.close();
-    // register() alone (no request) changed saved state: it was written on close.
-    const again = await startBuiltInEmulator(config, silent);
+    // register() alone (no request) changed saved state: it was written on close. Any free
+    // port this time (the state is in DATA_DIR): the one just released may be taken already.
+    const again = await startBuiltInEmulator({ ...config, emulatorPort: 0 }, silent);
     cleanups.push(() => again.emulator.close());
     assert.deepEqual(again.emulator.emulator.state.callbackUrls, ["http://127.0.0.1:9/callbacks/secret"]);
   });
 
   it("npm start's built-in emulator writes each key of its JSON log lines once (component: emulator)", async () => {
     const dataDir = tempDataDir();
-    const config = loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: String(await freePort()) });
+    const config = loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: "0" }); // any free port, the emulator's choice
     const lines: string[] = [];
     const log = createLogger({ level: "info", format: "json", destination: { write: (line: string) => void lines.push(line) } });
     const first = await startBuiltInEmulator(config, log);
@@ -114,6 +113,25 @@ describe("EMULATOR_PORT", () => {
     assert.equal((JSON.parse(restored) as { component?: unknown }).component, "emulator");
   });
 });
+
+/**
+ * npm start's built-in emulator on a port picked with freePort, as config.emulatorPort (the
+ * test sees it listen there): started again on a fresh port if another test file's process
+ * took that one between its release and the emulator's listen (EADDRINUSE).
+ */
+async function builtInOnFreePort(dataDir: string) {
+  const taken: number[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort(taken);
+    const config = loadConfig({ DATA_DIR: dataDir, EMULATOR_PORT: String(port) });
+    try {
+      return { config, port, builtIn: await startBuiltInEmulator(config, silent) };
+    } catch (err) {
+      if (!(err instanceof EmulatorPortInUseError) || attempt >= 5) throw err;
+      taken.push(port);
+    }
+  }
+}
 
 /** `node src/emulator/main.ts <args>` with only `env` (plus PATH, HOME) in its environment. */
 function runEmulatorCli(args: string[], env: Record<string, string>) {
@@ -147,13 +165,32 @@ function runEmulatorCli(args: string[], env: Record<string, string>) {
   };
 }
 
+/**
+ * These tests see the emulator listen on the port EMULATOR_PORT names, so the port is picked
+ * before the start (freePort) and released, and another test file's process may take it in
+ * between: the emulator then exits 1 saying the port is in use, and is started again on a
+ * fresh port (the output it was started for never appears on a port it does not hold).
+ */
+async function cliOnFreePort(args: string[], env: Record<string, string>, ready: RegExp) {
+  const taken: number[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort(taken);
+    const withPort = { ...env, EMULATOR_PORT: String(port) };
+    const cli = runEmulatorCli(args, withPort);
+    try {
+      await cli.waitFor(ready);
+      return { cli, port, env: withPort };
+    } catch (err) {
+      if ((await cli.exited) !== 1 || !/is already in use/.test(cli.output()) || attempt >= 5) throw err;
+      taken.push(port);
+    }
+  }
+}
+
 describe("npm run emulator", () => {
   it("uses EMULATOR_PORT and DATA_DIR, restores its orders, --reset empties them, a busy port exits 1 naming EMULATOR_PORT", async () => {
     const dataDir = tempDataDir();
-    const port = await freePort();
-    const env = { EMULATOR_PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: "warn" };
-    const first = runEmulatorCli([], env);
-    await first.waitFor(/state: .*\(0 orders restored\)/);
+    const { cli: first, port, env } = await cliOnFreePort([], { DATA_DIR: dataDir, LOG_LEVEL: "warn" }, /state: .*\(0 orders restored\)/);
     assert.match(first.output(), new RegExp(`listening on http://127\\.0\\.0\\.1:${port} `));
     const placed = await fetch(`http://127.0.0.1:${port}/api/v2/stores/orders/`, {
       method: "POST",
@@ -168,14 +205,17 @@ describe("npm run emulator", () => {
     assert.doesNotMatch(busy.output(), /\n\s+at /, "no stack trace");
 
     assert.equal(await first.stop(), 0);
-    const restarted = runEmulatorCli([], env);
+    // Started again on any free port: what these show is the state kept in DATA_DIR, and the
+    // port just released may be taken already.
+    const again = { ...env, EMULATOR_PORT: "0" };
+    const restarted = runEmulatorCli([], again);
     await restarted.waitFor(/\(1 order restored\)/);
     assert.equal(await restarted.stop(), 0);
 
-    const reset = runEmulatorCli(["--reset"], env);
+    const reset = runEmulatorCli(["--reset"], again);
     await reset.waitFor(/state: .*\(reset\)/);
     assert.equal(await reset.stop(), 0);
-    const afterReset = runEmulatorCli([], env);
+    const afterReset = runEmulatorCli([], again);
     await afterReset.waitFor(/\(0 orders restored\)/);
     assert.equal(await afterReset.stop(), 0);
 
@@ -185,9 +225,7 @@ describe("npm run emulator", () => {
   });
 
   it("the control address it prints answers, with the emulator at a glance", async () => {
-    const port = await freePort();
-    const cli = runEmulatorCli([], { EMULATOR_PORT: String(port), DATA_DIR: tempDataDir(), LOG_LEVEL: "warn" });
-    await cli.waitFor(/control: \S+/);
+    const { cli, port } = await cliOnFreePort([], { DATA_DIR: tempDataDir(), LOG_LEVEL: "warn" }, /control: \S+/);
     const printed = /control: (\S+)/.exec(cli.output())![1]!;
     assert.equal(printed, `http://127.0.0.1:${port}/__emulator/`);
     for (const url of [printed, printed.slice(0, -1)]) {
@@ -201,9 +239,11 @@ describe("npm run emulator", () => {
   });
 
   it("the OAuth token address it prints is the one it serves, EMULATOR_PATHS included", async () => {
-    const port = await freePort();
-    const cli = runEmulatorCli([], { EMULATOR_PORT: String(port), EMULATOR_PRODUCT: "quick_commerce", EMULATOR_PATHS: "oauthToken=/auth/token/", DATA_DIR: tempDataDir(), LOG_LEVEL: "warn" });
-    await cli.waitFor(/OAuth2: POST \S+ as emulator-client:emulator-secret/);
+    const { cli, port } = await cliOnFreePort(
+      [],
+      { EMULATOR_PRODUCT: "quick_commerce", EMULATOR_PATHS: "oauthToken=/auth/token/", DATA_DIR: tempDataDir(), LOG_LEVEL: "warn" },
+      /OAuth2: POST \S+ as emulator-client:emulator-secret/,
+    );
     const printed = /OAuth2: POST (\S+) as/.exec(cli.output())![1]!;
     assert.equal(printed, `http://127.0.0.1:${port}/auth/token/`);
     const token = await fetch(printed, {

@@ -10,7 +10,6 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -41,7 +40,16 @@ describe("a connection that is its own session", () => {
   });
 });
 
-/** PgBouncer in `mode` on a free loopback port, in front of the test database. */
+/**
+ * PgBouncer in `mode` on a free loopback port, in front of the test database.
+ *
+ * Its port must be in its configuration before it starts (with listen_port = 0 it does not
+ * say which port it got), so it is picked with freePort and released first: another test
+ * file's process may take it in between. PgBouncer then cannot listen and exits ("nowhere
+ * to listen on"), and it is started again on a fresh port. It counts as up on its own
+ * "process up" line, logged once it listens, never on a connection to the port, which a
+ * process that took the port would answer too.
+ */
 async function pgbouncer(mode: "session" | "transaction"): Promise<{ url: string; stop(): Promise<void> }> {
   const target = connectTarget(db.url);
   const server = new URL(target.url);
@@ -51,46 +59,56 @@ async function pgbouncer(mode: "session" | "transaction"): Promise<{ url: string
   const password = target.pass ?? decodeURIComponent(server.password);
   const dir = mkdtempSync(join(tmpdir(), "tracklane-pgbouncer-"));
   chmodSync(dir, 0o755);
-  const listen = await freePort();
   const login = `host=${host} port=${port} dbname=${db.name} user=${user}${password ? ` password=${password}` : ""}`;
   const ini = join(dir, "pgbouncer.ini");
-  writeFileSync(
-    ini,
-    [
-      "[databases]",
-      `${db.name} = ${login}`,
-      "[pgbouncer]",
-      "listen_addr = 127.0.0.1",
-      `listen_port = ${listen}`,
-      "unix_socket_dir =",
-      "auth_type = any",
-      `pool_mode = ${mode}`,
-      "default_pool_size = 10",
-      "ignore_startup_parameters = extra_float_digits",
-      "",
-    ].join("\n"),
-  );
-  chmodSync(ini, 0o644);
-  // PgBouncer refuses to run as root: it is given a user to become.
-  const asRoot = process.getuid?.() === 0 ? ["-u", "nobody"] : [];
-  const child: ChildProcess = spawn(PGBOUNCER!, [...asRoot, ini], { stdio: "ignore" });
-  for (let i = 0; ; i++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const s = connect(listen, "127.0.0.1", () => (s.end(), resolve(true)));
-      s.on("error", () => resolve(false));
-    });
-    if (up) break;
-    if (i > 100 || child.exitCode !== null) throw new Error(`pgbouncer did not start (exit ${child.exitCode})`);
-    await new Promise((r) => setTimeout(r, 50));
+  const taken: number[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const listen = await freePort(taken);
+    writeFileSync(
+      ini,
+      [
+        "[databases]",
+        `${db.name} = ${login}`,
+        "[pgbouncer]",
+        "listen_addr = 127.0.0.1",
+        `listen_port = ${listen}`,
+        "unix_socket_dir =",
+        "auth_type = any",
+        `pool_mode = ${mode}`,
+        "default_pool_size = 10",
+        "ignore_startup_parameters = extra_float_digits",
+        "",
+      ].join("\n"),
+    );
+    chmodSync(ini, 0o644);
+    // PgBouncer refuses to run as root: it is given a user to become.
+    const asRoot = process.getuid?.() === 0 ? ["-u", "nobody"] : [];
+    const child: ChildProcess = spawn(PGBOUNCER!, [...asRoot, ini], { stdio: ["ignore", "ignore", "pipe"] });
+    let log = "";
+    child.stderr!.on("data", (d: Buffer) => (log += d.toString("utf8")));
+    const exited = new Promise<void>((r) => (child.exitCode !== null ? r() : child.once("exit", () => r())));
+    for (let i = 0; !/ LOG process up/.test(log); i++) {
+      if (child.exitCode !== null || child.signalCode !== null) break;
+      if (i > 200) {
+        child.kill("SIGKILL");
+        throw new Error(`pgbouncer did not start; it said:\n${log}`);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    if (/ LOG process up/.test(log)) {
+      return {
+        url: `postgres://${encodeURIComponent(user)}@127.0.0.1:${listen}/${db.name}`,
+        async stop() {
+          child.kill("SIGINT");
+          await exited;
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    }
+    await exited;
+    if (!/Address already in use/.test(log) || attempt >= 5) throw new Error(`pgbouncer did not start (exit ${child.exitCode}); it said:\n${log}`);
+    taken.push(listen);
   }
-  return {
-    url: `postgres://${encodeURIComponent(user)}@127.0.0.1:${listen}/${db.name}`,
-    async stop() {
-      child.kill("SIGINT");
-      await new Promise((r) => (child.exitCode !== null ? r(null) : child.once("exit", r)));
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
 }
 
 describe("through PgBouncer", { skip: noPgbouncer }, () => {

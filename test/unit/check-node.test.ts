@@ -8,7 +8,6 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { describe, it } from "node:test";
-import { freePort } from "../helpers/ports.ts";
 
 const root = resolve(import.meta.dirname, "../..");
 const CHECK = "node scripts/check-node.cjs && ";
@@ -82,14 +81,15 @@ describe("the Node version check", () => {
   });
 
   it("a SIGTERM to npm reaches the process behind the check, which stops cleanly (exit 0)", async () => {
-    const port = await freePort();
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-npm-signal-"));
     const child = spawn("npm", ["run", "--silent", "emulator"], {
       cwd: root,
       env: {
         PATH: [dirname(process.execPath), process.env.PATH ?? ""].join(delimiter),
         HOME: process.env.HOME ?? "",
-        EMULATOR_PORT: String(port),
+        // Any free port, bound by the emulator itself and named in its "listening on" line: a
+        // port picked here and released could be taken by another test file's process first.
+        EMULATOR_PORT: "0",
         DATA_DIR: dataDir,
       },
       stdio: ["ignore", "pipe", "pipe"],
@@ -100,6 +100,8 @@ describe("the Node version check", () => {
     const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
     for (let i = 0; i < 300 && !out.includes("provider emulator listening"); i++) await new Promise((r) => setTimeout(r, 100));
     assert.match(out, /provider emulator listening/);
+    const port = Number(/provider emulator listening on http:\/\/127\.0\.0\.1:(\d+) /.exec(out)?.[1]);
+    assert.ok(port > 0, out);
     child.kill("SIGTERM");
     assert.equal(await exited, 0, out);
     // Nothing left behind that still listens on the port.
