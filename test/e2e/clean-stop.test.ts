@@ -11,10 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../helpers/ports.ts";
 import { createLogger } from "../../src/logger.ts";
 import { resolveDatabase } from "../../src/runtime/database.ts";
-import { startProcess } from "../helpers/process.ts";
+import { portOf, startProcess } from "../helpers/process.ts";
 
 const SECRET = "clean-stop-secret-0123456789";
 const cleanups: (() => Promise<void>)[] = [];
@@ -27,14 +26,16 @@ describe("Ctrl-C during a callback burst", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-stop-"));
     chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const port = await freePort();
+    // PORT=0: any free port, bound by the process itself and read back from its "service:"
+    // line; one picked here and released could be taken by another test file's process first.
     const proc = startProcess(
       "src/main.ts",
-      { DATA_DIR: dataDir, PORT: String(port), EMULATOR_PORT: "0", HOST: "127.0.0.1", CALLBACK_SECRET: SECRET, API_TOKEN: "clean-stop-token-0123456789", LOG_FORMAT: "json" },
+      { DATA_DIR: dataDir, PORT: "0", EMULATOR_PORT: "0", HOST: "127.0.0.1", CALLBACK_SECRET: SECRET, API_TOKEN: "clean-stop-token-0123456789", LOG_FORMAT: "json" },
       { group: true },
     );
     cleanups.push(async () => void (await proc.kill("SIGKILL")));
     await proc.waitFor(/callback URL:/, 90_000);
+    const port = portOf(/service:\s+(http:\/\/\S+)/.exec(proc.output())![1]!);
 
     const acked = new Map<string, string>();
     let stop = false;

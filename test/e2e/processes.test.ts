@@ -4,11 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { driverSql } from "../../src/db/client.ts";
-import { freePort } from "../helpers/ports.ts";
 import { runMigrations } from "../../src/db/migrate.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createTestDatabase } from "../helpers/db.ts";
-import { startProcess } from "../helpers/process.ts";
+import { listeningUrl, portOf, startOnFreePort, startProcess } from "../helpers/process.ts";
 
 const cleanups: (() => Promise<void>)[] = [];
 
@@ -30,10 +29,14 @@ describe("npm start with no configuration", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-start-"));
     chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const port = await freePort();
-    const proc = startProcess("src/main.ts", { DATA_DIR: dataDir, PORT: String(port), EMULATOR_PORT: "0", HOST: "127.0.0.1" });
-    cleanups.push(async () => void (await proc.kill("SIGKILL")));
-    const [, callbackUrl] = (await proc.waitFor(/callback URL:\s+(\S+)/, 90_000)) as unknown as [string, string];
+    // The port named up front (the callback URL printed is made from PORT), started again on
+    // a fresh one if another test file's process took it first (startOnFreePort).
+    const { proc, port } = await startOnFreePort((port) => {
+      const proc = startProcess("src/main.ts", { DATA_DIR: dataDir, PORT: String(port), EMULATOR_PORT: "0", HOST: "127.0.0.1" });
+      cleanups.push(async () => void (await proc.kill("SIGKILL")));
+      return proc;
+    }, /callback URL:\s+(\S+)/);
+    const [, callbackUrl] = proc.output().match(/callback URL:\s+(\S+)/) as unknown as [string, string];
     assert.match(callbackUrl, new RegExp(`^http://127\\.0\\.0\\.1:${port}/callbacks/[A-Za-z0-9_-]{20,}$`));
     assert.match(proc.output(), /API docs:\s+http:\/\/127\.0\.0\.1:\d+\/docs/);
     assert.match(proc.output(), new RegExp(`listening on:\\s+127\\.0\\.0\\.1 port ${port} only \\(HOST=127\\.0\\.0\\.1\\): http://127\\.0\\.0\\.1:${port}\n`));
@@ -52,15 +55,17 @@ describe("npm start twice at the same moment on one fresh DATA_DIR", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-twice-"));
     chmodSync(dataDir, 0o755); // reachable by the postgres system user when run as root
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const ports = [await freePort(), await freePort()];
-    // Started together: neither finds a server running, nor a data directory.
-    const procs = ports.map((port) => startProcess("src/main.ts", { DATA_DIR: dataDir, PORT: String(port), EMULATOR_PORT: "0", HOST: "127.0.0.1", LOG_FORMAT: "json" }));
+    // Started together: neither finds a server running, nor a data directory. Each on a port
+    // it binds itself (PORT=0), read back from its "service:" line: ports picked here and
+    // released could be taken by another test file's process before these listen.
+    const procs = [0, 1].map(() => startProcess("src/main.ts", { DATA_DIR: dataDir, PORT: "0", EMULATOR_PORT: "0", HOST: "127.0.0.1", LOG_FORMAT: "json" }));
     for (const p of procs) cleanups.push(async () => void (await p.kill("SIGKILL")));
     const exited = (p: (typeof procs)[number]) =>
       new Promise<never>((_, reject) => p.child.once("exit", (code) => reject(new Error(`exited with ${code}`))));
     const started = await Promise.allSettled(procs.map((p) => Promise.race([p.waitFor(/callback URL:\s+(\S+)/, 100_000), exited(p)])));
     const failed = started.flatMap((r, i) => (r.status === "rejected" ? [`process ${i}: ${procs[i]!.output().slice(-1500)}`] : []));
     assert.deepEqual(failed, [], "both started");
+    const ports = procs.map((p) => portOf(/service:\s+(http:\/\/\S+)/.exec(p.output())![1]!));
     for (const port of ports) assert.equal((await fetch(`http://127.0.0.1:${port}/readyz`)).status, 200);
     const shared = procs.map((p) => /database:\s+embedded PostgreSQL in \S+ \(shared\)/.test(p.output()));
     assert.deepEqual([...shared].sort(), [false, true], "one started the server, the other shares it");
@@ -79,7 +84,8 @@ describe("npm start twice at the same moment on one fresh DATA_DIR", () => {
 describe("processes sharing the embedded PostgreSQL, restarted one at a time (a rolling deploy)", () => {
   /**
    * A migrated DATA_DIR with no DATABASE_URL, `web` starting a web process on it (on a free
-   * port, none of `avoid`), and the lines of its server's postmaster.pid (null: none).
+   * port it binds itself, none of `avoid`), and the lines of its server's postmaster.pid
+   * (null: none).
    */
   const sharedDataDir = async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-rolling-"));
@@ -89,12 +95,18 @@ describe("processes sharing the embedded PostgreSQL, restarted one at a time (a 
     const migrate = startProcess("src/migrate.ts", env);
     cleanups.push(async () => void (await migrate.kill("SIGKILL")));
     assert.equal(await new Promise((r) => migrate.child.once("exit", r)), 0, migrate.output().slice(-1500));
-    const web = async (avoid: number[] = []) => {
-      const port = await freePort(avoid);
-      const proc = startProcess("src/web.ts", { ...env, PORT: String(port) });
+    // PORT=0, the port read back from the "web listening" line: one picked here and
+    // released could be taken by another test file's process before the web listens.
+    const web = async (avoid: number[] = []): Promise<{ proc: ReturnType<typeof startProcess>; base: string }> => {
+      const proc = startProcess("src/web.ts", { ...env, PORT: "0" });
       cleanups.push(async () => void (await proc.kill("SIGKILL")));
-      await waitReady(`http://127.0.0.1:${port}/readyz`, 60_000);
-      return { proc, base: `http://127.0.0.1:${port}` };
+      const base = await listeningUrl(proc, "web listening", 60_000);
+      if (avoid.includes(portOf(base))) {
+        await proc.kill("SIGTERM");
+        return await web(avoid);
+      }
+      await waitReady(`${base}/readyz`, 60_000);
+      return { proc, base };
     };
     const pidFile = join(dataDir, "pg", "postmaster.pid");
     const postmasterLines = () => (existsSync(pidFile) ? readFileSync(pidFile, "utf8").split("\n") : null);
@@ -167,20 +179,23 @@ describe("kill -9 right after acknowledgements", () => {
   it("loses no acknowledged event", async () => {
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
-    const port = await freePort();
     const env = {
       DATABASE_URL: db.url,
-      PORT: String(port),
+      // Any free port, bound by the process itself and read back from its "web listening"
+      // line (so at info): one picked here and released could be taken by another test
+      // file's process before this one listens.
+      PORT: "0",
       HOST: "127.0.0.1",
       API_TOKEN: "kill-test-token-0123456789",
       CALLBACK_SECRET: "kill-test-secret-0123456789",
-      LOG_LEVEL: "warn",
+      LOG_LEVEL: "info",
       DATA_DIR: mkdtempSync(join(tmpdir(), "tracklane-kill-")),
     };
     await runMigrations(db.url, createLogger({ level: "silent" }));
     const acked = new Map<string, string>(); // event_id -> order id
     for (let round = 0; round < 3; round++) {
       const proc = startProcess("src/web.ts", env);
+      const port = portOf(await listeningUrl(proc, "web listening"));
       await waitReady(`http://127.0.0.1:${port}/readyz`);
       let stop = false;
       let sent = 0;

@@ -8,9 +8,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { freePort } from "../helpers/ports.ts";
 import { createTestDatabase } from "../helpers/db.ts";
-import { cleanupsAfterAll, startProcess } from "../helpers/process.ts";
+import { cleanupsAfterAll, listeningUrl, startProcess } from "../helpers/process.ts";
 
 const cleanups = cleanupsAfterAll();
 
@@ -36,23 +35,24 @@ describe("metrics of separate web and worker processes", () => {
     cleanups.push(() => db.drop());
     const dataDir = mkdtempSync(join(tmpdir(), "tracklane-worker-metrics-"));
     cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-    const [webPort, metricsPort] = [await freePort(), await freePort()];
     const env = {
       DATABASE_URL: db.url,
       HOST: "127.0.0.1",
       API_TOKEN: "worker-metrics-api-token-0123",
       CALLBACK_SECRET: "worker-metrics-secret-0123",
       METRICS_TOKEN: "worker-metrics-scrape-token-0123",
-      LOG_LEVEL: "warn",
+      // info: for the lines naming the ports the processes bound (PORT=0, METRICS_PORT=0: any
+      // free port, never one picked here and released, which another test file's process
+      // could take before these listen).
+      LOG_LEVEL: "info",
       DATA_DIR: dataDir,
     };
-    const web = startProcess("src/web.ts", { ...env, PORT: String(webPort) });
+    const web = startProcess("src/web.ts", { ...env, PORT: "0" });
     cleanups.push(async () => void (await web.kill("SIGKILL")));
-    const worker = startProcess("src/worker.ts", { ...env, METRICS_PORT: String(metricsPort) });
+    const worker = startProcess("src/worker.ts", { ...env, METRICS_PORT: "0" });
     cleanups.push(async () => void (await worker.kill("SIGKILL")));
 
-    const workerUrl = `http://127.0.0.1:${metricsPort}`;
-    const webUrl = `http://127.0.0.1:${webPort}`;
+    const [workerUrl, webUrl] = await Promise.all([listeningUrl(worker, "worker metrics listening"), listeningUrl(web, "web listening")]);
     await until("the worker's /readyz", async () => ((await fetch(`${workerUrl}/readyz`)).status === 200 ? true : undefined));
     await until("the web's /readyz", async () => ((await fetch(`${webUrl}/readyz`)).status === 200 ? true : undefined));
     assert.equal((await fetch(`${workerUrl}/healthz`)).status, 200);

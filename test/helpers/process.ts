@@ -114,3 +114,28 @@ export async function listeningUrl(proc: Proc, message: string, ms = 60_000): Pr
 export function portOf(url: string): number {
   return Number(new URL(url).port);
 }
+
+/**
+ * `start(port)` on a port picked with freePort, for a test that must name the port before
+ * the start (to see the process use the port it was given). The port is released before
+ * the process binds it, so another test file's process may take it in between: the process
+ * then exits saying so ("already uses that port", "already in use") and is started again
+ * on a fresh port. Resolves once its output matches `ready`.
+ */
+export async function startOnFreePort(start: (port: number) => Proc, ready: RegExp, ms = 90_000): Promise<{ proc: Proc; port: number }> {
+  const { freePort } = await import("../../src/db/embedded.ts");
+  const taken: number[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort(taken);
+    const proc = start(port);
+    const exited = new Promise<"exited">((r) => (proc.child.exitCode !== null ? r("exited") : proc.child.once("exit", () => r("exited"))));
+    const waiting = proc.waitFor(ready, ms);
+    waiting.catch(() => {}); // raced below; a timeout after an exit is not news
+    const outcome = await Promise.race([waiting, exited]);
+    if (outcome !== "exited") return { proc, port };
+    if (!/already uses that port|already in use|EADDRINUSE/.test(proc.output()) || attempt >= 5) {
+      throw new Error(`the process exited (${proc.child.exitCode}) before ${ready}; output:\n${proc.output().slice(-3000)}`);
+    }
+    taken.push(port);
+  }
+}
