@@ -4,6 +4,7 @@ import type { ChildProcess } from "node:child_process";
 import { resolve } from "node:path";
 import { after } from "node:test";
 import { z } from "zod";
+import { freePort } from "../../src/db/embedded.ts";
 
 const root = resolve(import.meta.dirname, "../..");
 
@@ -123,7 +124,6 @@ export function portOf(url: string): number {
  * on a fresh port. Resolves once its output matches `ready`.
  */
 export async function startOnFreePort(start: (port: number) => Proc, ready: RegExp, ms = 90_000): Promise<{ proc: Proc; port: number }> {
-  const { freePort } = await import("../../src/db/embedded.ts");
   const taken: number[] = [];
   for (let attempt = 1; ; attempt++) {
     const port = await freePort(taken);
