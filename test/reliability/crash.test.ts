@@ -32,8 +32,9 @@ const start = (entry: "web" | "worker", env: Record<string, string>): Proc => st
  * "web listening" line (so at info: the rest of its output stays quiet). A port picked here
  * and released could be taken by another test file's process before this one listens.
  */
-async function startWeb(env: Record<string, string>): Promise<{ web: Proc; base: string }> {
+async function startWeb(env: Record<string, string>, alongside?: () => void): Promise<{ web: Proc; base: string }> {
   const web = start("web", { ...env, LOG_LEVEL: "info" });
+  alongside?.(); // started at the same moment as the web process, as before the port is known
   return { web, base: await listeningUrl(web, "web listening") };
 }
 
@@ -72,8 +73,8 @@ describe("kill -9 under callback load", () => {
     cleanups.push(() => sql.end());
     // Web processes take turns, as behind a load balancer: the next one is up before the
     // current one is killed, so the load keeps going while each dies mid-burst.
-    let { web, base } = await startWeb(processEnv(db.url));
-    let worker = start("worker", processEnv(db.url));
+    let worker!: Proc;
+    let { web, base } = await startWeb(processEnv(db.url), () => (worker = start("worker", processEnv(db.url))));
     await waitReady(base);
 
     // The callbacks go out in four parts: each kill happens while a part is being sent.
@@ -135,8 +136,8 @@ describe("SIGTERM under callback load", () => {
     const sql = driverSql(db.url, { max: 2 });
     cleanups.push(() => sql.end());
     const env = processEnv(db.url);
-    const { web, base } = await startWeb(env);
-    const worker = start("worker", env);
+    let worker!: Proc;
+    const { web, base } = await startWeb(env, () => (worker = start("worker", env)));
     await waitReady(base);
     // About 15 s of load: still running when the worker has stopped, whatever that takes.
     const plan = planCallbacks({ prefix: "TERM", orders: 200, svcBase: 7_300_000, duplicateRate: 0, seed: 3 });
@@ -209,8 +210,8 @@ describe("PostgreSQL stopped and started mid-load", () => {
     await runMigrations(url, log);
 
     const env = processEnv(url);
-    const { web, base } = await startWeb(env);
-    const worker = start("worker", env);
+    let worker!: Proc;
+    const { web, base } = await startWeb(env, () => (worker = start("worker", env)));
     await waitReady(base);
 
     const plan = planCallbacks({ prefix: "PGSTOP", orders: 150, svcBase: 7_200_000, duplicateRate: 0.1, seed: 9 });
