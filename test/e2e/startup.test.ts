@@ -295,11 +295,22 @@ describe("a start on every interface (HOST=0.0.0.0), pretty logs", () => {
         // For the real provider only: said so, and the built-in emulator's sandbox stays open.
         PROVIDER_ENV: "production",
         PROVIDER_PRODUCT: "quick_commerce",
+        // A rotation under way: the banner says the old secret still opens the door.
+        CALLBACK_SECRET_PREVIOUS: "old-callback-secret-0123456789",
       });
       cleanups.push(async () => void (await proc.kill("SIGKILL")));
       return proc;
-    }, /callback secret:/);
+    }, /callback secret:.*\n/);
     const banner = proc.output();
+    assert.match(banner, /callback secret: generated, stored in \S+callback-secret; CALLBACK_SECRET_PREVIOUS accepted too\n/);
+    assert.match(banner, /API token:\s+generated, stored in \S+api-token\n/, "no API_TOKEN_PREVIOUS: nothing more said");
+    assert.ok(!banner.includes("old-callback-secret-0123456789"), "the previous secret was printed");
+    const oldUrl = await fetch(`http://127.0.0.1:${port}/callbacks/old-callback-secret-0123456789`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ client_order_id: "ROTATED-1", order_status: "CREATED" }),
+    });
+    assert.equal(oldUrl.status, 200, "a callback to the old URL is stored");
     assert.match(banner, new RegExp(`listening on:\\s+every interface \\(HOST=0\\.0\\.0\\.0\\), port ${port}:\\n\\s+http://127\\.0\\.0\\.1:${port}\\n`));
     assert.match(banner, new RegExp(`service:\\s+http://127\\.0\\.0\\.1:${port}\\n`));
     assert.match(banner, new RegExp(`metrics:\\s+http://127\\.0\\.0\\.1:${port}/metrics\\s+\\(open`));

@@ -4,7 +4,7 @@ import type { ChildProcess } from "node:child_process";
 import { resolve } from "node:path";
 import { after } from "node:test";
 import { z } from "zod";
-import { freePort } from "../../src/db/embedded.ts";
+import { freePort } from "./ports.ts";
 
 const root = resolve(import.meta.dirname, "../..");
 
