@@ -11,10 +11,12 @@ import { poolSnapshot } from "../../src/awb/pool.ts";
 import { driverSql } from "../../src/db/client.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
+import { rowsRead } from "../helpers/plans.ts";
+import type { PlanNode, SentStatement } from "../helpers/plans.ts";
 
 let db: TestDatabase;
 let sql: ReturnType<typeof driverSql>;
-const sent: { query: string; parameters: unknown[] }[] = [];
+const sent: SentStatement[] = [];
 before(async () => {
   db = await createTestDatabase();
   sql = driverSql(db.url, { max: 1, debug: (_c, query, parameters) => sent.push({ query, parameters: parameters as unknown[] }) });
@@ -29,20 +31,6 @@ after(async () => {
   await sql.end();
   await db.drop();
 });
-
-interface PlanNode {
-  "Relation Name"?: string;
-  "Actual Rows": number;
-  "Actual Loops": number;
-  "Rows Removed by Filter"?: number;
-  "Rows Removed by Index Recheck"?: number;
-  Plans?: PlanNode[];
-}
-
-function rowsRead(n: PlanNode, table: string): number {
-  const own = n["Relation Name"] === table ? (n["Actual Rows"] + (n["Rows Removed by Filter"] ?? 0) + (n["Rows Removed by Index Recheck"] ?? 0)) * n["Actual Loops"] : 0;
-  return own + (n.Plans ?? []).reduce((s, p) => s + rowsRead(p, table), 0);
-}
 
 describe("the pool as top-up planning sees it", () => {
   it("counts the available numbers, those from the replenishment endpoint, and fresh ones on the way", async () => {

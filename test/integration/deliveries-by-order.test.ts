@@ -12,11 +12,12 @@ import { driverSql } from "../../src/db/client.ts";
 import { listDeliveries } from "../../src/notify/deliveries.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
+import type { SentStatement } from "../helpers/plans.ts";
 
 let db: TestDatabase;
 let sql: ReturnType<typeof driverSql>;
 /** The statements the pool sent, with their parameters. */
-const sent: { query: string; parameters: unknown[] }[] = [];
+const sent: SentStatement[] = [];
 before(async () => {
   db = await createTestDatabase();
   sql = driverSql(db.url, { max: 1, debug: (_c, query, parameters) => sent.push({ query, parameters: parameters as unknown[] }) });

@@ -11,10 +11,12 @@ import { driverSql } from "../../src/db/client.ts";
 import { endpointsWithDue } from "../../src/notify/deliveries.ts";
 import { createTestDatabase } from "../helpers/db.ts";
 import type { TestDatabase } from "../helpers/db.ts";
+import { rowsRead } from "../helpers/plans.ts";
+import type { PlanNode, SentStatement } from "../helpers/plans.ts";
 
 let db: TestDatabase;
 let sql: ReturnType<typeof driverSql>;
-const sent: { query: string; parameters: unknown[] }[] = [];
+const sent: SentStatement[] = [];
 before(async () => {
   db = await createTestDatabase();
   sql = driverSql(db.url, { max: 1, debug: (_c, query, parameters) => sent.push({ query, parameters: parameters as unknown[] }) });
@@ -33,21 +35,6 @@ after(async () => {
   await db.drop();
 });
 
-interface PlanNode {
-  "Relation Name"?: string;
-  "Actual Rows": number;
-  "Actual Loops": number;
-  "Rows Removed by Filter"?: number;
-  "Rows Removed by Index Recheck"?: number;
-  Plans?: PlanNode[];
-}
-
-/** Rows of notification_deliveries the plan read (returned or filtered out), over every loop. */
-function deliveriesRead(n: PlanNode): number {
-  const own = n["Relation Name"] === "notification_deliveries" ? (n["Actual Rows"] + (n["Rows Removed by Filter"] ?? 0) + (n["Rows Removed by Index Recheck"] ?? 0)) * n["Actual Loops"] : 0;
-  return own + (n.Plans ?? []).reduce((s, p) => s + deliveriesRead(p), 0);
-}
-
 describe("endpoints with deliveries due", () => {
   it("are those with a due delivery no run holds, whatever else they have", async () => {
     assert.deepEqual((await endpointsWithDue(sql)).sort(), ["ep_sw1", "ep_sw2"]);
@@ -62,7 +49,7 @@ describe("endpoints with deliveries due", () => {
     const statement = sent.find((s) => s.query.includes("notification_deliveries"));
     assert.ok(statement);
     const [row] = await sql.unsafe<{ "QUERY PLAN": { Plan: PlanNode }[] }[]>(`explain (analyze, format json) ${statement.query}`, statement.parameters as never[]);
-    const read = deliveriesRead(row!["QUERY PLAN"][0]!.Plan);
+    const read = rowsRead(row!["QUERY PLAN"][0]!.Plan, "notification_deliveries");
     assert.ok(read <= 10, `read ${read} deliveries for 4 endpoints (3,003 due)`);
   });
 });
