@@ -27,8 +27,8 @@ export function secretMatcher(expected: string): (given: string) => boolean {
 export type SecretMatch = "current" | "previous" | null;
 
 /**
- * secretMatcher for a secret being rotated: `given` is compared with both in constant time
- * (the previous one too when it is unset, so the answer's timing says nothing of which).
+ * secretMatcher for a secret being rotated: `given` is compared with both, each in constant
+ * time, whichever matches, so the answer's timing says nothing of which one it was.
  */
 export function rotatingSecretMatcher(current: string, previous: string | undefined): (given: string) => SecretMatch {
   const isCurrent = secretMatcher(current);

@@ -42,7 +42,7 @@ export interface PreviousSecret {
 }
 
 /** Between two warnings that a previous secret is still in use, per process. */
-export const PREVIOUS_SECRET_WARN_EVERY_MS = 10 * 60_000;
+const PREVIOUS_SECRET_WARN_EVERY_MS = 10 * 60_000;
 
 /**
  * What happens when a `*_PREVIOUS` secret lets a request in: it is counted (the operator
